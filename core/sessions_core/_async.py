@@ -1,0 +1,82 @@
+"""One source of truth for sync and async: the sync code runs in a worker thread for the
+async twin, and async user callbacks met on the way run on the caller's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import threading
+from typing import Any, Awaitable, Callable, TypeVar
+
+T = TypeVar("T")
+
+_caller_loop: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "sessions_core_caller_loop", default=None
+)
+
+
+async def run_in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Run blocking ``fn`` in a worker thread; coroutines it meets run back on this loop."""
+    token = _caller_loop.set(asyncio.get_running_loop())
+    try:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    finally:
+        _caller_loop.reset(token)
+
+
+def resolve(value: T | Awaitable[T]) -> T:
+    """Return ``value``, or the result of awaiting it when it is awaitable (from sync code)."""
+    if not inspect.isawaitable(value):
+        return value  # type: ignore[return-value]
+    loop = _caller_loop.get()
+    if loop is not None and loop.is_running() and not _in_loop_thread(loop):
+        return asyncio.run_coroutine_threadsafe(_await(value), loop).result()
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_await(value))
+    # Called synchronously from inside a running loop: run on a private loop in another thread.
+    result: dict[str, Any] = {}
+
+    def runner() -> None:
+        try:
+            result["value"] = asyncio.run(_await(value))
+        except BaseException as error:  # re-raised in the caller's thread
+            result["error"] = error
+
+    thread = threading.Thread(target=runner, name="sessions-core-await")
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def call(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """Call a plain or ``async def`` function from sync code and return its result."""
+    return resolve(fn(*args, **kwargs))
+
+
+async def _await(value: Awaitable[T]) -> T:
+    return await value
+
+
+def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def async_twin(method: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """The ``a``-prefixed twin of a blocking method: same arguments, run off the event loop."""
+
+    @functools.wraps(method)
+    async def twin(self: Any, *args: Any, **kwargs: Any) -> T:
+        return await run_in_thread(method, self, *args, **kwargs)
+
+    twin.__name__ = twin.__qualname__ = "a" + method.__name__
+    twin.__doc__ = f"Async twin of :meth:`{method.__name__}`: {method.__doc__ or ''}".rstrip()
+    return twin

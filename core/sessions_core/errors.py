@@ -1,0 +1,23 @@
+"""The exceptions of sessions_core; all derive from :class:`SessionsError`."""
+
+from __future__ import annotations
+
+
+class SessionsError(Exception):
+    """Base class of every error raised by this library."""
+
+
+class MessageValidationError(SessionsError, ValueError):
+    """A message does not have the shape of a ``SessionMessage``; nothing was stored."""
+
+
+class MessageTooLargeError(SessionsError, ValueError):
+    """A client-supplied message is larger than the configured maximum; nothing was stored."""
+
+
+class StoreError(SessionsError):
+    """The storage backend failed or was misconfigured."""
+
+
+class SearchNotSupportedError(SessionsError):
+    """The store has no full-text search."""

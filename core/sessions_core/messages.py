@@ -1,0 +1,225 @@
+"""Message and part models (pure, no I/O).
+
+A ``SessionMessage`` is structurally an AI SDK ``UIMessage``: ``{id, role, parts, createdAt?, metadata?}``.
+Attributes are snake_case; camelCase JSON is accepted on input and produced by
+``model_dump(by_alias=True)``. Unknown part types and extra fields are kept verbatim, so a
+valid message dict read back from storage equals what was written.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal, Mapping, Union
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from .errors import MessageValidationError
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+
+COMPACTION_ID_PREFIX = "compaction_"
+
+
+class _PartBase(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="allow",
+    )
+
+    def model_post_init(self, context: Any, /) -> None:
+        # ``type`` always belongs to the dumped part, even when it came from the default.
+        self.__pydantic_fields_set__.add("type")
+
+
+class TextPart(_PartBase):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ReasoningPart(_PartBase):
+    type: Literal["reasoning"] = "reasoning"
+    text: str | None = None
+
+
+class ToolCallPart(_PartBase):
+    """A model's request to run a tool."""
+
+    type: Literal["tool-call"] = "tool-call"
+    tool_call_id: str
+    tool_name: str
+    input: Any = None
+
+
+class ToolResultPart(_PartBase):
+    """The result of a tool call, matched to it by ``tool_call_id``."""
+
+    type: Literal["tool-result"] = "tool-result"
+    tool_call_id: str
+    tool_name: str | None = None
+    output: Any = None
+    is_error: bool = False
+
+
+class FilePart(_PartBase):
+    """A file, inline (``data``: base64 or a data URL) or by ``url``."""
+
+    type: Literal["file"] = "file"
+    media_type: str
+    data: str | None = None
+    url: str | None = None
+    filename: str | None = None
+
+    @model_validator(mode="after")
+    def _data_or_url(self) -> "FilePart":
+        if self.data is None and self.url is None:
+            raise ValueError("a file part needs 'data' or 'url'")
+        return self
+
+
+class ToolUIPart(_PartBase):
+    """An AI SDK UI tool part (``tool-<name>`` or ``dynamic-tool``): call and result in one part."""
+
+    type: str
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    state: str | None = None
+    input: Any = None
+    output: Any = None
+
+
+class UnknownPart(_PartBase):
+    """Any other part type (``step-start``, ``source-url``, ``data-*``...), kept verbatim."""
+
+    type: str
+
+
+def is_tool_ui_type(part_type: Any) -> bool:
+    return isinstance(part_type, str) and (
+        part_type == "dynamic-tool"
+        or (part_type.startswith("tool-") and part_type not in ("tool-call", "tool-result"))
+    )
+
+
+_TAGGED = {"text", "reasoning", "tool-call", "tool-result", "file"}
+_UNION_TAGS = _TAGGED | {"tool-ui", "unknown"}
+
+
+def _part_tag(value: Any) -> str:
+    part_type = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
+    if part_type in _TAGGED:
+        return part_type
+    if is_tool_ui_type(part_type):
+        return "tool-ui"
+    return "unknown"
+
+
+Part = Annotated[
+    Union[
+        Annotated[TextPart, Tag("text")],
+        Annotated[ReasoningPart, Tag("reasoning")],
+        Annotated[ToolCallPart, Tag("tool-call")],
+        Annotated[ToolResultPart, Tag("tool-result")],
+        Annotated[FilePart, Tag("file")],
+        Annotated[ToolUIPart, Tag("tool-ui")],
+        Annotated[UnknownPart, Tag("unknown")],
+    ],
+    Discriminator(_part_tag),
+]
+
+
+def _as_utc(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+class SessionMessage(BaseModel):
+    """One message of a conversation tree."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="allow",
+    )
+
+    id: str = Field(min_length=1)
+    role: Role
+    parts: list[Part]
+    created_at: datetime | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("created_at")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else _as_utc(value)
+
+    @property
+    def text(self) -> str:
+        """The text parts joined with a newline."""
+        return "\n".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The AI SDK (camelCase) JSON shape of this message."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+MessageInput = Union[SessionMessage, Mapping[str, Any]]
+
+
+def _describe(error: ValidationError) -> str:
+    problems = []
+    for item in error.errors(include_url=False)[:5]:
+        where = ".".join(str(p) for p in item["loc"] if p not in _UNION_TAGS) or "message"
+        problems.append(f"{where}: {item['msg']}")
+    more = error.error_count() - len(problems)
+    return "; ".join(problems) + (f"; and {more} more" if more > 0 else "")
+
+
+def parse_message(message: MessageInput) -> SessionMessage:
+    """Validate a ``SessionMessage`` or a dict of its shape; raise ``MessageValidationError``."""
+    if isinstance(message, SessionMessage):
+        return message
+    if not isinstance(message, Mapping):
+        raise MessageValidationError(
+            f"invalid message: expected a SessionMessage or a dict, got {type(message).__name__}"
+        )
+    try:
+        return SessionMessage.model_validate(message)
+    except ValidationError as error:
+        ident = message.get("id")
+        label = f"invalid message {ident!r}" if isinstance(ident, str) and ident else "invalid message"
+        raise MessageValidationError(f"{label}: {_describe(error)}") from None
+
+
+def text_content(message: SessionMessage) -> str:
+    """What the full-text index holds: the text parts joined with one space."""
+    return " ".join(p.text for p in message.parts if isinstance(p, TextPart))
+
+
+def storage_json(message: SessionMessage) -> str:
+    """The stored JSON of a message: its camelCase shape without ``createdAt`` (a column of its own)."""
+    data = message.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"created_at"})
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def message_from_storage(content: str, created_at: datetime) -> SessionMessage | None:
+    """Parse a stored row; ``None`` for a row that no longer parses (skipped by every read)."""
+    try:
+        message = SessionMessage.model_validate_json(content)
+    except ValidationError:
+        return None
+    message.created_at = created_at
+    return message

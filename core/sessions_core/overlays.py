@@ -1,0 +1,57 @@
+"""Applying compaction overlays to a path (pure; section 7.5 of the reference)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol, Sequence
+
+
+class OverlayLike(Protocol):
+    @property
+    def from_message_id(self) -> str: ...
+
+    @property
+    def to_message_id(self) -> str: ...
+
+
+class Segment(NamedTuple):
+    """Path positions ``start .. end - 1``: raw rows, or replaced by ``overlay`` when it is set."""
+
+    start: int
+    end: int
+    overlay: OverlayLike | None
+
+
+def plan_overlays(ids: Sequence[str], overlays: Sequence[OverlayLike]) -> list[Segment]:
+    """Split a root-to-leaf path into raw runs and overlay-covered runs.
+
+    Walking left to right, an overlay applies at position ``i`` when it starts at ``ids[i]`` and
+    ends on the path at or after ``i``; among several, the newest (last in storage order) wins.
+    Its covered range is skipped. Overlays anchored off the path are ignored.
+    """
+    if not overlays:
+        return [Segment(0, len(ids), None)] if ids else []
+    position = {message_id: i for i, message_id in enumerate(ids)}
+    starting: dict[str, list[OverlayLike]] = {}
+    for overlay in overlays:
+        if overlay.from_message_id in position and overlay.to_message_id in position:
+            starting.setdefault(overlay.from_message_id, []).append(overlay)
+    segments: list[Segment] = []
+    raw_start = 0
+    i = 0
+    while i < len(ids):
+        chosen = None
+        for overlay in reversed(starting.get(ids[i], ())):
+            if position[overlay.to_message_id] >= i:
+                chosen = overlay
+                break
+        if chosen is None:
+            i += 1
+            continue
+        if raw_start < i:
+            segments.append(Segment(raw_start, i, None))
+        end = position[chosen.to_message_id] + 1
+        segments.append(Segment(i, end, chosen))
+        i = raw_start = end
+    if raw_start < len(ids):
+        segments.append(Segment(raw_start, len(ids), None))
+    return segments

@@ -1,0 +1,196 @@
+"""The storage interface. Its docstrings are the contract every backend passes
+(``tests/conformance`` runs it against each one).
+
+A store holds many sessions; every method takes the ``session_id`` it acts on and never
+touches another session's rows. Stores only execute SQL: validation, JSON encoding, overlay
+application and events live in ``Session``. All methods are synchronous; ``Session`` runs them
+in a worker thread for its async twins.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Iterable, NamedTuple, Sequence
+
+
+class _Latest:
+    """The sentinel default of ``parent_id``: attach to the latest leaf."""
+
+    _instance: "_Latest | None" = None
+
+    def __new__(cls) -> "_Latest":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "LATEST"
+
+    def __reduce__(self) -> str:
+        return "LATEST"
+
+
+LATEST = _Latest()
+"""Attach a new message to the session's latest leaf (``None`` starts a new root)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecord:
+    """What a store writes for one message; computed by the caller."""
+
+    id: str
+    role: str
+    content: str
+    """The message JSON."""
+    text: str
+    """What full-text search indexes."""
+    tokens: int
+    created_at_us: int
+    """Creation time in microseconds since the Unix epoch (UTC)."""
+
+    @property
+    def size(self) -> int:
+        return len(self.content.encode("utf-8"))
+
+
+class MessageRow(NamedTuple):
+    id: str
+    parent_id: str | None
+    role: str
+    created_at_us: int
+    content: str
+
+
+class PathEntry(NamedTuple):
+    """One row of a path, without its content."""
+
+    seq: int
+    id: str
+    role: str
+    size: int
+    """UTF-8 bytes of the stored JSON."""
+
+
+class PathTotals(NamedTuple):
+    """Running totals from the root of a path down to (and including) one message."""
+
+    depth: int
+    tokens: int
+    size: int
+
+
+class CompactionRow(NamedTuple):
+    id: str
+    summary: str
+    from_message_id: str
+    to_message_id: str
+    created_at_us: int
+
+
+class SearchRow(NamedTuple):
+    session_id: str
+    id: str
+    role: str
+    content: str
+    created_at_us: int
+
+
+class Store(ABC):
+    """A backend for many sessions' message trees."""
+
+    fetch_chunk_rows: int = 200
+    """How many rows a caller fetches at once with :meth:`fetch_rows`."""
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @abstractmethod
+    def setup(self) -> None:
+        """Create or migrate the schema. Idempotent; safe when several processes run it."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release what the store opened itself. Idempotent."""
+
+    # -- message writes --------------------------------------------------------------------
+
+    @abstractmethod
+    def insert_message(self, session_id: str, record: MessageRecord, parent_id: "str | None | _Latest") -> bool:
+        """Store ``record`` under ``parent_id`` atomically; return whether it was inserted.
+
+        ``LATEST`` resolves to the session's latest leaf at the moment of the insert (a root when
+        the session is empty); ``None`` makes a new root; an id that is not in this session also
+        makes a root. If ``record.id`` already exists in this session nothing changes and the
+        result is ``False`` (the first content and parent win).
+        """
+
+    @abstractmethod
+    def update_message(self, session_id: str, record: MessageRecord) -> bool:
+        """Replace the content, role, text and token estimate of an existing message, keeping
+        its parent and creation time. Return ``False`` (and change nothing) if it does not exist."""
+
+    @abstractmethod
+    def delete_messages(self, session_id: str, ids: Iterable[str]) -> list[str]:
+        """Delete these messages (unknown ids are ignored) and return the ids deleted.
+
+        Children are not re-attached: each child of a deleted message becomes a root, so a path
+        read through it stops there. Compaction rows are not touched.
+        """
+
+    @abstractmethod
+    def clear_session(self, session_id: str) -> None:
+        """Delete every message and compaction of the session."""
+
+    # -- message reads ---------------------------------------------------------------------
+
+    @abstractmethod
+    def get_message(self, session_id: str, message_id: str) -> MessageRow | None:
+        """The stored row of one message of this session."""
+
+    @abstractmethod
+    def latest_leaf(self, session_id: str) -> MessageRow | None:
+        """The childless message with the greatest ``created_at``, ties broken by the latest
+        insert; ``None`` for an empty session."""
+
+    @abstractmethod
+    def children(self, session_id: str, message_id: str) -> list[MessageRow]:
+        """The direct children of a message, oldest first (ties by insertion order)."""
+
+    @abstractmethod
+    def path(self, session_id: str, leaf_id: str) -> list[PathEntry]:
+        """The path root -> ``leaf_id`` without content; ``[]`` if the id is not in this session."""
+
+    @abstractmethod
+    def path_tail(self, session_id: str, leaf_id: str, max_bytes: int, min_rows: int) -> list[PathEntry]:
+        """The longest suffix of the path to ``leaf_id`` (root-most first) whose sizes sum to at
+        most ``max_bytes``, extended to at least ``min_rows`` rows; it always holds the leaf."""
+
+    @abstractmethod
+    def path_totals(self, session_id: str, leaf_id: str) -> PathTotals | None:
+        """Depth, summed token estimates and summed sizes of the path to ``leaf_id``, read from
+        the message row alone (no walk)."""
+
+    @abstractmethod
+    def fetch_rows(self, seqs: Sequence[int]) -> dict[int, MessageRow]:
+        """The rows with these ``PathEntry.seq`` values (missing ones are absent); callers pass
+        at most ``fetch_chunk_rows`` at once."""
+
+    # -- compactions -----------------------------------------------------------------------
+
+    @abstractmethod
+    def add_compaction(self, session_id: str, row: CompactionRow) -> None:
+        """Store a compaction overlay."""
+
+    @abstractmethod
+    def get_compactions(self, session_id: str) -> list[CompactionRow]:
+        """Every compaction of the session, oldest first (ties by insertion order)."""
+
+    # -- search ----------------------------------------------------------------------------
+
+    @abstractmethod
+    def search_messages(self, session_ids: Sequence[str] | None, query: str, limit: int) -> list[SearchRow]:
+        """Messages whose text contains every word of ``query`` (stemmed), best match first.
+
+        ``session_ids=None`` searches every session. ``query`` is the user's raw text: the store
+        quotes it; a query with no searchable word gives ``[]``.
+        """

@@ -1,0 +1,436 @@
+"""SQLite store: one file (or ``:memory:``), WAL, FTS5 kept current by triggers."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+from ..errors import StoreError
+from ..fts import match_all_words
+from .base import (
+    LATEST,
+    CompactionRow,
+    MessageRecord,
+    MessageRow,
+    PathEntry,
+    PathTotals,
+    SearchRow,
+    Store,
+    _Latest,
+)
+
+# Append-only: a released migration is never edited; PRAGMA user_version counts those applied.
+# Small columns come before the large ones so that walking a path never reads content pages.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE session_messages (
+        seq          INTEGER PRIMARY KEY,
+        session_id   TEXT    NOT NULL,
+        id           TEXT    NOT NULL,
+        parent_id    TEXT,
+        role         TEXT    NOT NULL,
+        created_at   INTEGER NOT NULL,
+        tokens       INTEGER NOT NULL,
+        bytes        INTEGER NOT NULL,
+        depth        INTEGER NOT NULL,
+        path_tokens  INTEGER NOT NULL,
+        path_bytes   INTEGER NOT NULL,
+        text_content TEXT    NOT NULL DEFAULT '',
+        content      TEXT    NOT NULL,
+        UNIQUE (session_id, id)
+    );
+    CREATE INDEX session_messages_parent ON session_messages (session_id, parent_id);
+    CREATE INDEX session_messages_created ON session_messages (session_id, created_at);
+
+    CREATE VIRTUAL TABLE session_messages_fts USING fts5(
+        text_content, content='session_messages', content_rowid='seq',
+        tokenize='porter unicode61'
+    );
+    CREATE TRIGGER session_messages_fts_insert AFTER INSERT ON session_messages
+    WHEN new.text_content <> '' BEGIN
+        INSERT INTO session_messages_fts (rowid, text_content) VALUES (new.seq, new.text_content);
+    END;
+    CREATE TRIGGER session_messages_fts_delete AFTER DELETE ON session_messages
+    WHEN old.text_content <> '' BEGIN
+        INSERT INTO session_messages_fts (session_messages_fts, rowid, text_content)
+        VALUES ('delete', old.seq, old.text_content);
+    END;
+    CREATE TRIGGER session_messages_fts_update AFTER UPDATE OF text_content ON session_messages
+    BEGIN
+        INSERT INTO session_messages_fts (session_messages_fts, rowid, text_content)
+        SELECT 'delete', old.seq, old.text_content WHERE old.text_content <> '';
+        INSERT INTO session_messages_fts (rowid, text_content)
+        SELECT new.seq, new.text_content WHERE new.text_content <> '';
+    END;
+
+    CREATE TABLE session_compactions (
+        seq             INTEGER PRIMARY KEY,
+        session_id      TEXT    NOT NULL,
+        id              TEXT    NOT NULL UNIQUE,
+        from_message_id TEXT    NOT NULL,
+        to_message_id   TEXT    NOT NULL,
+        created_at      INTEGER NOT NULL,
+        summary         TEXT    NOT NULL
+    );
+    CREATE INDEX session_compactions_session ON session_compactions (session_id, created_at);
+    """,
+)
+
+_ROW = "id, parent_id, role, created_at, content"
+
+_LATEST_LEAF = """
+    SELECT m.id FROM session_messages m
+    WHERE m.session_id = :s AND NOT EXISTS (
+        SELECT 1 FROM session_messages c WHERE c.session_id = m.session_id AND c.parent_id = m.id
+    )
+    ORDER BY m.created_at DESC, m.seq DESC LIMIT 1
+"""
+
+_INSERT = """
+    INSERT INTO session_messages (
+        session_id, id, parent_id, role, created_at, tokens, bytes,
+        depth, path_tokens, path_bytes, text_content, content
+    )
+    SELECT :s, :id, p.id, :role, :created_at, :tokens, :bytes,
+           coalesce(p.depth, 0) + 1, coalesce(p.path_tokens, 0) + :tokens,
+           coalesce(p.path_bytes, 0) + :bytes, :text, :content
+    FROM (SELECT 1) LEFT JOIN session_messages p ON p.session_id = :s AND p.id = {parent}
+    WHERE true
+    ON CONFLICT (session_id, id) DO NOTHING
+"""
+_INSERT_UNDER_LATEST = _INSERT.format(parent=f"({_LATEST_LEAF})")
+_INSERT_UNDER_PARENT = _INSERT.format(parent=":parent")
+
+_SHIFT_SUBTREE = """
+    WITH RECURSIVE sub(id) AS (
+        SELECT :root
+        UNION ALL
+        SELECT m.id FROM session_messages m JOIN sub ON m.session_id = :s AND m.parent_id = sub.id
+    )
+    UPDATE session_messages
+    SET depth = depth + :depth, path_tokens = path_tokens + :tokens, path_bytes = path_bytes + :bytes
+    WHERE session_id = :s AND id IN (SELECT id FROM sub)
+"""
+
+_PATH = """
+    WITH RECURSIVE path(seq, id, parent_id, role, size, n) AS (
+        SELECT seq, id, parent_id, role, bytes, 0 FROM session_messages
+        WHERE session_id = :s AND id = :leaf
+        UNION ALL
+        SELECT m.seq, m.id, m.parent_id, m.role, m.bytes, path.n + 1
+        FROM path JOIN session_messages m ON m.session_id = :s AND m.id = path.parent_id
+    )
+    SELECT seq, id, role, size FROM path ORDER BY n DESC
+"""
+
+_PATH_TAIL = """
+    WITH RECURSIVE tail(seq, id, parent_id, role, size, n, used) AS (
+        SELECT seq, id, parent_id, role, bytes, 1, bytes FROM session_messages
+        WHERE session_id = :s AND id = :leaf
+        UNION ALL
+        SELECT m.seq, m.id, m.parent_id, m.role, m.bytes, tail.n + 1, tail.used + m.bytes
+        FROM tail JOIN session_messages m ON m.session_id = :s AND m.id = tail.parent_id
+        WHERE tail.n < :min_rows OR tail.used + m.bytes <= :max_bytes
+    )
+    SELECT seq, id, role, size FROM tail ORDER BY n DESC
+"""
+
+
+class SqliteStore(Store):
+    """A SQLite database file, or ``":memory:"``.
+
+    ``synchronous="NORMAL"`` (the default) with WAL survives a crash of the process: every
+    append that returned is on disk. ``"FULL"`` also survives a power loss, at a cost per commit.
+    """
+
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        *,
+        timeout: float = 30.0,
+        synchronous: str = "NORMAL",
+        auto_setup: bool = True,
+    ) -> None:
+        if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
+            raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+        self.database = str(path)
+        self._lock = threading.RLock()
+        self._auto_setup = auto_setup
+        self._ready = False
+        self._closed = False
+        self._conn = sqlite3.connect(
+            self.database, timeout=timeout, isolation_level=None, check_same_thread=False
+        )
+        self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+        if self.database != ":memory:" and not self.database.startswith("file::memory:"):
+            self._conn.execute("PRAGMA journal_mode = WAL")
+        self._conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+        self._conn.execute("PRAGMA foreign_keys = ON")
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.database!r})"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        with self._lock:
+            self._check_open()
+            if self._schema_version() < len(MIGRATIONS):
+                with self._transaction() as conn:
+                    version = self._schema_version()
+                    if version > len(MIGRATIONS):
+                        raise StoreError(
+                            f"{self.database}: schema version {version} is newer than this library knows"
+                        )
+                    for number in range(version, len(MIGRATIONS)):
+                        for statement in _statements(MIGRATIONS[number]):
+                            conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
+            self._ready = True
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"{self!r} is closed")
+
+    def _schema_version(self) -> int:
+        return self._conn.execute("PRAGMA user_version").fetchone()[0]
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._check_open()
+            if not self._ready:
+                if not self._auto_setup:
+                    if self._schema_version() < len(MIGRATIONS):
+                        raise StoreError(f"{self!r}: schema missing; call setup() first")
+                    self._ready = True
+                else:
+                    self.setup()
+            yield self._conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that takes the write lock up front (no deadlocking upgrades)."""
+        with self._lock:
+            if self._conn.in_transaction:
+                self._conn.execute("SAVEPOINT nested")
+                try:
+                    yield self._conn
+                except BaseException:
+                    self._conn.execute("ROLLBACK TO nested")
+                    self._conn.execute("RELEASE nested")
+                    raise
+                self._conn.execute("RELEASE nested")
+                return
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._connection(), self._transaction() as conn:
+            yield conn
+
+    # -- message writes --------------------------------------------------------------------
+
+    def insert_message(self, session_id: str, record: MessageRecord, parent_id: str | None | _Latest) -> bool:
+        params = {
+            "s": session_id,
+            "id": record.id,
+            "role": record.role,
+            "created_at": record.created_at_us,
+            "tokens": record.tokens,
+            "bytes": record.size,
+            "text": record.text,
+            "content": record.content,
+        }
+        if parent_id is LATEST:
+            sql = _INSERT_UNDER_LATEST
+        else:
+            sql = _INSERT_UNDER_PARENT
+            params["parent"] = parent_id
+        with self._connection() as conn:
+            return conn.execute(sql, params).rowcount == 1
+
+    def update_message(self, session_id: str, record: MessageRecord) -> bool:
+        with self._write() as conn:
+            old = conn.execute(
+                "SELECT tokens, bytes FROM session_messages WHERE session_id = ? AND id = ?",
+                (session_id, record.id),
+            ).fetchone()
+            if old is None:
+                return False
+            size = record.size
+            conn.execute(
+                "UPDATE session_messages SET role = ?, tokens = ?, bytes = ?, text_content = ?, content = ?"
+                " WHERE session_id = ? AND id = ?",
+                (record.role, record.tokens, size, record.text, record.content, session_id, record.id),
+            )
+            if (record.tokens, size) != tuple(old):
+                _shift_subtree(conn, session_id, record.id, 0, record.tokens - old[0], size - old[1])
+            return True
+
+    def delete_messages(self, session_id: str, ids: Iterable[str]) -> list[str]:
+        deleted: list[str] = []
+        with self._write() as conn:
+            for message_id in dict.fromkeys(ids):
+                row = conn.execute(
+                    "SELECT depth, path_tokens, path_bytes FROM session_messages"
+                    " WHERE session_id = ? AND id = ?",
+                    (session_id, message_id),
+                ).fetchone()
+                if row is None:
+                    continue
+                conn.execute(
+                    "DELETE FROM session_messages WHERE session_id = ? AND id = ?", (session_id, message_id)
+                )
+                children = conn.execute(
+                    "SELECT id FROM session_messages WHERE session_id = ? AND parent_id = ?",
+                    (session_id, message_id),
+                ).fetchall()
+                for (child,) in children:
+                    conn.execute(
+                        "UPDATE session_messages SET parent_id = NULL WHERE session_id = ? AND id = ?",
+                        (session_id, child),
+                    )
+                    _shift_subtree(conn, session_id, child, -row[0], -row[1], -row[2])
+                deleted.append(message_id)
+        return deleted
+
+    def clear_session(self, session_id: str) -> None:
+        with self._write() as conn:
+            conn.execute("DELETE FROM session_messages WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM session_compactions WHERE session_id = ?", (session_id,))
+
+    # -- message reads ---------------------------------------------------------------------
+
+    def get_message(self, session_id: str, message_id: str) -> MessageRow | None:
+        with self._connection() as conn:
+            row = conn.execute(
+                f"SELECT {_ROW} FROM session_messages WHERE session_id = ? AND id = ?",
+                (session_id, message_id),
+            ).fetchone()
+        return None if row is None else MessageRow(*row)
+
+    def latest_leaf(self, session_id: str) -> MessageRow | None:
+        with self._connection() as conn:
+            row = conn.execute(
+                f"SELECT {_ROW} FROM session_messages WHERE session_id = :s AND id = ({_LATEST_LEAF})",
+                {"s": session_id},
+            ).fetchone()
+        return None if row is None else MessageRow(*row)
+
+    def children(self, session_id: str, message_id: str) -> list[MessageRow]:
+        with self._connection() as conn:
+            rows = conn.execute(
+                f"SELECT {_ROW} FROM session_messages WHERE session_id = ? AND parent_id = ?"
+                " ORDER BY created_at, seq",
+                (session_id, message_id),
+            ).fetchall()
+        return [MessageRow(*row) for row in rows]
+
+    def path(self, session_id: str, leaf_id: str) -> list[PathEntry]:
+        with self._connection() as conn:
+            rows = conn.execute(_PATH, {"s": session_id, "leaf": leaf_id}).fetchall()
+        return [PathEntry(*row) for row in rows]
+
+    def path_tail(self, session_id: str, leaf_id: str, max_bytes: int, min_rows: int) -> list[PathEntry]:
+        params = {"s": session_id, "leaf": leaf_id, "max_bytes": max_bytes, "min_rows": min_rows}
+        with self._connection() as conn:
+            rows = conn.execute(_PATH_TAIL, params).fetchall()
+        return [PathEntry(*row) for row in rows]
+
+    def path_totals(self, session_id: str, leaf_id: str) -> PathTotals | None:
+        with self._connection() as conn:
+            row = conn.execute(
+                "SELECT depth, path_tokens, path_bytes FROM session_messages WHERE session_id = ? AND id = ?",
+                (session_id, leaf_id),
+            ).fetchone()
+        return None if row is None else PathTotals(*row)
+
+    def fetch_rows(self, seqs: Sequence[int]) -> dict[int, MessageRow]:
+        if not seqs:
+            return {}
+        marks = ",".join("?" * len(seqs))
+        with self._connection() as conn:
+            rows = conn.execute(
+                f"SELECT seq, {_ROW} FROM session_messages WHERE seq IN ({marks})", tuple(seqs)
+            ).fetchall()
+        return {row[0]: MessageRow(*row[1:]) for row in rows}
+
+    # -- compactions -----------------------------------------------------------------------
+
+    def add_compaction(self, session_id: str, row: CompactionRow) -> None:
+        with self._connection() as conn:
+            conn.execute(
+                "INSERT INTO session_compactions"
+                " (session_id, id, summary, from_message_id, to_message_id, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (session_id, *row),
+            )
+
+    def get_compactions(self, session_id: str) -> list[CompactionRow]:
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT id, summary, from_message_id, to_message_id, created_at FROM session_compactions"
+                " WHERE session_id = ? ORDER BY created_at, seq",
+                (session_id,),
+            ).fetchall()
+        return [CompactionRow(*row) for row in rows]
+
+    # -- search ----------------------------------------------------------------------------
+
+    def search_messages(self, session_ids: Sequence[str] | None, query: str, limit: int) -> list[SearchRow]:
+        expression = match_all_words(query)
+        if expression is None or limit <= 0:
+            return []
+        params: list[object] = [expression]
+        where = ""
+        if session_ids is not None:
+            if not session_ids:
+                return []
+            where = f" AND m.session_id IN ({','.join('?' * len(session_ids))})"
+            params.extend(session_ids)
+        params.append(limit)
+        sql = (
+            "SELECT m.session_id, m.id, m.role, m.text_content, m.created_at"
+            " FROM session_messages_fts f JOIN session_messages m ON m.seq = f.rowid"
+            f" WHERE session_messages_fts MATCH ?{where} ORDER BY f.rank LIMIT ?"
+        )
+        with self._connection() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        return [SearchRow(*row) for row in rows]
+
+
+def _shift_subtree(
+    conn: sqlite3.Connection, session_id: str, root_id: str, depth: int, tokens: int, size: int
+) -> None:
+    conn.execute(
+        _SHIFT_SUBTREE, {"s": session_id, "root": root_id, "depth": depth, "tokens": tokens, "bytes": size}
+    )
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements (``sqlite3.complete_statement`` keeps triggers whole)."""
+    statements, current = [], ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    if current.strip():
+        statements.append(current.strip())
+    return [s for s in statements if s]

