@@ -179,10 +179,20 @@ class SessionMessage(BaseModel):
 MessageInput = Union[SessionMessage, Mapping[str, Any]]
 
 
+def _field_path(loc: tuple[Any, ...]) -> list[str]:
+    """The error location without the union tag pydantic puts after a part's index."""
+    path: list[str] = []
+    for i, piece in enumerate(loc):
+        if i and isinstance(loc[i - 1], int) and piece in _UNION_TAGS:
+            continue
+        path.append(str(piece))
+    return path
+
+
 def _describe(error: ValidationError) -> str:
     problems = []
     for item in error.errors(include_url=False)[:5]:
-        where = ".".join(str(p) for p in item["loc"] if p not in _UNION_TAGS) or "message"
+        where = ".".join(_field_path(item["loc"])) or "message"
         problems.append(f"{where}: {item['msg']}")
     more = error.error_count() - len(problems)
     return "; ".join(problems) + (f"; and {more} more" if more > 0 else "")
