@@ -1,0 +1,30 @@
+"""Every example in examples/ runs, offline, as a test."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_example_runs(example, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    result = subprocess.run(
+        [sys.executable, str(example)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip(), "an example should show what it did"
+
+
+def test_quickstart_output():
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES[[p.name for p in EXAMPLES].index("quickstart.py")])],
+        capture_output=True, text=True, check=True,
+    )
+    assert "active branch: ['u1', 'a1', 'u2', 'a2-retry']" in result.stdout
+    assert "retry inserted? False" in result.stdout
+    assert "after reopening: 4 messages" in result.stdout

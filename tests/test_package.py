@@ -1,0 +1,29 @@
+"""Packaging rules: the core imports no framework, and ``__all__`` is the public surface."""
+
+import subprocess
+import types
+import sys
+
+import sessions_core
+
+
+def test_core_import_loads_no_optional_dependency():
+    code = (
+        "import sys, sessions_core\n"
+        "heavy = [m for m in ('langchain', 'langchain_core', 'llama_index', 'psycopg', 'openai', 'tiktoken')"
+        " if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == ""
+
+
+def test_all_lists_exactly_the_public_names():
+    public = {
+        name
+        for name, value in vars(sessions_core).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert set(sessions_core.__all__) == public
+    for name in sessions_core.__all__:
+        assert hasattr(sessions_core, name), name

@@ -1,0 +1,63 @@
+import pytest
+
+from sessions_core import SessionMessage, TiktokenCounter, estimate_message_tokens, estimate_tokens
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("", 0),
+        ("Hello world", 3),
+        ("word " * 50, 65),
+        ("x" * 400, 100),
+        ("one two three", 4),  # 3 * 1.3 = 3.9000000000000004 -> 4
+        ("a\u00a0b", 3),  # JS \s includes NBSP: two words
+        ("a\x1cb", 2),  # ...but not \x1c (one word: 1.3 -> 2), which str.split() would split on
+        ("😀" * 4, 2),  # UTF-16 length 8 -> 2
+    ],
+)
+def test_estimate_tokens_follows_the_reference(text, expected):
+    assert estimate_tokens(text) == expected
+
+
+def test_estimate_message_tokens_counts_every_kind_of_part():
+    message = SessionMessage.model_validate(
+        {
+            "id": "m",
+            "role": "assistant",
+            "parts": [
+                {"type": "text", "text": "Hello world"},  # 3
+                {"type": "reasoning", "text": "x" * 400},  # 100
+                {"type": "tool-call", "toolCallId": "1", "toolName": "f", "input": {"a": 1}},  # '{"a":1}' -> 2
+                {"type": "tool-result", "toolCallId": "1", "output": "Hello world"},  # 3
+                {"type": "tool-weather", "toolCallId": "2", "input": "Hello world", "result": "x" * 8},  # 3 + 2
+                {"type": "step-start"},  # 0
+                {"type": "source", "text": "Hello world"},  # 3
+                {"type": "data-x", "result": "Hello world"},  # 3
+            ],
+        }
+    )
+    assert estimate_message_tokens([message]) == 4 + 3 + 100 + 2 + 3 + 5 + 0 + 3 + 3
+    assert estimate_message_tokens([]) == 0
+    assert estimate_message_tokens([message, message]) == 2 * estimate_message_tokens([message])
+
+
+def test_reasoning_falls_back_to_the_legacy_field():
+    message = SessionMessage.model_validate(
+        {"id": "m", "role": "assistant", "parts": [{"type": "reasoning", "reasoning": "Hello world"}]}
+    )
+    assert estimate_message_tokens([message]) == 4 + 3
+
+
+def test_tiktoken_counter_is_exact_and_offline():
+    counter = TiktokenCounter("cl100k_base")
+    assert counter.count_text("hello world") == 2
+    assert counter.count_text("") == 0
+    assert TiktokenCounter("gpt-4").count_text("hello world") == 2
+    message = SessionMessage(id="m", role="user", parts=[{"type": "text", "text": "hello world"}])
+    assert counter([message]) == 4 + 2
+
+
+def test_tiktoken_counter_rejects_unknown_encodings():
+    with pytest.raises(ValueError, match="no tiktoken encoding"):
+        TiktokenCounter("no-such-encoding")
