@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import uuid
 from array import array
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterable, Iterator, Sequence
 
 from ._async import async_twin, run_in_thread
+from ._time import from_us, now_us, to_us
 from .errors import MessageTooLargeError
 from .messages import (
     COMPACTION_ID_PREFIX,
@@ -25,25 +26,6 @@ from .overlays import Segment, plan_overlays
 from .stores.base import LATEST, CompactionRow, MessageRecord, MessageRow, PathEntry, Store, _Latest
 from .stores.sqlite import SqliteStore
 from .tokens import estimate_message_tokens
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def now_us() -> int:
-    return to_us(datetime.now(timezone.utc))
-
-
-def to_us(moment: datetime) -> int:
-    """Microseconds since the Unix epoch; a naive datetime is taken as UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    delta = moment - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def from_us(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=value)
-
 
 def open_store(store: Any) -> tuple[Store, bool]:
     """A store object for ``store`` (a path, ``":memory:"``, a ``postgresql://`` URL or a store),

@@ -185,6 +185,36 @@ class Store(ABC):
     def get_compactions(self, session_id: str) -> list[CompactionRow]:
         """Every compaction of the session, oldest first (ties by insertion order)."""
 
+    # -- context blocks --------------------------------------------------------------------
+
+    @abstractmethod
+    def get_block(self, session_id: str, label: str) -> str | None:
+        """The stored content of a session's context block, or ``None``."""
+
+    @abstractmethod
+    def set_block(self, session_id: str, label: str, content: str) -> None:
+        """Create or replace a session's context block."""
+
+    @abstractmethod
+    def get_cached_prompt(self, session_id: str) -> str | None:
+        """The session's persisted frozen system prompt, or ``None``."""
+
+    @abstractmethod
+    def set_cached_prompt(self, session_id: str, prompt: str) -> None:
+        """Persist the session's frozen system prompt."""
+
+    @abstractmethod
+    def set_search_entry(self, session_id: str, label: str, key: str, content: str) -> None:
+        """Create or replace an entry of a searchable block; the old text is no longer found."""
+
+    @abstractmethod
+    def count_search_entries(self, session_id: str, label: str) -> int:
+        """How many entries a searchable block holds."""
+
+    @abstractmethod
+    def search_entries(self, session_id: str, label: str, query: str, limit: int) -> list[tuple[str, str]]:
+        """``(key, content)`` of the block's entries containing every word of ``query``, best first."""
+
     # -- search ----------------------------------------------------------------------------
 
     @abstractmethod

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from ..errors import StoreError
+from .._time import now_us
 from ..fts import match_all_words
 from .base import (
     LATEST,
@@ -76,6 +77,43 @@ MIGRATIONS: tuple[str, ...] = (
         summary         TEXT    NOT NULL
     );
     CREATE INDEX session_compactions_session ON session_compactions (session_id, created_at);
+    """,
+    """
+    CREATE TABLE context_blocks (
+        session_id TEXT    NOT NULL,
+        label      TEXT    NOT NULL,
+        updated_at INTEGER NOT NULL,
+        content    TEXT    NOT NULL,
+        PRIMARY KEY (session_id, label)
+    );
+    CREATE TABLE cached_prompts (
+        session_id TEXT    PRIMARY KEY,
+        updated_at INTEGER NOT NULL,
+        prompt     TEXT    NOT NULL
+    );
+    CREATE TABLE search_entries (
+        seq        INTEGER PRIMARY KEY,
+        session_id TEXT    NOT NULL,
+        label      TEXT    NOT NULL,
+        key        TEXT    NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        content    TEXT    NOT NULL,
+        UNIQUE (session_id, label, key)
+    );
+    CREATE VIRTUAL TABLE search_entries_fts USING fts5(
+        content, content='search_entries', content_rowid='seq', tokenize='porter unicode61'
+    );
+    CREATE TRIGGER search_entries_fts_insert AFTER INSERT ON search_entries BEGIN
+        INSERT INTO search_entries_fts (rowid, content) VALUES (new.seq, new.content);
+    END;
+    CREATE TRIGGER search_entries_fts_delete AFTER DELETE ON search_entries BEGIN
+        INSERT INTO search_entries_fts (search_entries_fts, rowid, content) VALUES ('delete', old.seq, old.content);
+    END;
+    CREATE TRIGGER search_entries_fts_update AFTER UPDATE OF content ON search_entries BEGIN
+        INSERT INTO search_entries_fts (search_entries_fts, rowid, content) VALUES ('delete', old.seq, old.content);
+        INSERT INTO search_entries_fts (rowid, content) VALUES (new.seq, new.content);
+    END;
     """,
 )
 
@@ -390,6 +428,66 @@ class SqliteStore(Store):
                 (session_id,),
             ).fetchall()
         return [CompactionRow(*row) for row in rows]
+
+    # -- context blocks --------------------------------------------------------------------
+
+    def get_block(self, session_id: str, label: str) -> str | None:
+        with self._connection() as conn:
+            row = conn.execute(
+                "SELECT content FROM context_blocks WHERE session_id = ? AND label = ?", (session_id, label)
+            ).fetchone()
+        return None if row is None else row[0]
+
+    def set_block(self, session_id: str, label: str, content: str) -> None:
+        with self._connection() as conn:
+            conn.execute(
+                "INSERT INTO context_blocks (session_id, label, updated_at, content) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (session_id, label) DO UPDATE"
+                " SET content = excluded.content, updated_at = excluded.updated_at",
+                (session_id, label, now_us(), content),
+            )
+
+    def get_cached_prompt(self, session_id: str) -> str | None:
+        with self._connection() as conn:
+            row = conn.execute("SELECT prompt FROM cached_prompts WHERE session_id = ?", (session_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def set_cached_prompt(self, session_id: str, prompt: str) -> None:
+        with self._connection() as conn:
+            conn.execute(
+                "INSERT INTO cached_prompts (session_id, updated_at, prompt) VALUES (?, ?, ?)"
+                " ON CONFLICT (session_id) DO UPDATE SET prompt = excluded.prompt, updated_at = excluded.updated_at",
+                (session_id, now_us(), prompt),
+            )
+
+    def set_search_entry(self, session_id: str, label: str, key: str, content: str) -> None:
+        moment = now_us()
+        with self._connection() as conn:
+            conn.execute(
+                "INSERT INTO search_entries (session_id, label, key, created_at, updated_at, content)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, label, key) DO UPDATE"
+                " SET content = excluded.content, updated_at = excluded.updated_at",
+                (session_id, label, key, moment, moment, content),
+            )
+
+    def count_search_entries(self, session_id: str, label: str) -> int:
+        with self._connection() as conn:
+            return conn.execute(
+                "SELECT count(*) FROM search_entries WHERE session_id = ? AND label = ?", (session_id, label)
+            ).fetchone()[0]
+
+    def search_entries(self, session_id: str, label: str, query: str, limit: int) -> list[tuple[str, str]]:
+        expression = match_all_words(query)
+        if expression is None or limit <= 0:
+            return []
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT e.key, e.content FROM search_entries_fts f JOIN search_entries e ON e.seq = f.rowid"
+                " WHERE search_entries_fts MATCH ? AND e.session_id = ? AND e.label = ?"
+                " ORDER BY f.rank LIMIT ?",
+                (expression, session_id, label, limit),
+            ).fetchall()
+        return [(key, content) for key, content in rows]
 
     # -- search ----------------------------------------------------------------------------
 

@@ -1,0 +1,75 @@
+"""SQLite specifics: migrations, pragmas, closing."""
+
+import sqlite3
+
+import pytest
+
+from sessions_core import Session, SqliteStore, StoreError
+from sessions_core.stores.sqlite import MIGRATIONS, _statements
+
+
+def test_fresh_database_gets_every_migration_and_wal(tmp_path):
+    store = SqliteStore(tmp_path / "a.db")
+    store.setup()
+    conn = sqlite3.connect(tmp_path / "a.db")
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store.close()
+
+
+def test_an_older_database_is_migrated_in_place(tmp_path):
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    for statement in _statements(MIGRATIONS[0]):
+        conn.execute(statement)
+    conn.execute(
+        "INSERT INTO session_messages (session_id, id, role, created_at, tokens, bytes, depth, path_tokens,"
+        " path_bytes, text_content, content) VALUES ('', 'm0', 'user', 0, 5, 10, 1, 5, 10, 'kept',"
+        " '{\"id\":\"m0\",\"role\":\"user\",\"parts\":[{\"type\":\"text\",\"text\":\"kept\"}]}')"
+    )
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    with Session(path) as session:
+        assert [m.text for m in session.get_history()] == ["kept"]
+        assert session.store.get_block("", "memory") is None
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+
+
+def test_a_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "new.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    conn.close()
+    store = SqliteStore(path)
+    with pytest.raises(StoreError, match="newer"):
+        store.setup()
+
+
+def test_auto_setup_off_requires_setup(tmp_path):
+    store = SqliteStore(tmp_path / "manual.db", auto_setup=False)
+    with pytest.raises(StoreError, match="setup"):
+        store.get_message("", "x")
+    store.setup()
+    assert store.get_message("", "x") is None
+
+
+def test_closed_store_raises_a_clear_error():
+    store = SqliteStore()
+    store.close()
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.get_message("", "x")
+
+
+def test_session_closes_only_what_it_opened(tmp_path):
+    store = SqliteStore(tmp_path / "shared.db")
+    with Session(store) as session:
+        session.append_message({"id": "a", "role": "user", "parts": []})
+    assert store.get_message("", "a") is not None
+    store.close()
+
+
+def test_invalid_synchronous_setting():
+    with pytest.raises(ValueError):
+        SqliteStore(synchronous="sometimes")
