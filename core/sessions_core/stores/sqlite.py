@@ -216,7 +216,7 @@ class SqliteStore(Store):
     def setup(self) -> None:
         with self._lock:
             self._check_open()
-            if self._schema_version() < len(MIGRATIONS):
+            if self._schema_version() != len(MIGRATIONS):
                 with self._transaction() as conn:
                     version = self._schema_version()
                     if version > len(MIGRATIONS):
