@@ -118,7 +118,7 @@ class Session:
             return AppendResult(False, parsed)
         created = parsed.created_at
         record = self._record(parsed, to_us(created) if created else now_us())
-        if self.store.insert_message(self.session_id, record, parent_id):
+        if self.store.insert_message(self.session_id, record, parent_id) is not None:
             if created is None:
                 parsed = parsed.model_copy(update={"created_at": from_us(record.created_at_us)})
             return AppendResult(True, parsed)
@@ -130,8 +130,7 @@ class Session:
         """Store a message as it is, with its given parent and creation time (for migrations)."""
         parsed = parse_message(message)
         record = self._record(parsed, to_us(created_at))
-        inserted = self.store.insert_message(self.session_id, record, parent_id)
-        if inserted:
+        if self.store.insert_message(self.session_id, record, parent_id) is not None:
             return AppendResult(True, parsed.model_copy(update={"created_at": from_us(record.created_at_us)}))
         return AppendResult(False, self.get_message(parsed.id) or parsed)
 

@@ -80,6 +80,13 @@ class PathTotals(NamedTuple):
     size: int
 
 
+class Inserted(NamedTuple):
+    """Where an inserted message landed."""
+
+    parent_id: str | None
+    totals: PathTotals
+
+
 class CompactionRow(NamedTuple):
     id: str
     summary: str
@@ -115,13 +122,15 @@ class Store(ABC):
     # -- message writes --------------------------------------------------------------------
 
     @abstractmethod
-    def insert_message(self, session_id: str, record: MessageRecord, parent_id: "str | None | _Latest") -> bool:
-        """Store ``record`` under ``parent_id`` atomically; return whether it was inserted.
+    def insert_message(
+        self, session_id: str, record: MessageRecord, parent_id: "str | None | _Latest"
+    ) -> "Inserted | None":
+        """Store ``record`` under ``parent_id`` atomically; ``None`` if it was not inserted.
 
         ``LATEST`` resolves to the session's latest leaf at the moment of the insert (a root when
         the session is empty); ``None`` makes a new root; an id that is not in this session also
         makes a root. If ``record.id`` already exists in this session nothing changes and the
-        result is ``False`` (the first content and parent win).
+        result is ``None`` (the first content and parent win).
         """
 
     @abstractmethod

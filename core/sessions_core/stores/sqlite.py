@@ -14,6 +14,7 @@ from ..fts import match_all_words
 from .base import (
     LATEST,
     CompactionRow,
+    Inserted,
     MessageRecord,
     MessageRow,
     PathEntry,
@@ -138,6 +139,7 @@ _INSERT = """
     FROM (SELECT 1) LEFT JOIN session_messages p ON p.session_id = :s AND p.id = {parent}
     WHERE true
     ON CONFLICT (session_id, id) DO NOTHING
+    RETURNING parent_id, depth, path_tokens, path_bytes
 """
 _INSERT_UNDER_LATEST = _INSERT.format(parent=f"({_LATEST_LEAF})")
 _INSERT_UNDER_PARENT = _INSERT.format(parent=":parent")
@@ -284,7 +286,9 @@ class SqliteStore(Store):
 
     # -- message writes --------------------------------------------------------------------
 
-    def insert_message(self, session_id: str, record: MessageRecord, parent_id: str | None | _Latest) -> bool:
+    def insert_message(
+        self, session_id: str, record: MessageRecord, parent_id: str | None | _Latest
+    ) -> Inserted | None:
         params = {
             "s": session_id,
             "id": record.id,
@@ -301,7 +305,8 @@ class SqliteStore(Store):
             sql = _INSERT_UNDER_PARENT
             params["parent"] = parent_id
         with self._connection() as conn:
-            return conn.execute(sql, params).rowcount == 1
+            row = conn.execute(sql, params).fetchone()
+        return None if row is None else Inserted(row[0], PathTotals(*row[1:]))
 
     def update_message(self, session_id: str, record: MessageRecord) -> bool:
         with self._write() as conn:
