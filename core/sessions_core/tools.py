@@ -1,0 +1,427 @@
+"""Tools for the model: a framework-neutral ``Tool``, the context tools and ``session_search``.
+
+A tool never raises into the agent loop: bad arguments and failures come back as
+``"Error: ..."`` strings, worded as the reference words them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from ._async import call, run_in_thread
+from .context import ContextBlock, ContextBlocks, context_entry_key, usage_percent
+from .messages import SessionMessage, ToolCallPart, ToolResultPart, ToolUIPart
+
+LOAD_CONTEXT = "load_context"
+UNLOAD_CONTEXT = "unload_context"
+UNLOADED_PREFIX = "[skill unloaded:"
+
+
+class _ArgumentError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool: a name, a description, a JSON Schema for its arguments and ``func(args) -> str``.
+
+    ``func`` (plain or ``async def``) receives the validated arguments as a dict; optional
+    arguments given as ``null`` are dropped. ``advisory_enums`` names top-level arguments whose
+    ``enum`` is a hint the tool checks itself (to give its own error message).
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    func: Callable[[dict[str, Any]], Any] = field(repr=False)
+    advisory_enums: frozenset[str] = field(default=frozenset(), repr=False)
+
+    def invoke(self, args: Mapping[str, Any] | str | bytes | None = None) -> str:
+        """Run the tool on a dict or a JSON string; always returns a string."""
+        try:
+            parsed = _parse_arguments(args)
+            _validate(self.parameters, parsed, "", self.advisory_enums)
+        except _ArgumentError as error:
+            return f"Error: invalid arguments for {self.name}: {error}"
+        try:
+            result = call(self.func, parsed)
+        except Exception as error:
+            return f"Error: {str(error) or type(error).__name__}"
+        return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+
+    async def ainvoke(self, args: Mapping[str, Any] | str | bytes | None = None) -> str:
+        """``invoke`` in a worker thread; async providers run back on this event loop."""
+        return await run_in_thread(self.invoke, args)
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI ``tools=[...]`` entry of this tool."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": copy.deepcopy(self.parameters),
+            },
+        }
+
+
+def to_openai_tools(tools: Iterable[Tool]) -> list[dict[str, Any]]:
+    """The OpenAI ``tools=[...]`` list for ``tools``."""
+    return [tool.to_openai() for tool in tools]
+
+
+# -- argument checks --------------------------------------------------------------------------
+
+_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool) or isinstance(v, float) and v.is_integer(),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "null": lambda v: v is None,
+}
+
+
+def _json_type(value: Any) -> str:
+    for name in ("null", "boolean", "string", "object", "array", "number"):
+        if _JSON_TYPES[name](value):
+            return name
+    return type(value).__name__
+
+
+def _parse_arguments(args: Any) -> dict[str, Any]:
+    if args is None:
+        return {}
+    if isinstance(args, (bytes, bytearray)):
+        args = args.decode("utf-8", "replace")
+    if isinstance(args, str):
+        if not args.strip():
+            return {}
+        try:
+            args = json.loads(args)
+        except ValueError as error:
+            raise _ArgumentError(f"not valid JSON ({error})") from None
+    if not isinstance(args, Mapping):
+        raise _ArgumentError(f"expected a JSON object, got {_json_type(args)}")
+    return dict(args)
+
+
+def _validate(schema: Mapping[str, Any], value: Any, path: str, advisory: Iterable[str] = ()) -> None:
+    """Check ``value`` against the ``type``, ``enum``, ``required`` and ``properties`` of
+    ``schema``; optional ``null`` members of an object are removed in place."""
+    where = f'"{path}"' if path else "the arguments"
+    expected = schema.get("type")
+    if expected is not None:
+        names = [expected] if isinstance(expected, str) else list(expected)
+        if not any(_JSON_TYPES.get(name, lambda v: True)(value) for name in names):
+            raise _ArgumentError(f"{where} must be {' or '.join(names)}, got {_json_type(value)}")
+    if "enum" in schema and path not in advisory and value not in schema["enum"]:
+        choices = ", ".join(json.dumps(choice, ensure_ascii=False) for choice in schema["enum"])
+        raise _ArgumentError(f"{where} must be one of {choices}")
+    if not isinstance(value, dict):
+        return
+    required = schema.get("required", ())
+    for name in required:
+        if name not in value:
+            raise _ArgumentError(f'missing required field "{path + "." if path else ""}{name}"')
+    for name, sub in schema.get("properties", {}).items():
+        if name not in value:
+            continue
+        if value[name] is None and name not in required:
+            del value[name]
+            continue
+        if path:
+            _validate(sub, value[name], f"{path}.{name}")
+        else:
+            _validate(sub, value[name], name, advisory)
+
+
+# -- context tools ----------------------------------------------------------------------------
+
+_METADATA_HINT = (
+    "\n\nFor keyed blocks (skill collections / searchable), pass "
+    "`metadata: { title, description }` — title stabilises updates, "
+    "description helps the model pick entries. Metadata is optional; "
+    "short content rarely needs it, long loadable entries benefit most."
+)
+
+
+def _quoted(labels: Sequence[str]) -> str:
+    return ", ".join(f'"{label}"' for label in labels)
+
+
+def _label_schema(labels: Sequence[str], description: str, second: str, second_description: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "label": {"type": "string", "enum": list(labels), "description": description},
+            second: {"type": "string", "description": second_description},
+        },
+        "required": ["label", second],
+    }
+
+
+def context_tools(blocks: ContextBlocks) -> list[Tool]:
+    """The context tools that apply, in order ``set_context``, ``load_context``,
+    ``unload_context``, ``search_context``. Blocks are loaded first; label lists and
+    descriptions are snapshots taken now."""
+    blocks.load()
+    current = blocks.get_blocks()
+    writable = [b for b in current if b.writable]
+    skill_labels = [b.label for b in current if b.is_skill]
+    search_labels = [b.label for b in current if b.is_searchable]
+    tools: list[Tool] = []
+    if writable:
+        tools.append(_set_context(blocks, writable))
+    if skill_labels:
+        tools.append(_load_context(blocks, skill_labels))
+        tools.append(_unload_context(blocks, skill_labels))
+    if search_labels:
+        tools.append(_search_context(blocks, search_labels))
+    return tools
+
+
+def _kind(block: ContextBlock) -> str:
+    if block.is_skill:
+        return "skill collection, keyed entries"
+    if block.is_searchable:
+        return "searchable, keyed entries"
+    return "writable"
+
+
+def _set_context(blocks: ContextBlocks, writable: list[ContextBlock]) -> Tool:
+    keyed = [b.label for b in writable if b.is_skill or b.is_searchable]
+    lines = [
+        f'- "{b.label}" ({_kind(b)}): {b.description if b.description is not None else "no description"}'
+        for b in writable
+    ]
+    properties: dict[str, Any] = {
+        "label": {"type": "string", "enum": [b.label for b in writable], "description": "Block label to write to"},
+        "content": {"type": "string", "description": "The main content to write to the block."},
+        "action": {"type": "string", "enum": ["replace", "append"], "description": "replace (default) or append"},
+    }
+    if keyed:
+        properties["metadata"] = {
+            "type": "object",
+            "description": (
+                f"Optional metadata for keyed entries (skill collections, searchable blocks: {_quoted(keyed)}). "
+                "Short content doesn't need metadata; longer loadable entries (skills) benefit from a title "
+                "and description so the model can pick the right one without loading it."
+            ),
+            "properties": {
+                "title": {
+                    "type": "string",
+                    "description": "Short title. Used as a stable identifier — entries with the same title "
+                    "are updated in place, different titles create new entries.",
+                },
+                "description": {
+                    "type": "string",
+                    "description": "One-line summary shown alongside the title in the system prompt so the "
+                    "model can decide when to load the entry.",
+                },
+            },
+        }
+    description = (
+        "Write to a context block. Available blocks:\n"
+        + "\n".join(lines)
+        + "\n\nWrites are durable and persist across sessions."
+        + (_METADATA_HINT if keyed else "")
+    )
+
+    def run(args: dict[str, Any]) -> str:
+        label, content = args["label"], args["content"]
+        block = blocks.get_block(label)
+        if block is None:
+            return f'Error: block "{label}" not found'
+        if block.is_skill or block.is_searchable:
+            metadata = args.get("metadata") if isinstance(args.get("metadata"), dict) else {}
+            title, summary = metadata.get("title"), metadata.get("description")
+            key = context_entry_key(title, content)
+            if block.is_skill:
+                blocks.set_skill(label, key, content, summary if summary is not None else title)
+            else:
+                blocks.set_search_entry(label, key, content)
+            return f'Indexed "{key}" in {label}.'
+        if args.get("action") == "append":
+            updated = blocks.append_to_block(label, content)
+        else:
+            updated = blocks.set_block(label, content)
+        if updated.max_tokens:
+            pct = usage_percent(updated.tokens, updated.max_tokens)
+            usage = f"{pct}% ({updated.tokens}/{updated.max_tokens} tokens)"
+        else:
+            usage = f"{updated.tokens} tokens"
+        return f"Written to {label}. Usage: {usage}"
+
+    schema = {"type": "object", "properties": properties, "required": ["label", "content"]}
+    return Tool("set_context", description, schema, run, frozenset({"label"}))
+
+
+def _not_a_skill_block(label: str, skill_labels: Sequence[str]) -> str:
+    return f'Error: "{label}" is not a skill block. Skill blocks: {", ".join(skill_labels)}'
+
+
+def _load_context(blocks: ContextBlocks, skill_labels: list[str]) -> Tool:
+    description = (
+        "Load a document from a skill block by key. "
+        f"Available skill blocks: {_quoted(skill_labels)}. Check the system prompt for available keys."
+    )
+
+    def run(args: dict[str, Any]) -> str:
+        label, key = args["label"], args["key"]
+        if label not in skill_labels:
+            return _not_a_skill_block(label, skill_labels)
+        content = blocks.load_skill(label, key)
+        return f"Not found: {key}" if content is None else content
+
+    schema = _label_schema(skill_labels, "Skill block label", "key", "Skill key to load")
+    return Tool(LOAD_CONTEXT, description, schema, run, frozenset({"label"}))
+
+
+def _unload_context(blocks: ContextBlocks, skill_labels: list[str]) -> Tool:
+    loaded = blocks.loaded_skill_keys()
+    description = (
+        "Unload a previously loaded skill to free context space. The skill remains available for re-loading."
+        + (f" Currently loaded: {', '.join(loaded)}." if loaded else " No skills currently loaded.")
+    )
+
+    def run(args: dict[str, Any]) -> str:
+        label, key = args["label"], args["key"]
+        if label not in skill_labels:
+            return _not_a_skill_block(label, skill_labels)
+        if not blocks.unload_skill(label, key):
+            return f'Skill "{key}" is not currently loaded in "{label}".'
+        return f'Unloaded "{key}" from {label}. Context reclaimed.'
+
+    schema = _label_schema(skill_labels, "Skill block label", "key", "Skill key to unload")
+    return Tool(UNLOAD_CONTEXT, description, schema, run, frozenset({"label"}))
+
+
+def _search_context(blocks: ContextBlocks, search_labels: list[str]) -> Tool:
+    description = (
+        "Search for information in a searchable context block. "
+        f"ONLY these blocks are searchable: {_quoted(search_labels)}. Other blocks cannot be searched."
+    )
+
+    def run(args: dict[str, Any]) -> str:
+        label, query = args["label"], args["query"]
+        if label not in search_labels:
+            return f'Error: "{label}" is not searchable. Searchable blocks: {", ".join(search_labels)}'
+        result = blocks.search_context(label, query)
+        return "No results found." if result is None else result
+
+    schema = _label_schema(search_labels, "Searchable block label", "query", "Search query")
+    return Tool("search_context", description, schema, run, frozenset({"label"}))
+
+
+def session_search_tool(search: Callable[[str], Any]) -> Tool:
+    """``session_search`` over ``search(query) -> [result with .role and .content]`` (plain or
+    async; the caller applies the limit, 10 in the reference)."""
+
+    def run(args: dict[str, Any]) -> str:
+        results = call(search, args["query"])
+        if not results:
+            return "No results found."
+        return "\n---\n".join(f"[{r.role}] {r.content}" for r in results)
+
+    schema = {
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "Search query"}},
+        "required": ["query"],
+    }
+    return Tool(
+        "session_search",
+        "Search past conversations for relevant context. Searches across all sessions.",
+        schema,
+        run,
+    )
+
+
+# -- loaded skills in history (for the Session: restore after restart, rewrite on unload) ------
+
+
+@dataclass(frozen=True)
+class _SkillEvent:
+    message: int
+    part: int
+    tool: str
+    label: str
+    key: str
+    output: Any
+    failed: bool
+
+
+def _skill_events(messages: Sequence[SessionMessage]) -> list[_SkillEvent]:
+    """Completed ``load_context`` / ``unload_context`` calls, in path order: AI SDK tool parts
+    with ``state == "output-available"`` and ``tool-call`` / ``tool-result`` pairs."""
+    calls: dict[str, tuple[str, Any]] = {}
+    events: list[_SkillEvent] = []
+    for m, message in enumerate(messages):
+        if message.role not in ("assistant", "tool"):
+            continue
+        for p, part in enumerate(message.parts):
+            if isinstance(part, ToolCallPart):
+                calls[part.tool_call_id] = (part.tool_name, part.input)
+                continue
+            if isinstance(part, ToolUIPart):
+                if part.state != "output-available":
+                    continue
+                name = part.tool_name or (part.type[5:] if part.type.startswith("tool-") else None)
+                arguments, failed = part.input, False
+            elif isinstance(part, ToolResultPart) and part.tool_call_id in calls:
+                name, arguments = calls[part.tool_call_id]
+                failed = part.is_error
+            else:
+                continue
+            if name not in (LOAD_CONTEXT, UNLOAD_CONTEXT) or not isinstance(arguments, Mapping):
+                continue
+            label, key = arguments.get("label"), arguments.get("key")
+            if isinstance(label, str) and isinstance(key, str):
+                events.append(_SkillEvent(m, p, name, label, key, part.output, failed))
+    return events
+
+
+def _is_live_load(event: _SkillEvent) -> bool:
+    output = event.output
+    if event.tool != LOAD_CONTEXT or event.failed:
+        return False
+    if isinstance(output, str):
+        return not (
+            output.startswith(UNLOADED_PREFIX) or output.startswith("Error:") or output == f"Not found: {event.key}"
+        )
+    return output is not None
+
+
+def loaded_skills_in_history(messages: Iterable[SessionMessage]) -> list[str]:
+    """The ``"label:key"`` skills still loaded at the end of ``messages`` (a path, oldest
+    first): a successful load adds, an unload or an ``[skill unloaded: ...]`` result removes."""
+    loaded: dict[str, None] = {}
+    for event in _skill_events(list(messages)):
+        skill_id = f"{event.label}:{event.key}"
+        if _is_live_load(event):
+            loaded[skill_id] = None
+        elif event.tool == UNLOAD_CONTEXT or (
+            isinstance(event.output, str) and event.output.startswith(UNLOADED_PREFIX)
+        ):
+            loaded.pop(skill_id, None)
+    return list(loaded)
+
+
+def unloaded_skill_rewrite(messages: Sequence[SessionMessage], label: str, key: str) -> SessionMessage | None:
+    """The newest message holding a live ``load_context`` result for ``label``/``key``, with
+    each such result's output replaced by ``[skill unloaded: <key>]``; ``None`` if there is
+    none. The caller stores it with ``update_message``."""
+    messages = list(messages)
+    matches = [e for e in _skill_events(messages) if e.label == label and e.key == key and _is_live_load(e)]
+    if not matches:
+        return None
+    newest = matches[-1].message
+    parts = list(messages[newest].parts)
+    for event in matches:
+        if event.message == newest:
+            parts[event.part] = parts[event.part].model_copy(update={"output": f"[skill unloaded: {key}]"})
+    return messages[newest].model_copy(update={"parts": parts})
