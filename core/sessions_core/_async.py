@@ -80,3 +80,29 @@ def async_twin(method: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     twin.__name__ = twin.__qualname__ = "a" + method.__name__
     twin.__doc__ = f"Async twin of :meth:`{method.__name__}`: {method.__doc__ or ''}".rstrip()
     return twin
+
+
+def call_with_timeout(timeout: float | None, fn: Callable[..., T], /, *args: Any) -> T:
+    """``call(fn, *args)``, giving up with ``TimeoutError`` after ``timeout`` seconds.
+
+    A plain function that hangs cannot be stopped: it is left to finish in a daemon thread.
+    """
+    if timeout is None:
+        return call(fn, *args)
+    context = contextvars.copy_context()
+    outcome: dict[str, Any] = {}
+
+    def runner() -> None:
+        try:
+            outcome["value"] = context.run(call, fn, *args)
+        except BaseException as error:  # re-raised in the caller's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=runner, name="sessions-core-timeout", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"gave up after {timeout:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

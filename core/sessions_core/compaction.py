@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ._async import call
+from .errors import CompactionError
 from .messages import (
     COMPACTION_ID_PREFIX,
     SessionMessage,
@@ -128,8 +129,9 @@ def create_compact_function(
     least ``min_tail_messages`` messages, always the newest one) stay verbatim; the middle, minus
     earlier ``compaction_`` summaries, is summarised by ``summarize(prompt)`` (plain or
     ``async def``). Messages are counted one at a time with ``token_counter``, else the context's
-    counter, else ``estimate_message_tokens``. ``None`` when there is nothing to compact or the
-    summary is blank; exceptions from ``summarize`` propagate.
+    counter, else ``estimate_message_tokens``. ``None`` when there is nothing to compact. A blank
+    or non-string summary is a failed summariser (``CompactionError``; the reference returned
+    ``None`` and so hid it); exceptions from ``summarize`` propagate.
     """
 
     def compact(
@@ -153,9 +155,9 @@ def create_compact_function(
         prompt = build_summary_prompt(middle, _previous_summary(messages), compute_summary_budget(middle))
         summary = call(summarize, prompt)
         if not isinstance(summary, str):
-            raise TypeError(f"summarize must return a str, got {type(summary).__name__}")
+            raise CompactionError(f"summarize must return a str, got {type(summary).__name__}")
         if not summary.strip():
-            return None
+            raise CompactionError("summarize returned an empty summary")
         return CompactResult(summary, middle[0].id, middle[-1].id)
 
     return compact

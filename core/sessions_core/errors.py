@@ -21,3 +21,8 @@ class StoreError(SessionsError):
 
 class SearchNotSupportedError(SessionsError):
     """The store has no full-text search."""
+
+
+class CompactionError(SessionsError):
+    """The compaction function failed, timed out or returned something unusable; the history
+    is unchanged."""

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import uuid
 from array import array
 from datetime import datetime
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable, Iterator, Sequence
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 
-from ._async import async_twin, run_in_thread
+from ._async import async_twin, call_with_timeout, run_in_thread
 from ._time import from_us, now_us, to_us
-from .errors import MessageTooLargeError
+from .compaction import CompactContext, CompactResult
+from .errors import CompactionError, MessageTooLargeError, SessionsError
 from .messages import (
     COMPACTION_ID_PREFIX,
     MessageInput,
@@ -26,6 +29,10 @@ from .overlays import Segment, plan_overlays
 from .stores.base import LATEST, CompactionRow, MessageRecord, MessageRow, PathEntry, Store, _Latest
 from .stores.sqlite import SqliteStore
 from .tokens import estimate_message_tokens
+
+logger = logging.getLogger("sessions_core")
+
+TokenCounter = Callable[[list[SessionMessage]], int]
 
 def open_store(store: Any) -> tuple[Store, bool]:
     """A store object for ``store`` (a path, ``":memory:"``, a ``postgresql://`` URL or a store),
@@ -66,6 +73,14 @@ class Session:
         self.session_id = ""
         self.reserved_metadata_keys = frozenset(reserved_metadata_keys)
         self.max_message_bytes = max_message_bytes
+        self._compact_fn: Callable[..., Any] | None = None
+        self._compaction_timeout: float | None = None
+        self._compact_threshold: int | None = None
+        self._token_counter: TokenCounter | None = None
+        self._compaction_error_handler: Callable[[BaseException], Any] | None = None
+        self._compact_lock = threading.RLock()
+        self._estimate_cache: tuple[str, int] | None = None
+        self._warned_noop = False
 
     create = classmethod(lambda cls, store=":memory:", **options: cls(store, **options))
     create.__doc__ = "The constructor under the reference's name: ``Session.create(store)``."
@@ -80,6 +95,29 @@ class Session:
         if not isinstance(session_id, str):
             raise TypeError("session_id must be a string")
         self.session_id = session_id
+        return self
+
+    def on_compaction(self, fn: Callable[..., Any], *, timeout: float | None = None) -> "Session":
+        """Register the compaction function ``fn(messages, context) -> CompactResult | None``
+        (plain or ``async def``; see ``create_compact_function``). A call that runs longer than
+        ``timeout`` seconds counts as a failure."""
+        self._compact_fn = fn
+        self._compaction_timeout = timeout
+        return self
+
+    def compact_after(self, threshold: int, *, token_counter: TokenCounter | None = None) -> "Session":
+        """Compact after an append that takes the token estimate of the active branch (history
+        with overlays, plus the system prompt) above ``threshold``. ``token_counter(messages)``
+        replaces the heuristic; the estimate is kept per stored message, so the check reads no
+        history."""
+        self._compact_threshold = threshold
+        if token_counter is not None:
+            self._token_counter = token_counter
+        return self
+
+    def on_compaction_error(self, handler: Callable[[BaseException], Any]) -> "Session":
+        """Call ``handler(error)`` when an automatic compaction fails (the append still succeeds)."""
+        self._compaction_error_handler = handler
         return self
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -118,11 +156,14 @@ class Session:
             return AppendResult(False, parsed)
         created = parsed.created_at
         record = self._record(parsed, to_us(created) if created else now_us())
-        if self.store.insert_message(self.session_id, record, parent_id) is not None:
-            if created is None:
-                parsed = parsed.model_copy(update={"created_at": from_us(record.created_at_us)})
-            return AppendResult(True, parsed)
-        return AppendResult(False, self.get_message(parsed.id) or parsed)
+        inserted = self.store.insert_message(self.session_id, record, parent_id)
+        if inserted is None:
+            return AppendResult(False, self.get_message(parsed.id) or parsed)
+        if created is None:
+            parsed = parsed.model_copy(update={"created_at": from_us(record.created_at_us)})
+        self._track_estimate(record, inserted.parent_id)
+        self._maybe_auto_compact()
+        return AppendResult(True, parsed)
 
     def import_message(
         self, message: MessageInput, *, parent_id: str | None, created_at: datetime
@@ -138,16 +179,19 @@ class Session:
         """Replace a stored message's content (its parent and creation time stay); ``False`` if
         no message with that id is stored."""
         parsed = parse_message(message)
+        self._estimate_cache = None
         return self.store.update_message(self.session_id, self._record(parsed, 0))
 
     def delete_messages(self, ids: Iterable[str]) -> list[str]:
         """Delete messages by id and return those deleted. Their children become roots."""
         if isinstance(ids, str):
             ids = [ids]
+        self._estimate_cache = None
         return self.store.delete_messages(self.session_id, list(ids))
 
     def clear_messages(self) -> None:
         """Delete every message and compaction of this session (context blocks stay)."""
+        self._estimate_cache = None
         self.store.clear_session(self.session_id)
 
     def _accept(self, message: MessageInput, source: str | None) -> SessionMessage:
@@ -166,16 +210,18 @@ class Session:
                 )
         return parsed
 
-    @staticmethod
-    def _record(message: SessionMessage, created_at_us: int) -> MessageRecord:
+    def _record(self, message: SessionMessage, created_at_us: int) -> MessageRecord:
         return MessageRecord(
             id=message.id,
             role=message.role,
             content=storage_json(message),
             text=text_content(message),
-            tokens=estimate_message_tokens([message]),
+            tokens=self._count([message]),
             created_at_us=created_at_us,
         )
+
+    def _count(self, messages: list[SessionMessage]) -> int:
+        return (self._token_counter or estimate_message_tokens)(messages)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -266,7 +312,106 @@ class Session:
         """Store an overlay that shows ``summary`` instead of ``from .. to`` on every read."""
         row = CompactionRow(str(uuid.uuid4()), summary, from_message_id, to_message_id, now_us())
         self.store.add_compaction(self.session_id, row)
+        self._estimate_cache = None
         return _compaction(row)
+
+    def compact(self, leaf_id: str | None = None) -> CompactResult | None:
+        """Summarise the middle of the branch ending at ``leaf_id`` (default: the active one).
+
+        Runs the registered compaction function on the history (overlays applied) and stores
+        its range as an overlay that starts where the earliest overlay visible on this branch
+        starts, so successive compactions form one chain. Returns ``None`` when there is nothing
+        to compress. Raises ``CompactionError`` if the function fails, times out or names a
+        message that is not on the branch; the history is then unchanged.
+        """
+        if self._compact_fn is None:
+            raise SessionsError("No compaction function registered. Call on_compaction() first.")
+        with self._compact_lock:
+            history = self.get_history(leaf_id)
+            context = CompactContext(token_counter=self._count)
+            try:
+                outcome = call_with_timeout(self._compaction_timeout, self._compact_fn, history, context)
+            except Exception as error:
+                raise CompactionError(f"compaction function failed: {error}") from error
+            result = _compact_result(outcome)
+            if result is None:
+                return None
+            visible = {message.id for message in history}
+            if result.to_message_id not in visible:
+                raise CompactionError(
+                    f"compaction function named {result.to_message_id!r}, which is not on the branch"
+                )
+            existing = [
+                c
+                for c in self.store.get_compactions(self.session_id)
+                if COMPACTION_ID_PREFIX + c.id in visible
+                or (c.from_message_id in visible and c.to_message_id in visible)
+            ]
+            from_id = existing[0].from_message_id if existing else result.from_message_id
+            self.add_compaction(result.summary, from_id, result.to_message_id)
+            self._warned_noop = False
+            return CompactResult(result.summary, from_id, result.to_message_id)
+
+    def get_token_estimate(self, leaf_id: str | None = None) -> int:
+        """Tokens of the branch as the model sees it: the history with overlays applied (from
+        the stored per-message estimates, no content read) plus the system prompt."""
+        leaf = self._leaf_id(leaf_id)
+        history = self._history_tokens(leaf) if leaf else 0
+        return history + self._prompt_tokens()
+
+    def _history_tokens(self, leaf_id: str) -> int:
+        path = self.store.path(self.session_id, leaf_id)
+        overlays = self.store.get_compactions(self.session_id) if path else []
+        total = 0
+        for segment in plan_overlays([entry.id for entry in path], overlays):
+            if segment.overlay is None:
+                total += sum(
+                    entry.tokens
+                    for entry in path[segment.start : segment.end]
+                    if not entry.id.startswith(COMPACTION_ID_PREFIX)
+                )
+            else:
+                total += self._count([summary_message(segment.overlay)])
+        return total
+
+    def _prompt_tokens(self) -> int:
+        return 0
+
+    def _track_estimate(self, record: MessageRecord, parent_id: str | None) -> None:
+        if self._compact_threshold is None or self._compact_fn is None:
+            return
+        cached = self._estimate_cache
+        if parent_id is not None and cached is not None and cached[0] == parent_id:
+            tokens = cached[1] + record.tokens
+        else:
+            tokens = self._history_tokens(record.id)
+        self._estimate_cache = (record.id, tokens)
+
+    def _maybe_auto_compact(self) -> None:
+        if self._compact_threshold is None or self._compact_fn is None or self._estimate_cache is None:
+            return
+        try:
+            if self._estimate_cache[1] + self._prompt_tokens() <= self._compact_threshold:
+                return
+            if self.compact() is None and not self._warned_noop:
+                self._warned_noop = True
+                logger.warning(
+                    "session %r is over its compaction threshold but the compaction function found"
+                    " nothing to compress; the token counter may under-count the tail",
+                    self.session_id,
+                )
+        except Exception as error:
+            self._report_compaction_error(error)
+
+    def _report_compaction_error(self, error: BaseException) -> None:
+        handler = self._compaction_error_handler
+        if handler is None:
+            logger.warning("automatic compaction of session %r failed: %s", self.session_id, error)
+            return
+        try:
+            call_with_timeout(None, handler, error)
+        except Exception as handler_error:
+            logger.warning("the compaction error handler failed: %s", handler_error)
 
     def get_compactions(self) -> list[Compaction]:
         """Every overlay of this session, oldest first."""
@@ -287,6 +432,8 @@ class Session:
     aget_recent_history = async_twin(get_recent_history)
     asearch = async_twin(search)
     aadd_compaction = async_twin(add_compaction)
+    acompact = async_twin(compact)
+    aget_token_estimate = async_twin(get_token_estimate)
     aget_compactions = async_twin(get_compactions)
     aclose = async_twin(close)
 
@@ -295,6 +442,25 @@ def _parse_row(row: MessageRow | None) -> SessionMessage | None:
     if row is None or row.id.startswith(COMPACTION_ID_PREFIX):
         return None
     return message_from_storage(row.content, from_us(row.created_at_us))
+
+
+def _compact_result(outcome: Any) -> CompactResult | None:
+    """A compaction function's result as a ``CompactResult`` (``None`` when there is none)."""
+    if outcome is None:
+        return None
+    if isinstance(outcome, Mapping):
+        get = outcome.get
+        outcome = CompactResult(
+            get("summary"), get("from_message_id", get("fromMessageId")), get("to_message_id", get("toMessageId"))
+        )
+    summary = getattr(outcome, "summary", None)
+    start = getattr(outcome, "from_message_id", None)
+    end = getattr(outcome, "to_message_id", None)
+    if not all(isinstance(value, str) for value in (summary, start, end)):
+        raise CompactionError(f"a compaction function must return a CompactResult or None, not {outcome!r}")
+    if not summary.strip():
+        return None
+    return CompactResult(summary, start, end)
 
 
 def _compaction(row: CompactionRow) -> Compaction:

@@ -33,6 +33,7 @@ from sessions_core.messages import (
     ToolUIPart,
 )
 from sessions_core.tokens import compact_json, estimate_message_tokens
+from sessions_core.errors import CompactionError
 
 # -- builders --------------------------------------------------------------------------------
 
@@ -162,9 +163,10 @@ def test_async_summarize_from_sync_code() -> None:
     assert result is not None and result.summary.startswith("async summary of ")
 
 
-def test_blank_summary_gives_none() -> None:
+def test_blank_summary_is_a_failure() -> None:
     fn = create_compact_function(summarize=Recorder("  \n "), keep_recent_tokens=0)
-    assert fn(chat(8)) is None
+    with pytest.raises(CompactionError, match="empty summary"):
+        fn(chat(8))
 
 
 def test_summary_is_returned_as_given() -> None:
@@ -182,7 +184,7 @@ def test_summarize_errors_propagate() -> None:
 
 
 def test_summarize_returning_a_non_string_is_a_type_error() -> None:
-    with pytest.raises(TypeError, match="summarize must return a str, got int"):
+    with pytest.raises(CompactionError, match="summarize must return a str, got int"):
         create_compact_function(summarize=Recorder(42), keep_recent_tokens=0)(chat(8))
 
 

@@ -70,6 +70,8 @@ class PathEntry(NamedTuple):
     role: str
     size: int
     """UTF-8 bytes of the stored JSON."""
+    tokens: int
+    """The token estimate stored with the message."""
 
 
 class PathTotals(NamedTuple):

@@ -156,26 +156,26 @@ _SHIFT_SUBTREE = """
 """
 
 _PATH = """
-    WITH RECURSIVE path(seq, id, parent_id, role, size, n) AS (
-        SELECT seq, id, parent_id, role, bytes, 0 FROM session_messages
+    WITH RECURSIVE path(seq, id, parent_id, role, size, tokens, n) AS (
+        SELECT seq, id, parent_id, role, bytes, tokens, 0 FROM session_messages
         WHERE session_id = :s AND id = :leaf
         UNION ALL
-        SELECT m.seq, m.id, m.parent_id, m.role, m.bytes, path.n + 1
+        SELECT m.seq, m.id, m.parent_id, m.role, m.bytes, m.tokens, path.n + 1
         FROM path JOIN session_messages m ON m.session_id = :s AND m.id = path.parent_id
     )
-    SELECT seq, id, role, size FROM path ORDER BY n DESC
+    SELECT seq, id, role, size, tokens FROM path ORDER BY n DESC
 """
 
 _PATH_TAIL = """
-    WITH RECURSIVE tail(seq, id, parent_id, role, size, n, used) AS (
-        SELECT seq, id, parent_id, role, bytes, 1, bytes FROM session_messages
+    WITH RECURSIVE tail(seq, id, parent_id, role, size, tokens, n, used) AS (
+        SELECT seq, id, parent_id, role, bytes, tokens, 1, bytes FROM session_messages
         WHERE session_id = :s AND id = :leaf
         UNION ALL
-        SELECT m.seq, m.id, m.parent_id, m.role, m.bytes, tail.n + 1, tail.used + m.bytes
+        SELECT m.seq, m.id, m.parent_id, m.role, m.bytes, m.tokens, tail.n + 1, tail.used + m.bytes
         FROM tail JOIN session_messages m ON m.session_id = :s AND m.id = tail.parent_id
         WHERE tail.n < :min_rows OR tail.used + m.bytes <= :max_bytes
     )
-    SELECT seq, id, role, size FROM tail ORDER BY n DESC
+    SELECT seq, id, role, size, tokens FROM tail ORDER BY n DESC
 """
 
 

@@ -1,0 +1,93 @@
+"""Context providers kept in the session's own store (SQLite or Postgres alike).
+
+``StoreContext`` is what ``with_context`` wires when it gets no provider; ``StoreSearchContext``
+is passed explicitly for a searchable block. Both may be created unbound and are bound to the
+session's store and id when the session wires them (``bind``), so one configuration serves every
+session of a manager while each session keeps its own rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .stores.base import Store
+
+
+class _StoreBound:
+    def __init__(self, store: Store | None = None, session_id: str = "", label: str | None = None) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.label = label
+
+    def bind(self, store: Store, session_id: str, label: str) -> "_StoreBound":
+        """A copy of this provider on ``store`` for ``session_id``; explicit settings win."""
+        return type(self)(self.store or store, self.session_id or session_id, self.label or label)
+
+    def init(self, label: str) -> None:
+        if self.label is None:
+            self.label = label
+
+    def _where(self) -> tuple[Store, str, str]:
+        if self.store is None or self.label is None:
+            raise RuntimeError(f"{type(self).__name__} is not bound to a store and label")
+        return self.store, self.session_id, self.label
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(session_id={self.session_id!r}, label={self.label!r})"
+
+
+class StoreContext(_StoreBound):
+    """A writable block stored per session and label."""
+
+    def get(self) -> str | None:
+        store, session_id, label = self._where()
+        return store.get_block(session_id, label)
+
+    def set(self, content: str) -> None:
+        store, session_id, label = self._where()
+        store.set_block(session_id, label, content)
+
+
+class StoreSearchContext(_StoreBound):
+    """A searchable block: keyed entries stored per session and label, found by full-text search."""
+
+    result_limit = 10
+
+    def get(self) -> str | None:
+        store, session_id, label = self._where()
+        count = store.count_search_entries(session_id, label)
+        return f"{count} entries indexed." if count else None
+
+    def search(self, query: str) -> str | None:
+        store, session_id, label = self._where()
+        hits = store.search_entries(session_id, label, query, self.result_limit)
+        if not hits:
+            return None
+        return "\n\n".join(f"[{key}]\n{content}" for key, content in hits)
+
+    def set(self, key: str, content: str) -> None:
+        store, session_id, label = self._where()
+        store.set_search_entry(session_id, label, key, content)
+
+
+class StorePromptCache:
+    """The frozen system prompt persisted per session (``with_cached_prompt()``)."""
+
+    def __init__(self, store: Store, session_id: str) -> None:
+        self.store = store
+        self.session_id = session_id
+
+    def get(self) -> str | None:
+        return self.store.get_cached_prompt(self.session_id)
+
+    def set(self, content: str) -> None:
+        self.store.set_cached_prompt(self.session_id, content)
+
+
+def bind_provider(provider: Any, store: Store, session_id: str, label: str) -> Any:
+    """The provider a session uses for a block: store-backed ones bound to it, others as given."""
+    if provider is None:
+        return StoreContext(store, session_id, label)
+    if isinstance(provider, _StoreBound):
+        return provider.bind(store, session_id, label)
+    return provider
