@@ -1,6 +1,15 @@
 """session-memory: durable, searchable, branching memory for LLM agents."""
 
+from .compaction import (
+    CompactContext,
+    CompactResult,
+    create_compact_function,
+    sanitize_tool_pairs,
+    truncate_older_messages,
+)
+from .context import ContextBlock, ContextError, StaticContext, context_entry_key, render_system_prompt
 from .errors import (
+    CompactionError,
     MessageTooLargeError,
     MessageValidationError,
     SearchNotSupportedError,
@@ -21,17 +30,26 @@ from .messages import (
     parse_message,
 )
 from .models import AppendResult, Compaction, RecentHistory, SearchResult
+from .providers import StoreContext, StoreSearchContext
 from .session import Session
+from .skills import FileSkillProvider
 from .stores import LATEST, SqliteStore, Store
 from .tokens import TiktokenCounter, estimate_message_tokens, estimate_tokens
+from .tools import Tool, to_openai_tools
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "LATEST",
     "AppendResult",
+    "CompactContext",
+    "CompactResult",
     "Compaction",
+    "CompactionError",
+    "ContextBlock",
+    "ContextError",
     "FilePart",
+    "FileSkillProvider",
+    "LATEST",
     "MessageTooLargeError",
     "MessageValidationError",
     "Part",
@@ -43,16 +61,26 @@ __all__ = [
     "SessionMessage",
     "SessionsError",
     "SqliteStore",
+    "StaticContext",
     "Store",
+    "StoreContext",
     "StoreError",
+    "StoreSearchContext",
     "TextPart",
     "TiktokenCounter",
+    "Tool",
     "ToolCallPart",
     "ToolResultPart",
     "ToolUIPart",
     "UnknownPart",
+    "context_entry_key",
+    "create_compact_function",
     "estimate_message_tokens",
     "estimate_tokens",
     "match_all_words",
     "parse_message",
+    "render_system_prompt",
+    "sanitize_tool_pairs",
+    "to_openai_tools",
+    "truncate_older_messages",
 ]

@@ -13,6 +13,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Mapping, Se
 from ._async import async_twin, call_with_timeout, run_in_thread
 from ._time import from_us, now_us, to_us
 from .compaction import CompactContext, CompactResult
+from .context import ContextBlock, ContextBlocks, ContextConfig
 from .errors import CompactionError, MessageTooLargeError, SessionsError
 from .messages import (
     COMPACTION_ID_PREFIX,
@@ -26,9 +27,11 @@ from .messages import (
 )
 from .models import AppendResult, Compaction, RecentHistory, SearchResult
 from .overlays import Segment, plan_overlays
+from .providers import StorePromptCache, bind_provider
 from .stores.base import LATEST, CompactionRow, MessageRecord, MessageRow, PathEntry, Store, _Latest
 from .stores.sqlite import SqliteStore
-from .tokens import estimate_message_tokens
+from .tokens import estimate_message_tokens, estimate_tokens
+from .tools import Tool, context_tools, loaded_skills_in_history, unloaded_skill_rewrite
 
 logger = logging.getLogger("sessions_core")
 
@@ -81,6 +84,11 @@ class Session:
         self._compact_lock = threading.RLock()
         self._estimate_cache: tuple[str, int] | None = None
         self._warned_noop = False
+        self._context_configs: list[ContextConfig] = []
+        self._prompt_cache: Any = None
+        self._blocks: ContextBlocks | None = None
+        self._context_lock = threading.RLock()
+        self._prompt_tokens_cache: tuple[str, int] | None = None
 
     create = classmethod(lambda cls, store=":memory:", **options: cls(store, **options))
     create.__doc__ = "The constructor under the reference's name: ``Session.create(store)``."
@@ -95,6 +103,32 @@ class Session:
         if not isinstance(session_id, str):
             raise TypeError("session_id must be a string")
         self.session_id = session_id
+        self._blocks = None
+        self._estimate_cache = None
+        return self
+
+    def with_context(
+        self,
+        label: str,
+        *,
+        description: str | None = None,
+        max_tokens: int | None = None,
+        provider: Any = None,
+    ) -> "Session":
+        """Add a context block rendered into the system prompt. Without a provider it is a
+        writable block kept in this session's store; ``StoreSearchContext()`` makes a searchable
+        one; any object with ``get()`` (and ``set``/``load``/``search``) is a provider."""
+        config = ContextConfig(label, description, max_tokens, provider)
+        if self._blocks is not None:
+            self._blocks.add_context(self._bound(config))
+        self._context_configs.append(config)
+        return self
+
+    def with_cached_prompt(self, provider: Any = None) -> "Session":
+        """Persist the frozen system prompt (in this session's store unless a writable
+        ``provider`` is given), so a new process on the same store renders the same prompt."""
+        self._prompt_cache = provider if provider is not None else StorePromptCache
+        self._blocks = None
         return self
 
     def on_compaction(self, fn: Callable[..., Any], *, timeout: float | None = None) -> "Session":
@@ -193,6 +227,10 @@ class Session:
         """Delete every message and compaction of this session (context blocks stay)."""
         self._estimate_cache = None
         self.store.clear_session(self.session_id)
+        if self._has_context():
+            blocks = self._context()
+            blocks.clear_loaded_skills()
+            blocks.refresh_system_prompt()
 
     def _accept(self, message: MessageInput, source: str | None) -> SessionMessage:
         parsed = parse_message(message)
@@ -350,6 +388,8 @@ class Session:
             from_id = existing[0].from_message_id if existing else result.from_message_id
             self.add_compaction(result.summary, from_id, result.to_message_id)
             self._warned_noop = False
+            if self._has_context():
+                self._context().refresh_system_prompt()
             return CompactResult(result.summary, from_id, result.to_message_id)
 
     def get_token_estimate(self, leaf_id: str | None = None) -> int:
@@ -375,7 +415,21 @@ class Session:
         return total
 
     def _prompt_tokens(self) -> int:
-        return 0
+        if not self._has_context():
+            return 0
+        prompt = self._context().prompt_for_estimate()
+        cached = self._prompt_tokens_cache
+        if cached is not None and cached[0] is prompt:
+            return cached[1]
+        counter = self._token_counter
+        if counter is None:
+            tokens = estimate_tokens(prompt)
+        elif callable(getattr(counter, "count_text", None)):
+            tokens = counter.count_text(prompt)
+        else:
+            tokens = counter([SessionMessage(id="system-prompt", role="system", parts=[TextPart(text=prompt)])])
+        self._prompt_tokens_cache = (prompt, tokens)
+        return tokens
 
     def _track_estimate(self, record: MessageRecord, parent_id: str | None) -> None:
         if self._compact_threshold is None or self._compact_fn is None:
@@ -417,6 +471,108 @@ class Session:
         """Every overlay of this session, oldest first."""
         return [_compaction(row) for row in self.store.get_compactions(self.session_id)]
 
+    # -- context blocks --------------------------------------------------------------------
+
+    def get_context_block(self, label: str) -> ContextBlock | None:
+        """A block as currently loaded (providers are read on first use), or ``None``."""
+        blocks = self._context()
+        blocks.load()
+        return blocks.get_block(label)
+
+    def get_context_blocks(self) -> list[ContextBlock]:
+        """Every block, in registration order."""
+        blocks = self._context()
+        blocks.load()
+        return blocks.get_blocks()
+
+    def replace_context_block(self, label: str, content: str) -> ContextBlock:
+        """Replace a writable block's content (``max_tokens`` enforced). The frozen prompt keeps
+        the old text until ``refresh_system_prompt``."""
+        return self._context().set_block(label, content)
+
+    def append_context_block(self, label: str, content: str) -> ContextBlock:
+        """Append to a writable block, on a new line (``max_tokens`` applies to the result)."""
+        return self._context().append_to_block(label, content)
+
+    def add_context(
+        self,
+        label: str,
+        *,
+        description: str | None = None,
+        max_tokens: int | None = None,
+        provider: Any = None,
+    ) -> ContextBlock:
+        """Register a block at runtime and return it loaded; the frozen prompt is unchanged."""
+        config = ContextConfig(label, description, max_tokens, provider)
+        blocks = self._context()
+        block = blocks.add_context(self._bound(config))
+        self._context_configs.append(config)
+        if block.is_skill and not blocks.loaded_skill_keys():
+            self._restore_skills(blocks)
+        return block
+
+    def remove_context(self, label: str) -> bool:
+        """Drop a block and its loaded skills; ``False`` if there is no such block."""
+        self._context_configs = [c for c in self._context_configs if c.label != label]
+        return self._blocks.remove_context(label) if self._blocks is not None else False
+
+    def freeze_system_prompt(self) -> str:
+        """The system prompt for this run: the persisted one if any, else rendered now (and
+        persisted with ``with_cached_prompt``). Block writes do not change it until a refresh."""
+        return self._context().freeze_system_prompt()
+
+    def refresh_system_prompt(self) -> str:
+        """Reload every block, render the prompt anew, persist it, and return it."""
+        return self._context().refresh_system_prompt()
+
+    def get_loaded_skills(self) -> list[str]:
+        """The ``"label:key"`` skills currently loaded, oldest first."""
+        return self._context().loaded_skill_keys()
+
+    def tools(self) -> list[Tool]:
+        """The model's memory tools for these blocks: ``set_context``, ``load_context``,
+        ``unload_context``, ``search_context`` as they apply (``[]`` without blocks)."""
+        return context_tools(self._context())
+
+    def _has_context(self) -> bool:
+        return bool(self._context_configs) or self._prompt_cache is not None
+
+    def _bound(self, config: ContextConfig) -> ContextConfig:
+        provider = bind_provider(config.provider, self.store, self.session_id, config.label)
+        return ContextConfig(config.label, config.description, config.max_tokens, provider)
+
+    def _context(self) -> ContextBlocks:
+        with self._context_lock:
+            if self._blocks is None:
+                prompt_store = self._prompt_cache
+                if prompt_store is StorePromptCache:
+                    prompt_store = StorePromptCache(self.store, self.session_id)
+                blocks = ContextBlocks([self._bound(c) for c in self._context_configs], prompt_store=prompt_store)
+                blocks.on_unload = self._rewrite_unloaded_skill
+                if blocks.has_skill_providers():
+                    self._restore_skills(blocks)
+                self._blocks = blocks
+            return self._blocks
+
+    def _restore_skills(self, blocks: ContextBlocks) -> None:
+        """Reload the set of loaded skills from the raw active branch (after a restart)."""
+        try:
+            leaf = self._leaf_id(None)
+            if leaf is None:
+                return
+            plan = _ReadPlan(self.store.path(self.session_id, leaf), [], self.store.fetch_chunk_rows)
+            raw = (m for chunk in plan.chunks(False) for m in plan.messages(chunk, self.store.fetch_rows(chunk.seqs)))
+            keys = loaded_skills_in_history(raw)
+            if keys:
+                blocks.restore_loaded_skills(keys)
+        except Exception as error:
+            logger.warning("could not restore the loaded skills of session %r: %s", self.session_id, error)
+
+    def _rewrite_unloaded_skill(self, label: str, key: str) -> None:
+        rewritten = unloaded_skill_rewrite(self.get_history(), label, key)
+        if rewritten is not None:
+            self.update_message(rewritten)
+
     # -- async twins -----------------------------------------------------------------------
 
     aappend_message = async_twin(append_message)
@@ -436,6 +592,15 @@ class Session:
     aget_token_estimate = async_twin(get_token_estimate)
     aget_compactions = async_twin(get_compactions)
     aclose = async_twin(close)
+    aget_context_block = async_twin(get_context_block)
+    aget_context_blocks = async_twin(get_context_blocks)
+    areplace_context_block = async_twin(replace_context_block)
+    aappend_context_block = async_twin(append_context_block)
+    aadd_context = async_twin(add_context)
+    afreeze_system_prompt = async_twin(freeze_system_prompt)
+    arefresh_system_prompt = async_twin(refresh_system_prompt)
+    aget_loaded_skills = async_twin(get_loaded_skills)
+    atools = async_twin(tools)
 
 
 def _parse_row(row: MessageRow | None) -> SessionMessage | None:
