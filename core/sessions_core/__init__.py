@@ -29,6 +29,7 @@ from .messages import (
     UnknownPart,
     parse_message,
 )
+from .manager import SessionInfo, SessionManager
 from .models import AppendResult, Compaction, RecentHistory, SearchResult
 from .providers import StoreContext, StoreSearchContext
 from .session import Session
@@ -58,6 +59,8 @@ __all__ = [
     "SearchNotSupportedError",
     "SearchResult",
     "Session",
+    "SessionInfo",
+    "SessionManager",
     "SessionMessage",
     "SessionsError",
     "SqliteStore",

@@ -105,6 +105,36 @@ class SearchRow(NamedTuple):
     created_at_us: int
 
 
+class SessionRow(NamedTuple):
+    """A session of a manager's registry."""
+
+    namespace: str
+    id: str
+    storage_id: str
+    """The ``session_id`` its messages, overlays and blocks are stored under."""
+    name: str
+    parent_session_id: str | None
+    model: str | None
+    source: str | None
+    input_tokens: int
+    output_tokens: int
+    estimated_cost: float
+    end_reason: str | None
+    created_at: int
+    updated_at: int
+
+
+class SessionChanges(NamedTuple):
+    """An update of a registry row: ``None`` keeps a field; counters are added."""
+
+    name: str | None = None
+    end_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    estimated_cost: float = 0.0
+    updated_at: int = 0
+
+
 class Store(ABC):
     """A backend for many sessions' message trees."""
 
@@ -225,6 +255,40 @@ class Store(ABC):
     @abstractmethod
     def search_entries(self, session_id: str, label: str, query: str, limit: int) -> list[tuple[str, str]]:
         """``(key, content)`` of the block's entries containing every word of ``query``, best first."""
+
+    # -- session registry ------------------------------------------------------------------
+
+    @abstractmethod
+    def register_session(self, row: SessionRow) -> None:
+        """Add a session to a namespace's registry."""
+
+    @abstractmethod
+    def get_session_row(self, namespace: str, session_id: str) -> SessionRow | None:
+        """One registered session, or ``None``."""
+
+    @abstractmethod
+    def list_session_rows(self, namespace: str) -> list[SessionRow]:
+        """The namespace's sessions, most recently updated first."""
+
+    @abstractmethod
+    def update_session_row(self, namespace: str, session_id: str, changes: SessionChanges) -> bool:
+        """Apply ``changes`` (set the name or end reason, add to counters, set ``updated_at``);
+        ``False`` if the session is not registered."""
+
+    @abstractmethod
+    def delete_session(self, namespace: str, session_id: str) -> bool:
+        """Atomically remove a registered session with its messages, overlays, blocks, cached
+        prompt and search entries; ``False`` if it is not registered."""
+
+    @abstractmethod
+    def fork_session(self, source_storage_id: str, leaf_id: str, row: SessionRow) -> None:
+        """Atomically register ``row`` and copy into it the path root -> ``leaf_id`` of the source
+        (ids, parents, times and estimates kept) with the overlays lying on that path."""
+
+    @abstractmethod
+    def search_sessions(self, namespace: str, query: str, limit: int) -> list[SearchRow]:
+        """Like ``search_messages`` over every session registered in ``namespace``; each row's
+        ``session_id`` is the registry id."""
 
     # -- search ----------------------------------------------------------------------------
 

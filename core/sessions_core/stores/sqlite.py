@@ -20,6 +20,8 @@ from .base import (
     PathEntry,
     PathTotals,
     SearchRow,
+    SessionChanges,
+    SessionRow,
     Store,
     _Latest,
 )
@@ -116,6 +118,25 @@ MIGRATIONS: tuple[str, ...] = (
         INSERT INTO search_entries_fts (rowid, content) VALUES (new.seq, new.content);
     END;
     """,
+    """
+    CREATE TABLE sessions (
+        namespace         TEXT    NOT NULL,
+        id                TEXT    NOT NULL,
+        storage_id        TEXT    NOT NULL UNIQUE,
+        name              TEXT    NOT NULL,
+        parent_session_id TEXT,
+        model             TEXT,
+        source            TEXT,
+        input_tokens      INTEGER NOT NULL DEFAULT 0,
+        output_tokens     INTEGER NOT NULL DEFAULT 0,
+        estimated_cost    REAL    NOT NULL DEFAULT 0,
+        end_reason        TEXT,
+        created_at        INTEGER NOT NULL,
+        updated_at        INTEGER NOT NULL,
+        PRIMARY KEY (namespace, id)
+    );
+    CREATE INDEX sessions_updated ON sessions (namespace, updated_at);
+    """,
 )
 
 _ROW = "id, parent_id, role, created_at, content"
@@ -143,6 +164,36 @@ _INSERT = """
 """
 _INSERT_UNDER_LATEST = _INSERT.format(parent=f"({_LATEST_LEAF})")
 _INSERT_UNDER_PARENT = _INSERT.format(parent=":parent")
+
+_SESSION_COLUMNS = ", ".join(SessionRow._fields)
+_SESSION_MARKS = ", ".join("?" * len(SessionRow._fields))
+
+_PATH_IDS = """
+    WITH RECURSIVE path(seq, parent_id) AS (
+        SELECT seq, parent_id FROM session_messages WHERE session_id = :s AND id = :leaf
+        UNION ALL
+        SELECT m.seq, m.parent_id FROM path JOIN session_messages m ON m.session_id = :s AND m.id = path.parent_id
+    )
+"""
+
+_FORK_MESSAGES = _PATH_IDS + """
+    INSERT INTO session_messages (
+        session_id, id, parent_id, role, created_at, tokens, bytes,
+        depth, path_tokens, path_bytes, text_content, content
+    )
+    SELECT :dst, m.id, m.parent_id, m.role, m.created_at, m.tokens, m.bytes,
+           m.depth, m.path_tokens, m.path_bytes, m.text_content, m.content
+    FROM session_messages m WHERE m.seq IN (SELECT seq FROM path) ORDER BY m.depth
+"""
+
+_FORK_COMPACTIONS = _PATH_IDS + """
+    , ids(id) AS (SELECT m.id FROM session_messages m WHERE m.seq IN (SELECT seq FROM path))
+    INSERT INTO session_compactions (session_id, id, from_message_id, to_message_id, created_at, summary)
+    SELECT :dst, lower(hex(randomblob(16))), c.from_message_id, c.to_message_id, c.created_at, c.summary
+    FROM session_compactions c
+    WHERE c.session_id = :s AND c.from_message_id IN ids AND c.to_message_id IN ids
+    ORDER BY c.created_at, c.seq
+"""
 
 _SHIFT_SUBTREE = """
     WITH RECURSIVE sub(id) AS (
@@ -493,6 +544,71 @@ class SqliteStore(Store):
                 (expression, session_id, label, limit),
             ).fetchall()
         return [(key, content) for key, content in rows]
+
+    # -- session registry ------------------------------------------------------------------
+
+    def register_session(self, row: SessionRow) -> None:
+        with self._connection() as conn:
+            conn.execute(f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES ({_SESSION_MARKS})", row)
+
+    def get_session_row(self, namespace: str, session_id: str) -> SessionRow | None:
+        with self._connection() as conn:
+            row = conn.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE namespace = ? AND id = ?", (namespace, session_id)
+            ).fetchone()
+        return None if row is None else SessionRow(*row)
+
+    def list_session_rows(self, namespace: str) -> list[SessionRow]:
+        with self._connection() as conn:
+            rows = conn.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE namespace = ?"
+                " ORDER BY updated_at DESC, rowid DESC",
+                (namespace,),
+            ).fetchall()
+        return [SessionRow(*row) for row in rows]
+
+    def update_session_row(self, namespace: str, session_id: str, changes: SessionChanges) -> bool:
+        with self._connection() as conn:
+            cursor = conn.execute(
+                "UPDATE sessions SET name = coalesce(?, name), end_reason = coalesce(?, end_reason),"
+                " input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,"
+                " estimated_cost = estimated_cost + ?, updated_at = ? WHERE namespace = ? AND id = ?",
+                (*changes, namespace, session_id),
+            )
+            return cursor.rowcount == 1
+
+    def delete_session(self, namespace: str, session_id: str) -> bool:
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT storage_id FROM sessions WHERE namespace = ? AND id = ?", (namespace, session_id)
+            ).fetchone()
+            if row is None:
+                return False
+            for table in ("session_messages", "session_compactions", "context_blocks", "cached_prompts", "search_entries"):
+                conn.execute(f"DELETE FROM {table} WHERE session_id = ?", row)
+            conn.execute("DELETE FROM sessions WHERE namespace = ? AND id = ?", (namespace, session_id))
+            return True
+
+    def fork_session(self, source_storage_id: str, leaf_id: str, row: SessionRow) -> None:
+        with self._write() as conn:
+            conn.execute(f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES ({_SESSION_MARKS})", row)
+            params = {"s": source_storage_id, "leaf": leaf_id, "dst": row.storage_id}
+            conn.execute(_FORK_MESSAGES, params)
+            conn.execute(_FORK_COMPACTIONS, params)
+
+    def search_sessions(self, namespace: str, query: str, limit: int) -> list[SearchRow]:
+        expression = match_all_words(query)
+        if expression is None or limit <= 0:
+            return []
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT s.id, m.id, m.role, m.text_content, m.created_at"
+                " FROM session_messages_fts f JOIN session_messages m ON m.seq = f.rowid"
+                " JOIN sessions s ON s.storage_id = m.session_id"
+                " WHERE session_messages_fts MATCH ? AND s.namespace = ? ORDER BY f.rank LIMIT ?",
+                (expression, namespace, limit),
+            ).fetchall()
+        return [SearchRow(*row) for row in rows]
 
     # -- search ----------------------------------------------------------------------------
 

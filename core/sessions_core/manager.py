@@ -1,0 +1,366 @@
+"""``SessionManager``: a registry of many sessions in one store, with fork, split, usage and
+search across sessions."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Iterable
+
+from ._async import async_twin
+from ._time import from_us, now_us
+from .compaction import CompactResult
+from .messages import MessageInput, SessionMessage, TextPart, parse_message
+from .models import Compaction, SearchResult
+from .session import Session, TokenCounter, open_store
+from .stores.base import LATEST, SessionChanges, SessionRow, _Latest
+from .tools import Tool, session_search_tool
+
+SPLIT_PREFIX = "[Context from previous session]\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A session of a manager's registry."""
+
+    id: str
+    name: str
+    parent_session_id: str | None
+    model: str | None
+    source: str | None
+    input_tokens: int
+    output_tokens: int
+    estimated_cost: float
+    end_reason: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+def _info(row: SessionRow | None) -> SessionInfo | None:
+    if row is None:
+        return None
+    return SessionInfo(
+        row.id,
+        row.name,
+        row.parent_session_id,
+        row.model,
+        row.source,
+        row.input_tokens,
+        row.output_tokens,
+        row.estimated_cost,
+        row.end_reason,
+        from_us(row.created_at),
+        from_us(row.updated_at),
+    )
+
+
+class _SearchableHistory:
+    """The read-only searchable block of ``with_searchable_history``: search across sessions."""
+
+    def __init__(self, manager: "SessionManager") -> None:
+        self._manager = manager
+
+    def get(self) -> str | None:
+        count = len(self._manager.list())
+        if not count:
+            return None
+        return f"{count} session{'' if count == 1 else 's'} available for search."
+
+    def search(self, query: str) -> str | None:
+        hits = self._manager.search(query, limit=10)
+        if not hits:
+            return None
+        return "\n---\n".join(f"[{hit.role}] {hit.content}" for hit in hits)
+
+
+class SessionManager:
+    """Many named sessions in one store.
+
+    ``store`` is a path, ``":memory:"``, a ``postgresql://`` URL or a store object.
+    ``namespace`` separates managers sharing a store: a manager never sees another namespace's
+    sessions, messages, blocks or search hits. The builder methods configure every session the
+    manager hands out; store-backed blocks are kept per session.
+    """
+
+    def __init__(
+        self,
+        store: Any = ":memory:",
+        *,
+        namespace: str = "",
+        reserved_metadata_keys: Iterable[str] = (),
+        max_message_bytes: int | None = None,
+    ) -> None:
+        if not isinstance(namespace, str) or ":" in namespace:
+            raise ValueError("namespace must be a string without ':'")
+        self.store, self._owns_store = open_store(store)
+        self.namespace = namespace
+        self._session_options = {
+            "reserved_metadata_keys": tuple(reserved_metadata_keys),
+            "max_message_bytes": max_message_bytes,
+        }
+        self._setup: list[Callable[[Session], Any]] = []
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"SessionManager({self.store!r}, namespace={self.namespace!r})"
+
+    # -- builder ---------------------------------------------------------------------------
+
+    def _configure(self, step: Callable[[Session], Any]) -> "SessionManager":
+        with self._lock:
+            self._setup.append(step)
+            for session in self._sessions.values():
+                step(session)
+        return self
+
+    def with_context(
+        self,
+        label: str,
+        *,
+        description: str | None = None,
+        max_tokens: int | None = None,
+        provider: Any = None,
+    ) -> "SessionManager":
+        """A context block for every session (store-backed blocks are kept per session; an
+        explicit provider object is shared by all)."""
+        return self._configure(
+            lambda s: s.with_context(label, description=description, max_tokens=max_tokens, provider=provider)
+        )
+
+    def with_cached_prompt(self, provider: Any = None) -> "SessionManager":
+        """Persist every session's frozen prompt (per session, unless ``provider`` is given)."""
+        return self._configure(lambda s: s.with_cached_prompt(provider))
+
+    def on_compaction(self, fn: Callable[..., Any], *, timeout: float | None = None) -> "SessionManager":
+        return self._configure(lambda s: s.on_compaction(fn, timeout=timeout))
+
+    def compact_after(self, threshold: int, *, token_counter: TokenCounter | None = None) -> "SessionManager":
+        return self._configure(lambda s: s.compact_after(threshold, token_counter=token_counter))
+
+    def on_compaction_error(self, handler: Callable[[BaseException], Any]) -> "SessionManager":
+        return self._configure(lambda s: s.on_compaction_error(handler))
+
+    def with_searchable_history(self, label: str) -> "SessionManager":
+        """Give every session a read-only searchable block over all of this manager's sessions."""
+        provider = _SearchableHistory(self)
+        return self._configure(
+            lambda s: s.with_context(label, description="Cross-session conversation history", provider=provider)
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the store if this manager opened it."""
+        if self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> "SessionManager":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "SessionManager":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _storage_id(self, session_id: str) -> str:
+        return f"{self.namespace}:{session_id}" if self.namespace else session_id
+
+    def _touch(self, session_id: str) -> None:
+        self.store.update_session_row(self.namespace, session_id, SessionChanges(updated_at=now_us()))
+
+    # -- registry --------------------------------------------------------------------------
+
+    def create(
+        self,
+        name: str,
+        *,
+        parent_session_id: str | None = None,
+        model: str | None = None,
+        source: str | None = None,
+    ) -> SessionInfo:
+        """Register a new session with a random id and return it."""
+        session_id = str(uuid.uuid4())
+        moment = now_us()
+        row = SessionRow(
+            self.namespace, session_id, self._storage_id(session_id), name, parent_session_id,
+            model, source, 0, 0, 0.0, None, moment, moment,
+        )
+        self.store.register_session(row)
+        return _info(row)
+
+    def get(self, session_id: str) -> SessionInfo | None:
+        return _info(self.store.get_session_row(self.namespace, session_id))
+
+    def list(self) -> list[SessionInfo]:
+        """Every session of this manager, most recently updated first."""
+        return [_info(row) for row in self.store.list_session_rows(self.namespace)]
+
+    def rename(self, session_id: str, name: str) -> SessionInfo | None:
+        """Rename a session; ``None`` (and nothing changed) if it is not registered."""
+        self.store.update_session_row(self.namespace, session_id, SessionChanges(name=name, updated_at=now_us()))
+        return self.get(session_id)
+
+    def delete(self, session_id: str) -> bool:
+        """Delete a session with its messages, overlays and blocks; ``False`` if unknown."""
+        deleted = self.store.delete_session(self.namespace, session_id)
+        with self._lock:
+            self._sessions.pop(session_id, None)
+        return deleted
+
+    def get_session(self, session_id: str) -> Session:
+        """The session with this id, configured by the builder methods (cached per id)."""
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is None:
+                session = Session(self.store, **self._session_options).for_session(self._storage_id(session_id))
+                for step in self._setup:
+                    step(session)
+                self._sessions[session_id] = session
+            return session
+
+    # -- messages --------------------------------------------------------------------------
+
+    def append(self, session_id: str, message: MessageInput, parent_id: "str | None | _Latest" = LATEST) -> str:
+        """Append to a session (default: under its latest leaf) and return the message id."""
+        result = self.get_session(session_id).append_message(message, parent_id)
+        self._touch(session_id)
+        return result.message.id
+
+    def upsert(self, session_id: str, message: MessageInput, parent_id: "str | None | _Latest" = LATEST) -> str:
+        """Update the message if its id is stored, else append it; return the id."""
+        session = self.get_session(session_id)
+        parsed = parse_message(message)
+        if not session.update_message(parsed):
+            session.append_message(parsed, parent_id)
+        self._touch(session_id)
+        return parsed.id
+
+    def append_all(
+        self, session_id: str, messages: Iterable[MessageInput], parent_id: str | None = None
+    ) -> str | None:
+        """Append messages as a chain starting under ``parent_id`` (``None``: a new root); each
+        becomes the parent of the next. Returns the last id (``parent_id`` for none)."""
+        session = self.get_session(session_id)
+        parent = parent_id
+        for message in messages:
+            parent = session.append_message(message, parent).message.id
+        self._touch(session_id)
+        return parent
+
+    def get_history(self, session_id: str, leaf_id: str | None = None) -> list[SessionMessage]:
+        return self.get_session(session_id).get_history(leaf_id)
+
+    def get_message_count(self, session_id: str) -> int:
+        """The number of messages on the session's active path."""
+        return self.get_session(session_id).get_path_length()
+
+    def get_branches(self, session_id: str, message_id: str) -> list[SessionMessage]:
+        return self.get_session(session_id).get_branches(message_id)
+
+    def clear_messages(self, session_id: str) -> None:
+        self.get_session(session_id).clear_messages()
+        self._touch(session_id)
+
+    def delete_messages(self, session_id: str, ids: Iterable[str]) -> list[str]:
+        deleted = self.get_session(session_id).delete_messages(ids)
+        self._touch(session_id)
+        return deleted
+
+    # -- forks, splits, compaction, usage --------------------------------------------------
+
+    def fork(self, session_id: str, at_message_id: str, name: str) -> SessionInfo:
+        """A new session holding the path up to ``at_message_id`` (ids and the overlays on that
+        path kept), so it reads exactly as the original did there. An unknown message gives an
+        empty fork."""
+        new_id = str(uuid.uuid4())
+        moment = now_us()
+        row = SessionRow(
+            self.namespace, new_id, self._storage_id(new_id), name, session_id,
+            None, None, 0, 0, 0.0, None, moment, moment,
+        )
+        self.store.fork_session(self._storage_id(session_id), at_message_id, row)
+        return _info(row)
+
+    def compact_and_split(self, session_id: str, summary: str, name: str | None = None) -> SessionInfo:
+        """End a session (``end_reason="compaction"``) and start a child holding ``summary``."""
+        old = self.get(session_id)
+        self.store.update_session_row(
+            self.namespace, session_id, SessionChanges(end_reason="compaction", updated_at=now_us())
+        )
+        info = self.create(
+            name or (old.name if old else None) or "Compacted",
+            parent_session_id=session_id,
+            model=old.model if old else None,
+            source=old.source if old else None,
+        )
+        message = SessionMessage(id=str(uuid.uuid4()), role="assistant", parts=[TextPart(text=SPLIT_PREFIX + summary)])
+        self.get_session(info.id).append_message(message)
+        self._touch(info.id)
+        return info
+
+    def add_compaction(self, session_id: str, summary: str, from_message_id: str, to_message_id: str) -> Compaction:
+        return self.get_session(session_id).add_compaction(summary, from_message_id, to_message_id)
+
+    def get_compactions(self, session_id: str) -> list[Compaction]:
+        return self.get_session(session_id).get_compactions()
+
+    def compact(self, session_id: str, leaf_id: str | None = None) -> CompactResult | None:
+        return self.get_session(session_id).compact(leaf_id)
+
+    def add_usage(self, session_id: str, input_tokens: int = 0, output_tokens: int = 0, cost: float = 0.0) -> None:
+        """Add to a session's token and cost counters."""
+        self.store.update_session_row(
+            self.namespace,
+            session_id,
+            SessionChanges(input_tokens=input_tokens, output_tokens=output_tokens, estimated_cost=cost, updated_at=now_us()),
+        )
+
+    # -- search and tools ------------------------------------------------------------------
+
+    def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
+        """Messages of every session of this manager containing every word of ``query``
+        (stemmed), best first; each result names its session."""
+        rows = self.store.search_sessions(self.namespace, query, limit)
+        return [SearchResult(r.id, r.role, r.content, from_us(r.created_at_us), r.session_id) for r in rows]
+
+    def tools(self) -> list[Tool]:
+        """``[session_search]``: search past conversations across every session."""
+        return [session_search_tool(lambda query: self.search(query, limit=10))]
+
+    def session_tools(self, session_id: str) -> list[Tool]:
+        """A session's memory tools followed by ``session_search``."""
+        return self.get_session(session_id).tools() + self.tools()
+
+    # -- async twins -----------------------------------------------------------------------
+
+    aclose = async_twin(close)
+    acreate = async_twin(create)
+    aget = async_twin(get)
+    alist = async_twin(list)
+    arename = async_twin(rename)
+    adelete = async_twin(delete)
+    aappend = async_twin(append)
+    aupsert = async_twin(upsert)
+    aappend_all = async_twin(append_all)
+    aget_history = async_twin(get_history)
+    aget_message_count = async_twin(get_message_count)
+    aget_branches = async_twin(get_branches)
+    aclear_messages = async_twin(clear_messages)
+    adelete_messages = async_twin(delete_messages)
+    afork = async_twin(fork)
+    acompact_and_split = async_twin(compact_and_split)
+    aadd_compaction = async_twin(add_compaction)
+    aget_compactions = async_twin(get_compactions)
+    acompact = async_twin(compact)
+    aadd_usage = async_twin(add_usage)
+    asearch = async_twin(search)
+    atools = async_twin(tools)
+    asession_tools = async_twin(session_tools)
+
