@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -17,6 +18,8 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from sessions_core import Session, SqliteStore, Store
+
+from ..postgres import postgres_url, require_postgres, temporary_schema
 
 
 @dataclass
@@ -28,26 +31,50 @@ class Backend:
     """Whether a second store opened on the same database sees the first one's data."""
 
 
-def _sqlite_memory(tmp_path: Path) -> Backend:
+@contextmanager
+def _sqlite_memory(tmp_path: Path) -> Iterator[Backend]:
     store = SqliteStore(":memory:")
-    return Backend("sqlite-memory", lambda: store, persistent=False)
+    yield Backend("sqlite-memory", lambda: store, persistent=False)
+    store.close()
 
 
-def _sqlite_file(tmp_path: Path) -> Backend:
+@contextmanager
+def _sqlite_file(tmp_path: Path) -> Iterator[Backend]:
     path = tmp_path / "sessions.db"
-    return Backend("sqlite-file", lambda: SqliteStore(path), persistent=True)
+    yield Backend("sqlite-file", lambda: SqliteStore(path), persistent=True)
 
 
-BACKENDS: dict[str, Callable[[Path], Backend]] = {
+@contextmanager
+def _postgres(tmp_path: Path) -> Iterator[Backend]:
+    require_postgres()
+    from sessions_core.stores.postgres import PostgresStore
+
+    opened: list[Store] = []
+
+    def open_store() -> Store:
+        store = PostgresStore(postgres_url(), schema=schema, min_size=1, max_size=4)
+        opened.append(store)
+        return store
+
+    with temporary_schema() as schema:
+        try:
+            yield Backend("postgres", open_store, persistent=True)
+        finally:
+            for store in opened:
+                store.close()
+
+
+BACKENDS: dict[str, Callable[[Path], Any]] = {
     "sqlite-memory": _sqlite_memory,
     "sqlite-file": _sqlite_file,
+    "postgres": _postgres,
 }
 
 
 @pytest.fixture(params=list(BACKENDS))
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    made = BACKENDS[request.param](tmp_path)
-    yield made
+    with BACKENDS[request.param](tmp_path) as made:
+        yield made
 
 
 class AsyncDriver:

@@ -1,0 +1,60 @@
+"""Finding the test PostgreSQL server: ``SESSIONS_TEST_POSTGRES_URL`` (default
+``postgresql://postgres@127.0.0.1:5432/test``). Where none answers, Postgres tests skip with the
+reason, unless ``SESSIONS_REQUIRE_POSTGRES=1`` (CI), where they fail."""
+
+from __future__ import annotations
+
+import functools
+import os
+import uuid
+from contextlib import contextmanager
+from typing import Iterator
+
+import pytest
+
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def postgres_url() -> str:
+    return os.environ.get("SESSIONS_TEST_POSTGRES_URL", DEFAULT_URL)
+
+
+def postgres_required() -> bool:
+    return os.environ.get("SESSIONS_REQUIRE_POSTGRES") == "1"
+
+
+@functools.lru_cache(maxsize=1)
+def _unavailable_reason() -> str | None:
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed (pip install 'session-memory[postgres]')"
+    try:
+        with psycopg.connect(postgres_url(), connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except Exception as error:
+        return f"no PostgreSQL at {postgres_url()}: {error}"
+    return None
+
+
+def require_postgres() -> None:
+    """Skip (or, when required, fail) the current test if PostgreSQL is unavailable."""
+    reason = _unavailable_reason()
+    if reason is None:
+        return
+    if postgres_required():
+        pytest.fail(f"SESSIONS_REQUIRE_POSTGRES=1 but {reason}")
+    pytest.skip(reason)
+
+
+@contextmanager
+def temporary_schema() -> Iterator[str]:
+    """A fresh schema name, dropped (with everything in it) afterwards."""
+    import psycopg
+
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    try:
+        yield name
+    finally:
+        with psycopg.connect(postgres_url(), autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
