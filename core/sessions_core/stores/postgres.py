@@ -158,6 +158,7 @@ class PostgresStore(Store):
             except psycopg.OperationalError as error:
                 if attempt == 2 or not idempotent or self._pool is None:
                     raise StoreError(f"{self!r}: the database connection failed: {error}") from error
+                self._pool.check()  # replace the pool's other dead connections before the retry
         raise AssertionError("unreachable")
 
     def _ensure_ready(self) -> None:

@@ -1,0 +1,189 @@
+"""PostgreSQL specifics: many processes, setup races, dropped connections, owned resources."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+
+import pytest
+
+from sessions_core import Session, SessionManager, StoreError
+
+from .postgres import postgres_url, require_postgres, temporary_schema
+
+
+@pytest.fixture
+def schema():
+    require_postgres()
+    with temporary_schema() as name:
+        yield name
+
+
+def _store(schema, **options):
+    from sessions_core.stores.postgres import PostgresStore
+
+    return PostgresStore(postgres_url(), schema=schema, **options)
+
+
+def _msg(message_id):
+    return {"id": message_id, "role": "user", "parts": [{"type": "text", "text": f"text of {message_id}"}]}
+
+
+def _append_worker(schema: str, worker: int, session_of: str, count: int) -> None:
+    store = _store(schema, max_size=2)
+    session = Session(store).for_session(session_of.format(worker=worker))
+    for i in range(count):
+        session.append_message(_msg(f"w{worker}-{i}"))
+        if i % 10 == 0:  # a retried append (the same id) must not be stored twice
+            session.append_message(_msg(f"w{worker}-{i}"))
+    store.close()
+
+
+def _setup_worker(schema: str) -> None:
+    store = _store(schema, auto_setup=False)
+    store.setup()
+    store.close()
+
+
+def _run(target, args_list):
+    context = multiprocessing.get_context("spawn")
+    processes = [context.Process(target=target, args=args) for args in args_list]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(120)
+    assert [p.exitcode for p in processes] == [0] * len(processes)
+
+
+def test_eight_processes_set_up_the_schema_at_once(schema):
+    _run(_setup_worker, [(schema,)] * 8)
+    store = _store(schema, auto_setup=False)
+    assert Session(store).get_history() == []
+    store.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shared", [True, False], ids=["one-session", "distinct-sessions"])
+def test_eight_processes_append_without_loss_or_duplicates(schema, shared):
+    _store(schema).setup()
+    count = 60
+    session_of = "shared" if shared else "own-{worker}"
+    _run(_append_worker, [(schema, worker, session_of, count) for worker in range(8)])
+    store = _store(schema)
+    expected = {f"w{w}-{i}" for w in range(8) for i in range(count)}
+    if shared:
+        session = Session(store).for_session("shared")
+        history = session.get_history()
+        assert len(history) == len(expected) == len({m.id for m in history})
+        assert {m.id for m in history} == expected  # one chain: every append extended the leaf
+        for worker in range(8):
+            own = [m.id for m in history if m.id.startswith(f"w{worker}-")]
+            assert own == [f"w{worker}-{i}" for i in range(count)]
+    else:
+        for worker in range(8):
+            history = Session(store).for_session(f"own-{worker}").get_history()
+            assert [m.id for m in history] == [f"w{worker}-{i}" for i in range(count)]
+    store.close()
+
+
+def _terminate_backends(schema_app_name: str) -> int:
+    import psycopg
+
+    with psycopg.connect(postgres_url(), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE application_name = %s AND pid <> pg_backend_pid()",
+            (schema_app_name,),
+        ).fetchall()
+    return len(rows)
+
+
+def test_a_dropped_connection_is_retried_and_the_reappend_is_stored_once(schema):
+    from psycopg_pool import ConnectionPool
+
+    from sessions_core.stores.postgres import PostgresStore
+
+    app = f"sessions-{schema}"
+    pool = ConnectionPool(
+        postgres_url(), min_size=2, max_size=2, kwargs={"autocommit": True, "application_name": app}, open=True
+    )
+    pool.wait()
+    store = PostgresStore(pool, schema=schema)
+    session = Session(store).for_session("s")
+    session.append_message(_msg("before"))
+    assert _terminate_backends(app) >= 1
+    time.sleep(0.2)
+    result = session.append_message(_msg("after"))  # transparent retry on a fresh connection
+    assert result.inserted
+    again = session.append_message(_msg("after"))
+    assert not again.inserted
+    assert [m.id for m in session.get_history()] == ["before", "after"]
+    store.close()
+    assert not pool.closed  # the caller's pool stays open
+    pool.close()
+
+
+def test_a_dropped_user_connection_gives_a_clear_error_and_no_half_write(schema):
+    import psycopg
+
+    from sessions_core.stores.postgres import PostgresStore
+
+    app = f"sessions-conn-{schema}"
+    conn = psycopg.connect(postgres_url(), autocommit=True, application_name=app)
+    store = PostgresStore(conn, schema=schema)
+    session = Session(store).for_session("s")
+    session.append_message(_msg("kept"))
+    _terminate_backends(app)
+    with pytest.raises(StoreError, match="connection"):
+        session.append_message(_msg("lost"))
+    store.close()
+    assert not conn.closed or conn.broken  # the store never closes the caller's connection
+    fresh = _store(schema)
+    assert [m.id for m in Session(fresh).for_session("s").get_history()] == ["kept"]
+    assert Session(fresh).for_session("s").append_message(_msg("lost")).inserted
+    fresh.close()
+
+
+def test_urls_open_sessions_and_managers(schema):
+    url = postgres_url()
+    separator = "&" if "?" in url else "?"
+    scoped = f"{url}{separator}options=-csearch_path%3D{schema}"
+    with Session(scoped).for_session("u") as session:
+        session.append_message(_msg("m"))
+        assert session.get_message("m").text == "text of m"
+    with SessionManager(scoped) as manager:
+        info = manager.create("chat")
+        manager.append(info.id, _msg("x"))
+        assert [i.name for i in manager.list()] == ["chat"]
+
+
+def test_schema_sql_can_be_run_by_an_administrator(schema):
+    import psycopg
+
+    from sessions_core.stores.postgres import schema_sql
+
+    with psycopg.connect(postgres_url(), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(schema_sql(schema))
+    store = _store(schema, auto_setup=False)
+    session = Session(store).for_session("admin")
+    session.append_message(_msg("m"))
+    assert session.get_path_length() == 1
+    store.close()
+
+
+def test_missing_schema_without_auto_setup_is_a_clear_error(schema):
+    store = _store(schema, auto_setup=False)
+    with pytest.raises(StoreError, match="setup"):
+        Session(store).get_history()
+    store.close()
+
+
+def test_an_async_pool_is_refused_with_a_clear_message(schema):
+    from psycopg_pool import AsyncConnectionPool
+
+    from sessions_core.stores.postgres import PostgresStore
+
+    pool = AsyncConnectionPool(postgres_url(), open=False)
+    with pytest.raises(TypeError, match="async pool"):
+        PostgresStore(pool)
