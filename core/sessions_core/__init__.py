@@ -40,6 +40,17 @@ from .tools import Tool, to_openai_tools
 
 __version__ = "0.1.0"
 
+_LAZY = {"PostgresStore": "sessions_core.stores.postgres"}
+
+
+def __getattr__(name: str) -> object:
+    """Optional parts load their dependency on first use (``ImportError`` names the extra)."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'sessions_core' has no attribute {name!r}")
+
 __all__ = [
     "AppendResult",
     "CompactContext",
@@ -54,6 +65,7 @@ __all__ = [
     "MessageTooLargeError",
     "MessageValidationError",
     "Part",
+    "PostgresStore",
     "ReasoningPart",
     "RecentHistory",
     "SearchNotSupportedError",
