@@ -140,16 +140,18 @@ def _calls(message: SessionMessage) -> list[ToolCallPart]:
     return [p for p in message.parts if isinstance(p, ToolCallPart)]
 
 
-def _result(call: ToolCallPart, output: str) -> SessionMessage:
+def _result(message: SessionMessage, call: ToolCallPart, output: str) -> SessionMessage:
+    # Scoped by the reply's id: some servers reuse tool-call ids across turns ("call_0").
     return SessionMessage(
-        id=f"{call.tool_call_id}-result",
+        id=f"{message.id}-{call.tool_call_id}-result",
         role="tool",
         parts=[ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output)],
     )
 
 
 def run_tool_calls(tools: Sequence[Any], message: SessionMessage) -> list[SessionMessage]:
-    """Run every tool call of an assistant message and return one ``tool`` message per call.
+    """Run every tool call of an assistant message and return one ``tool`` message per call
+    (its id is derived from the message's id and the call's, so it is unique across turns).
 
     A call to an unknown tool gets an ``Error: ...`` result; tools never raise.
     """
@@ -158,7 +160,7 @@ def run_tool_calls(tools: Sequence[Any], message: SessionMessage) -> list[Sessio
     for call in _calls(message):
         tool = by_name.get(call.tool_name)
         output = tool.invoke(call.input) if tool else f"Error: unknown tool {call.tool_name!r}"
-        results.append(_result(call, output))
+        results.append(_result(message, call, output))
     return results
 
 
@@ -186,7 +188,8 @@ def openai_summarizer(
             raise ValueError("the summariser model returned no text")
         return content
 
-    if inspect.iscoroutinefunction(create):
+    # ``AsyncOpenAI``'s ``create`` is a plain wrapper (argument checks) around an ``async def``.
+    if inspect.iscoroutinefunction(inspect.unwrap(create)):
 
         async def asummarize(prompt: str) -> str:
             return text(await create(**request(prompt)))
