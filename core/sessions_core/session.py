@@ -513,8 +513,10 @@ class Session:
 
     def remove_context(self, label: str) -> bool:
         """Drop a block and its loaded skills; ``False`` if there is no such block."""
+        known = any(c.label == label for c in self._context_configs)
         self._context_configs = [c for c in self._context_configs if c.label != label]
-        return self._blocks.remove_context(label) if self._blocks is not None else False
+        removed = self._blocks.remove_context(label) if self._blocks is not None else False
+        return known or removed
 
     def freeze_system_prompt(self) -> str:
         """The system prompt for this run: the persisted one if any, else rendered now (and
