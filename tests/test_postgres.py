@@ -145,16 +145,17 @@ def test_a_dropped_user_connection_gives_a_clear_error_and_no_half_write(schema)
 
 
 def test_urls_open_sessions_and_managers(schema):
-    url = postgres_url()
-    separator = "&" if "?" in url else "?"
-    scoped = f"{url}{separator}options=-csearch_path%3D{schema}"
-    with Session(scoped).for_session("u") as session:
+    """A plain URL works unchanged (the default schema); the test cleans up after itself."""
+    unique = schema
+    with Session(postgres_url()).for_session(unique) as session:
         session.append_message(_msg("m"))
         assert session.get_message("m").text == "text of m"
-    with SessionManager(scoped) as manager:
+        session.clear_messages()
+    with SessionManager(postgres_url(), namespace=unique) as manager:
         info = manager.create("chat")
         manager.append(info.id, _msg("x"))
         assert [i.name for i in manager.list()] == ["chat"]
+        assert manager.delete(info.id)
 
 
 def test_schema_sql_can_be_run_by_an_administrator(schema):
