@@ -1,0 +1,125 @@
+"""Which session a LangChain run or tool call works on."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Mapping, Union
+
+from sessions_core import Session, SessionManager, SessionsError, Tool
+from sessions_core.branching import aensure_session, ensure_session
+
+SessionSourceLike = Union[Session, SessionManager, Callable[[str], Session]]
+
+
+class SessionSource:
+    """A ``Session`` (always that one), a ``SessionManager`` (one registered session per id) or
+    a factory ``session_id -> Session`` (called once per id).
+
+    The id of a run is, in order: the ``context_key`` field of the run's context, the
+    ``session_id`` of ``config["configurable"]``, the LangGraph ``thread_id``, then
+    ``default_session_id``.
+    """
+
+    def __init__(
+        self,
+        target: SessionSourceLike,
+        *,
+        context_key: str | None = None,
+        default_session_id: str | None = None,
+    ) -> None:
+        if isinstance(target, Session):
+            self.kind = "session"
+        elif isinstance(target, SessionManager):
+            self.kind = "manager"
+        elif callable(target):
+            self.kind = "factory"
+        else:
+            raise TypeError(
+                "expected a Session, a SessionManager or a function session_id -> Session,"
+                f" not {type(target).__name__}"
+            )
+        self.target = target
+        self.context_key = context_key
+        self.default_session_id = default_session_id
+        self._sessions: dict[str, Session] = {}
+        self._registered: set[str] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def manager(self) -> SessionManager | None:
+        return self.target if self.kind == "manager" else None
+
+    def resolve_id(self, *, context: Any = None, config: Mapping[str, Any] | None = None, thread_id: Any = None) -> str:
+        """The session id of a run (see the class docstring); ``SessionsError`` if none."""
+        if self.kind == "session":
+            return self.target.session_id
+        if self.context_key is not None and context is not None:
+            value = context.get(self.context_key) if isinstance(context, Mapping) else getattr(context, self.context_key, None)
+            if value is not None and value != "":
+                return str(value)
+        configurable = (config or {}).get("configurable") or {}
+        for value in (configurable.get("session_id"), thread_id, configurable.get("thread_id"), self.default_session_id):
+            if value is not None and value != "":
+                return str(value)
+        where = f'a "{self.context_key}" context field, ' if self.context_key else ""
+        raise SessionsError(
+            f"no session for this run: pass {where}config={{'configurable': {{'thread_id': ...}}}}"
+            " or set default_session_id"
+        )
+
+    def get(self, session_id: str) -> Session:
+        """The session for ``session_id`` (registered in the manager's registry on first use)."""
+        if self.kind == "session":
+            return self.target
+        if self.kind == "manager":
+            if session_id not in self._registered:
+                ensure_session(self.target, session_id)
+                self._registered.add(session_id)
+            return self.target.get_session(session_id)
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is None:
+                session = self.target(session_id)
+                if not isinstance(session, Session):
+                    raise TypeError(f"the session factory returned {type(session).__name__}, not a Session")
+                self._sessions[session_id] = session
+            return session
+
+    async def aget(self, session_id: str) -> Session:
+        """Async twin of :meth:`get`."""
+        if self.kind == "manager" and session_id not in self._registered:
+            await aensure_session(self.target, session_id)
+            self._registered.add(session_id)
+        return self.get(session_id)
+
+    def tools(self, session_id: str) -> list[Tool]:
+        """The memory tools of a session (plus ``session_search`` with a manager)."""
+        if self.kind == "manager":
+            self.get(session_id)
+            return self.target.session_tools(session_id)
+        return self.get(session_id).tools()
+
+    async def atools(self, session_id: str) -> list[Tool]:
+        """Async twin of :meth:`tools`."""
+        if self.kind == "manager":
+            await self.aget(session_id)
+            return await self.target.asession_tools(session_id)
+        return await (await self.aget(session_id)).atools()
+
+    def template_tools(self) -> list[Tool]:
+        """The tools as configured, read without registering any session: their names and
+        argument schemas are the same for every session of a manager."""
+        if self.kind == "session":
+            return self.target.tools()
+        template = self.default_session_id or ""
+        if self.kind == "manager":
+            return self.target.session_tools(template)
+        return self.get(template).tools()
+
+    def add_usage(self, session_id: str, input_tokens: int, output_tokens: int) -> None:
+        if self.kind == "manager" and (input_tokens or output_tokens):
+            self.target.add_usage(session_id, input_tokens=input_tokens, output_tokens=output_tokens)
+
+    async def aadd_usage(self, session_id: str, input_tokens: int, output_tokens: int) -> None:
+        if self.kind == "manager" and (input_tokens or output_tokens):
+            await self.target.aadd_usage(session_id, input_tokens=input_tokens, output_tokens=output_tokens)

@@ -1,0 +1,456 @@
+"""``SessionMemoryMiddleware``: durable, searchable, self-edited memory for ``create_agent``."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Annotated, Any, Awaitable, Callable, Sequence
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
+from langchain.agents.middleware.types import ModelCallResult, PrivateStateAttr
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.tools import BaseTool
+from typing_extensions import NotRequired
+
+from sessions_core import LATEST, CompactionError, Session, create_compact_function
+from sessions_core.messages import COMPACTION_ID_PREFIX
+from sessions_core.overlays import plan_overlays
+from sessions_core.session import summary_message
+
+from ._source import SessionSource, SessionSourceLike
+from .conversion import is_summary, source_id, to_langchain_messages, to_session_message
+
+
+def is_summary_id(ident: str) -> bool:
+    return ident.startswith(COMPACTION_ID_PREFIX)
+from .summarizer import ChatModelSummarizer, as_summarize, prefer_async
+from .toolkit import langchain_tools
+
+__all__ = ["SessionMemoryMiddleware", "SessionMemoryState"]
+
+logger = logging.getLogger("langchain_sessions")
+
+_CACHE_SESSIONS = 1024
+_ACTIVE_COMPACTION: ContextVar[Callable[..., Any] | None] = ContextVar("session_memory_compaction", default=None)
+
+
+class SessionMemoryState(AgentState):
+    """The agent state with the system prompt frozen for the current run."""
+
+    session_memory_prompt: NotRequired[Annotated[str | None, PrivateStateAttr]]
+
+
+@dataclass
+class _Run:
+    prompt: str
+    tools: list[BaseTool]
+
+
+class SessionMemoryMiddleware(AgentMiddleware):
+    """Give a ``create_agent`` agent a session's memory: its history, its context blocks in the
+    system message, its memory tools, and compaction with the agent's own model.
+
+    ``session_or_manager`` is a ``Session`` (every run uses it), a ``SessionManager`` (a
+    registered session per run, plus the ``session_search`` tool) or a function
+    ``session_id -> Session``. A run's session id is the ``context_key`` field of the agent's
+    context, else ``config["configurable"]["session_id"]``, else the ``thread_id``, else
+    ``default_session_id``.
+
+    Per run: the context blocks are rendered once, when it starts, and appended to the system
+    message (the agent's own system prompt is kept); the text stays fixed for the run, so the
+    model's prefix cache holds across the tool loop, and a block the model writes shows in the
+    next run.
+
+    History: the model sees the stored branch that leads to the first message of the graph
+    state, then the state. With no checkpointer that is the whole stored history before the new
+    input (so the agent remembers across restarts); with one, the thread's state already holds
+    it and nothing is shown twice (a new thread on a session used before still sees what came
+    before). The stored history is added to the model's input only, never written into the
+    state, so it does not stream again to ``stream_mode="messages"`` consumers. Every new
+    message, tool calls and results included, is stored once, by id, as soon as it is in the
+    state, under the message before it (a rewound thread branches in the store).
+
+    Compaction: when the model's input passes ``compact_at`` tokens (an ``int``; a ``float`` is
+    a fraction of ``model.profile["max_input_tokens"]``; ``None`` turns it off), the middle of
+    the history is summarised by the agent's model (or ``summarizer``), tagged so that it never
+    streams to the user, and stored as an overlay: the model sees head + summary + the last
+    ``keep_recent_tokens`` (default: a quarter of the trigger), while the state and the store
+    keep every message; later runs read the history compacted. A failed summary leaves the history whole. The middleware sets each
+    session's compaction function (``Session.on_compaction``) to this one.
+    """
+
+    state_schema = SessionMemoryState
+
+    def __init__(
+        self,
+        session_or_manager: SessionSourceLike,
+        *,
+        context_key: str | None = None,
+        default_session_id: str | None = None,
+        load_history: bool = True,
+        compact_at: int | float | None = 0.8,
+        keep_recent_tokens: int | None = None,
+        protect_head: int = 3,
+        summarizer: Any = None,
+        summary_max_retries: int = 2,
+        token_counter: Callable[[list[BaseMessage]], int] | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.source = SessionSource(session_or_manager, context_key=context_key, default_session_id=default_session_id)
+        self.load_history = load_history
+        self.compact_at = compact_at
+        self.keep_recent_tokens = keep_recent_tokens
+        self.protect_head = protect_head
+        self.summarizer = as_summarize(summarizer) if summarizer is not None else None
+        self.summary_max_retries = summary_max_retries
+        self.token_counter = token_counter
+        self._name = name
+        self.tools = langchain_tools(self.source.template_tools(), self.source)
+        self._tool_names = {tool.name for tool in self.tools}
+        self._lock = threading.Lock()
+        self._runs: OrderedDict[str, _Run] = OrderedDict()
+        self._known: OrderedDict[str, set[str]] = OrderedDict()
+        self._prefixes: OrderedDict[tuple[str, str], list[BaseMessage]] = OrderedDict()
+        self._failed: set[str] = set()
+        self._installed: set[int] = set()
+        self._last_model: Any = None
+        self._warned_profile = False
+
+    @property
+    def name(self) -> str:
+        return self._name or type(self).__name__
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def _session_id(self, runtime: Any) -> str:
+        info = getattr(runtime, "execution_info", None)
+        try:
+            from langgraph.config import get_config
+
+            config = get_config()
+        except Exception:
+            config = None
+        return self.source.resolve_id(
+            context=getattr(runtime, "context", None), config=config, thread_id=getattr(info, "thread_id", None)
+        )
+
+    def _install(self, session: Session) -> None:
+        if id(session) not in self._installed:
+            session.on_compaction(self._compact)
+            self._installed.add(id(session))
+
+    def _session(self, runtime: Any) -> tuple[str, Session]:
+        session_id = self._session_id(runtime)
+        session = self.source.get(session_id)
+        self._install(session)
+        return session_id, session
+
+    async def _asession(self, runtime: Any) -> tuple[str, Session]:
+        session_id = self._session_id(runtime)
+        session = await self.source.aget(session_id)
+        self._install(session)
+        return session_id, session
+
+    def _remember(self, cache: OrderedDict[str, Any], key: str, value: Any) -> None:
+        with self._lock:
+            cache[key] = value
+            cache.move_to_end(key)
+            while len(cache) > _CACHE_SESSIONS:
+                cache.popitem(last=False)
+
+    def _known_ids(self, session_id: str) -> set[str]:
+        with self._lock:
+            known = self._known.get(session_id)
+        if known is None:
+            known = set()
+            self._remember(self._known, session_id, known)
+        return known
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def _plan(self, session_id: str, messages: Sequence[BaseMessage]) -> list[tuple[BaseMessage, Any]]:
+        """The messages not known to be stored, each with the parent to store it under: the
+        message before it in the state, so a rewound thread branches where it was rewound."""
+        known = self._known_ids(session_id)
+        pending: list[tuple[BaseMessage, Any]] = []
+        previous: str | None = None
+        for message in messages:
+            ident = source_id(message)
+            if is_summary(message) or not ident:
+                previous = None
+                continue
+            if ident not in known:
+                pending.append((message, previous if previous is not None else LATEST))
+            previous = ident
+        return pending
+
+    def _stored(self, session_id: str, message: BaseMessage, result: Any) -> None:
+        ident = source_id(message)
+        if ident:
+            self._known_ids(session_id).add(ident)
+        if result is not None and result.inserted and isinstance(message, AIMessage) and message.usage_metadata:
+            usage = message.usage_metadata
+            self.source.add_usage(session_id, usage.get("input_tokens", 0), usage.get("output_tokens", 0))
+
+    def _persist(self, session_id: str, session: Session, messages: Sequence[BaseMessage]) -> None:
+        for message, parent in self._plan(session_id, messages):
+            try:
+                stored = to_session_message(message)
+            except (TypeError, ValueError) as error:
+                logger.warning("message %r not stored: %s", message.id, error)
+                continue
+            self._stored(session_id, message, session.append_message(stored, parent))
+
+    async def _apersist(self, session_id: str, session: Session, messages: Sequence[BaseMessage]) -> None:
+        for message, parent in self._plan(session_id, messages):
+            try:
+                stored = to_session_message(message)
+            except (TypeError, ValueError) as error:
+                logger.warning("message %r not stored: %s", message.id, error)
+                continue
+            result = await session.aappend_message(stored, parent)
+            if result.inserted and isinstance(message, AIMessage) and message.usage_metadata:
+                usage = message.usage_metadata
+                await self.source.aadd_usage(session_id, usage.get("input_tokens", 0), usage.get("output_tokens", 0))
+            self._stored(session_id, message, None)
+
+    # -- before_agent: freeze the prompt, store the input, read what came before ----------
+
+    def _start(self, session_id: str, prompt: str, tools: list[Any]) -> None:
+        self._remember(self._runs, session_id, _Run(prompt, langchain_tools(tools, self.source)))
+        with self._lock:
+            self._failed.discard(session_id)
+
+    def _prefix_key(self, session_id: str, messages: Sequence[BaseMessage]) -> tuple[str, str] | None:
+        first = next((source_id(m) for m in messages if source_id(m)), None)
+        return None if first is None or not self.load_history else (session_id, first)
+
+    def _keep_prefix(self, key: tuple[str, str], path: list[Any], messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """The stored branch before the state's first message: what the model sees before the
+        state (all of the history without a checkpointer; nothing, or what an earlier thread
+        of the same session said, with one)."""
+        in_state = {source_id(m) for m in messages}
+        prefix = [m for m in to_langchain_messages(path) if source_id(m) not in in_state]
+        self._known_ids(key[0]).update(i for i in (source_id(m) for m in prefix) if i and not is_summary_id(i))
+        self._remember(self._prefixes, key, prefix)
+        return prefix
+
+    def _prefix(self, session: Session, key: tuple[str, str] | None, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        if key is None:
+            return []
+        with self._lock:
+            prefix = self._prefixes.get(key)
+        return prefix if prefix is not None else self._keep_prefix(key, session.get_history(key[1]), messages)
+
+    async def _aprefix(self, session: Session, key: tuple[str, str] | None, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        if key is None:
+            return []
+        with self._lock:
+            prefix = self._prefixes.get(key)
+        return prefix if prefix is not None else self._keep_prefix(key, await session.aget_history(key[1]), messages)
+
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        session_id, session = self._session(runtime)
+        prompt = session.system_prompt_for_run()
+        self._start(session_id, prompt, self.source.tools(session_id))
+        messages = state.get("messages", [])
+        self._persist(session_id, session, messages)
+        key = self._prefix_key(session_id, messages)
+        if key is not None:
+            self._keep_prefix(key, session.get_history(key[1]), messages)
+        return {"session_memory_prompt": prompt}
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        session_id, session = await self._asession(runtime)
+        prompt = await session.asystem_prompt_for_run()
+        self._start(session_id, prompt, await self.source.atools(session_id))
+        messages = state.get("messages", [])
+        await self._apersist(session_id, session, messages)
+        key = self._prefix_key(session_id, messages)
+        if key is not None:
+            self._keep_prefix(key, await session.aget_history(key[1]), messages)
+        return {"session_memory_prompt": prompt}
+
+    # -- before_model / after_model / after_agent: store what is new ------------------------
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        session_id, session = self._session(runtime)
+        self._persist(session_id, session, state.get("messages", []))
+        return None
+
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        session_id, session = await self._asession(runtime)
+        await self._apersist(session_id, session, state.get("messages", []))
+        return None
+
+    after_model = before_model
+    aafter_model = abefore_model
+    after_agent = before_model
+    aafter_agent = abefore_model
+
+    # -- wrap_model_call: system prompt, tools, compacted view -------------------------------
+
+    def _run(self, session_id: str, session: Session, state: Any) -> _Run:
+        with self._lock:
+            run = self._runs.get(session_id)
+        if run is None:  # a run resumed in another process: before_agent did not run here
+            prompt = state.get("session_memory_prompt")
+            if prompt is None:
+                prompt = session.system_prompt_for_run()
+            run = _Run(prompt, langchain_tools(self.source.tools(session_id), self.source))
+            self._remember(self._runs, session_id, run)
+        return run
+
+    def _prepare(self, request: ModelRequest, run: _Run, view: list[BaseMessage]) -> ModelRequest:
+        prompt = request.state.get("session_memory_prompt") if isinstance(request.state, dict) else None
+        system = _with_prompt(request.system_message, prompt if prompt is not None else run.prompt)
+        ours = {tool.name: tool for tool in run.tools}
+        tools: list[Any] = []
+        for tool in request.tools:
+            name = getattr(tool, "name", None) if isinstance(tool, BaseTool) else None
+            if name in self._tool_names:
+                if name in ours:
+                    tools.append(ours[name])
+            else:
+                tools.append(tool)
+        return request.override(system_message=system, messages=view, tools=tools)
+
+    def _trigger(self, model: Any) -> int | None:
+        limit = self.compact_at
+        if limit is None or isinstance(limit, int):
+            return limit
+        profile = getattr(model, "profile", None) or {}
+        window = profile.get("max_input_tokens") if isinstance(profile, dict) else None
+        if not window:
+            if not self._warned_profile:
+                self._warned_profile = True
+                logger.info("compact_at=%s needs model.profile['max_input_tokens']; compaction is off", limit)
+            return None
+        return int(window * limit)
+
+    def _over(self, request: ModelRequest, trigger: int | None, session_id: str) -> bool:
+        with self._lock:
+            failed = session_id in self._failed
+        if trigger is None or failed:
+            return False
+        messages = [request.system_message, *request.messages] if request.system_message else list(request.messages)
+        if self.token_counter is not None:
+            used = self.token_counter(messages)
+        else:
+            used = count_tokens_approximately(messages, tools=request.tools)
+        return used > trigger
+
+    def _compaction_fn(self, model: Any, trigger: int, asynchronous: bool) -> Callable[..., Any]:
+        summarize = self.summarizer or ChatModelSummarizer(model, max_retries=self.summary_max_retries)
+        if asynchronous and isinstance(summarize, ChatModelSummarizer):
+            summarize = summarize.ainvoke
+        keep = self.keep_recent_tokens if self.keep_recent_tokens is not None else max(1, trigger // 4)
+        return create_compact_function(summarize=summarize, protect_head=self.protect_head, keep_recent_tokens=keep)
+
+    def _compact(self, messages: Any, context: Any = None) -> Any:
+        """The compaction function set on each session: the one of the current model call, or
+        (for the session's own ``compact_after``) the last model seen."""
+        active = _ACTIVE_COMPACTION.get()
+        if active is None:
+            model = self._last_model
+            if self.summarizer is None and model is None:
+                return None
+            trigger = self._trigger(model) if model is not None else None
+            active = self._compaction_fn(model, trigger or 80_000, False)
+        return active(messages, context)
+
+    def _failed_compaction(self, session_id: str, error: Exception) -> None:
+        with self._lock:
+            self._failed.add(session_id)
+        logger.warning("compaction of session %r failed, history kept whole: %s", session_id, error)
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelCallResult]
+    ) -> ModelCallResult:
+        session_id, session = self._session(request.runtime)
+        self._last_model = request.model
+        run = self._run(session_id, session, request.state)
+        prefix = self._prefix(session, self._prefix_key(session_id, request.messages), request.messages)
+        prepared = self._prepare(request, run, _view([*prefix, *request.messages], session.get_compactions()))
+        trigger = self._trigger(request.model)
+        if self._over(prepared, trigger, session_id):
+            token = _ACTIVE_COMPACTION.set(self._compaction_fn(request.model, trigger, False))
+            try:
+                if session.compact(_last_stored(request.messages)) is not None:
+                    prepared = self._prepare(request, run, _view([*prefix, *request.messages], session.get_compactions()))
+            except CompactionError as error:
+                self._failed_compaction(session_id, error)
+            finally:
+                _ACTIVE_COMPACTION.reset(token)
+        return handler(prepared)
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelCallResult]]
+    ) -> ModelCallResult:
+        session_id, session = await self._asession(request.runtime)
+        self._last_model = request.model
+        run = self._run(session_id, session, request.state)
+        prefix = await self._aprefix(session, self._prefix_key(session_id, request.messages), request.messages)
+        prepared = self._prepare(request, run, _view([*prefix, *request.messages], await session.aget_compactions()))
+        trigger = self._trigger(request.model)
+        if self._over(prepared, trigger, session_id):
+            token = _ACTIVE_COMPACTION.set(self._compaction_fn(request.model, trigger, True))
+            try:
+                with prefer_async():
+                    compacted = await session.acompact(_last_stored(request.messages))
+                if compacted is not None:
+                    prepared = self._prepare(request, run, _view([*prefix, *request.messages], await session.aget_compactions()))
+            except CompactionError as error:
+                self._failed_compaction(session_id, error)
+            finally:
+                _ACTIVE_COMPACTION.reset(token)
+        return await handler(prepared)
+
+
+def _with_prompt(system: SystemMessage | None, prompt: str | None) -> SystemMessage | None:
+    """The agent's system message with the context blocks appended (a string stays a string)."""
+    if not prompt:
+        return system
+    if system is None:
+        return SystemMessage(content=prompt)
+    content = system.content
+    if isinstance(content, str):
+        merged: Any = f"{content}\n\n{prompt}" if content else prompt
+    else:
+        merged = [*content, {"type": "text", "text": prompt}]
+    return system.model_copy(update={"content": merged})
+
+
+def _last_stored(messages: Sequence[BaseMessage]) -> str | None:
+    for message in reversed(messages):
+        ident = source_id(message)
+        if ident and not is_summary(message):
+            return ident
+    return None
+
+
+def _view(messages: Sequence[BaseMessage], overlays: Sequence[Any]) -> list[BaseMessage]:
+    """The messages with each compaction overlay applied: the range it covers replaced by its
+    summary. A summary already in the messages (history loaded compacted) stands where its
+    range starts, so a later overlay of the same chain replaces it too."""
+    messages = list(messages)
+    if not overlays:
+        return messages
+    by_summary_id = {COMPACTION_ID_PREFIX + overlay.id: overlay for overlay in overlays}
+    ids: list[str] = []
+    for message in messages:
+        ident = source_id(message) or ""
+        overlay = by_summary_id.get(ident)
+        ids.append(overlay.from_message_id if overlay is not None else ident)
+    view: list[BaseMessage] = []
+    for segment in plan_overlays(ids, overlays):
+        if segment.overlay is None:
+            view.extend(messages[segment.start : segment.end])
+        else:
+            view.extend(to_langchain_messages([summary_message(segment.overlay)]))
+    return view
