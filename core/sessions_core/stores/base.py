@@ -135,6 +135,56 @@ class SessionChanges(NamedTuple):
     updated_at: int = 0
 
 
+# -- inspection and transfer rows (see the last section of ``Store``) ------------------------
+
+
+class SessionSummary(NamedTuple):
+    """A session id holding rows of any kind, with its message count and registry row."""
+
+    session_id: str
+    """The storage id (what ``Session.for_session`` takes; ``"namespace:id"`` for a manager's)."""
+    message_count: int
+    first_created_at_us: int | None
+    """The oldest message's ``created_at``; ``None`` without messages."""
+    last_created_at_us: int | None
+    """The newest message's ``created_at``; ``None`` without messages."""
+    registry: SessionRow | None
+    """The manager registry row whose ``storage_id`` is this session, if any."""
+
+
+class BlockRow(NamedTuple):
+    label: str
+    content: str
+    updated_at_us: int
+
+
+class SearchEntryRow(NamedTuple):
+    seq: int
+    """Insertion order, for paging."""
+    label: str
+    key: str
+    content: str
+    created_at_us: int
+    updated_at_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """Row counts of a whole store, with what the backend knows of its size and schema."""
+
+    sessions: int
+    """Distinct session ids holding rows of any kind."""
+    registered_sessions: int
+    messages: int
+    compactions: int
+    blocks: int
+    cached_prompts: int
+    search_entries: int
+    schema_version: int
+    size_bytes: int | None = None
+    """The database's size as the backend reports it (``None`` when unknown)."""
+
+
 class Store(ABC):
     """A backend for many sessions' message trees."""
 
@@ -299,3 +349,45 @@ class Store(ABC):
         ``session_ids=None`` searches every session. ``query`` is the user's raw text: the store
         quotes it; a query with no searchable word gives ``[]``.
         """
+
+
+    # -- inspection and transfer (read-only, for tools such as the ``sessions`` CLI) --------
+    # A consistent picture needs no concurrent writers; pages never hold more than ``limit`` rows.
+
+    @abstractmethod
+    def session_summaries(self, session_ids: Sequence[str] | None = None) -> list[SessionSummary]:
+        """Every session id holding rows of any kind (messages, overlays, blocks, a cached
+        prompt, search entries) or named as the ``storage_id`` of a registry row; with
+        ``session_ids``, only those of them that do (an unknown id is simply absent). Ordered by
+        session id."""
+
+    @abstractmethod
+    def message_rows(self, session_id: str, after_seq: int = 0, limit: int = 500) -> list[tuple[int, MessageRow]]:
+        """``(seq, row)`` of up to ``limit`` messages of the session (every branch), ordered by
+        ``(created_at, seq)``, starting after the message whose ``seq`` is ``after_seq`` (``0``:
+        from the start). Pass the last ``seq`` back to read the next page; each page is an index
+        range, so reading a whole session costs one pass. A child may come before its parent only
+        when it was imported with an earlier ``created_at``."""
+
+    @abstractmethod
+    def list_blocks(self, session_id: str) -> list[BlockRow]:
+        """Every stored context block of the session, by label."""
+
+    @abstractmethod
+    def search_entry_counts(self, session_id: str) -> list[tuple[str, int]]:
+        """``(label, entries)`` of every searchable block of the session holding entries, by label."""
+
+    @abstractmethod
+    def search_entry_rows(self, session_id: str, after_seq: int = 0, limit: int = 500) -> list[SearchEntryRow]:
+        """Up to ``limit`` search entries of the session (every label), ordered by
+        ``(label, key)``, starting after the entry whose ``seq`` is ``after_seq`` (``0``: from
+        the start); page like :meth:`message_rows`."""
+
+    @abstractmethod
+    def import_compaction(self, session_id: str, row: CompactionRow) -> bool:
+        """Store an overlay keeping its id and time, unless an overlay with that id is already
+        stored (in any session: ids are unique in the store); ``True`` if it was stored."""
+
+    @abstractmethod
+    def stats(self) -> StoreStats:
+        """Row counts of the whole store, its schema version and size."""

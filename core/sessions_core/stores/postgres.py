@@ -32,6 +32,7 @@ from .base import (
     Store,
     _Latest,
 )
+from .base import BlockRow, SearchEntryRow, SessionSummary, StoreStats
 
 try:
     import psycopg
@@ -507,6 +508,95 @@ class PostgresStore(Store):
         return [SearchRow(*row) for row in rows]
 
 
+    # -- inspection and transfer -----------------------------------------------------------
+
+    def session_summaries(self, session_ids: Sequence[str] | None = None) -> list[SessionSummary]:
+        where = "" if session_ids is None else " WHERE {column} = ANY(%(ids)s)"
+        ids = " UNION ".join(
+            f"SELECT {column} FROM {{s}}.{table}" + where.format(column=column) for table, column in _SUMMARY_SOURCES
+        )
+        rows = self._all(_SUMMARIES.replace("{ids}", ids), {"ids": list(session_ids or ())})
+        return [
+            SessionSummary(row[0], row[1], row[2], row[3], None if row[4] is None else SessionRow(*row[4:]))
+            for row in rows
+        ]
+
+    def message_rows(self, session_id: str, after_seq: int = 0, limit: int = 500) -> list[tuple[int, MessageRow]]:
+        after = (
+            ""
+            if not after_seq
+            else " AND (created_at, seq) > (SELECT created_at, seq FROM {s}.session_messages WHERE seq = %(after)s)"
+        )
+        rows = self._all(
+            f"SELECT seq, {_ROW} FROM {{s}}.session_messages WHERE session_id = %(s)s{after}"
+            " ORDER BY created_at, seq LIMIT %(limit)s",
+            {"s": session_id, "after": after_seq, "limit": limit},
+        )
+        return [(row[0], MessageRow(*row[1:])) for row in rows]
+
+    def list_blocks(self, session_id: str) -> list[BlockRow]:
+        rows = self._all(
+            "SELECT label, content, updated_at FROM {s}.context_blocks WHERE session_id = %s ORDER BY label",
+            (session_id,),
+        )
+        return [BlockRow(*row) for row in rows]
+
+    def search_entry_counts(self, session_id: str) -> list[tuple[str, int]]:
+        rows = self._all(
+            "SELECT label, count(*) FROM {s}.search_entries WHERE session_id = %s GROUP BY label ORDER BY label",
+            (session_id,),
+        )
+        return [(label, count) for label, count in rows]
+
+    def search_entry_rows(self, session_id: str, after_seq: int = 0, limit: int = 500) -> list[SearchEntryRow]:
+        after = (
+            ""
+            if not after_seq
+            else " AND (label, key) > (SELECT label, key FROM {s}.search_entries WHERE seq = %(after)s)"
+        )
+        rows = self._all(
+            "SELECT seq, label, key, content, created_at, updated_at FROM {s}.search_entries"
+            f" WHERE session_id = %(s)s{after} ORDER BY label, key LIMIT %(limit)s",
+            {"s": session_id, "after": after_seq, "limit": limit},
+        )
+        return [SearchEntryRow(*row) for row in rows]
+
+    def import_compaction(self, session_id: str, row: CompactionRow) -> bool:
+        def work(conn: psycopg.Connection) -> bool:
+            cursor = conn.execute(
+                self.q(
+                    "INSERT INTO {s}.session_compactions"
+                    " (session_id, id, summary, from_message_id, to_message_id, created_at)"
+                    " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING"
+                ),
+                (session_id, *row),
+            )
+            return cursor.rowcount == 1
+
+        return self._run(work)
+
+    def stats(self) -> StoreStats:
+        ids = " UNION ".join(f"SELECT {column} FROM {{s}}.{table}" for table, column in _SUMMARY_SOURCES)
+
+        def work(conn: psycopg.Connection) -> StoreStats:
+            counts = conn.execute(
+                self.q(
+                    f"SELECT (SELECT count(*) FROM ({ids}) AS ids), (SELECT count(*) FROM {{s}}.sessions),"
+                    " (SELECT count(*) FROM {s}.session_messages), (SELECT count(*) FROM {s}.session_compactions),"
+                    " (SELECT count(*) FROM {s}.context_blocks), (SELECT count(*) FROM {s}.cached_prompts),"
+                    " (SELECT count(*) FROM {s}.search_entries)"
+                )
+            ).fetchone()
+            size = conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+                (self.schema,),
+            ).fetchone()[0]
+            return StoreStats(*counts, schema_version=_version(conn, self.schema), size_bytes=int(size))
+
+        return self._run(work)
+
+
 def _version(conn: psycopg.Connection, schema: str) -> int:
     table = conn.execute(
         "SELECT to_regclass(%s)", (f"{_quote(schema)}.session_memory_schema",)
@@ -615,3 +705,25 @@ _FORK_COMPACTIONS = _PATH_SEQS + """
       AND c.to_message_id IN (SELECT id FROM ids)
     ORDER BY c.created_at, c.seq
 """
+
+
+# -- inspection and transfer -------------------------------------------------------------------
+
+_SUMMARY_SOURCES = (
+    ("session_messages", "session_id"),
+    ("session_compactions", "session_id"),
+    ("context_blocks", "session_id"),
+    ("cached_prompts", "session_id"),
+    ("search_entries", "session_id"),
+    ("sessions", "storage_id"),
+)
+
+_SUMMARIES = (
+    "WITH ids(session_id) AS ({ids}),"
+    " counts AS (SELECT session_id, count(*) AS n, min(created_at) AS first, max(created_at) AS last"
+    " FROM {s}.session_messages WHERE session_id IN (SELECT session_id FROM ids) GROUP BY session_id)"
+    " SELECT ids.session_id, coalesce(c.n, 0), c.first, c.last, "
+    + ", ".join(f"r.{field}" for field in SessionRow._fields)
+    + " FROM ids LEFT JOIN counts c ON c.session_id = ids.session_id"
+    " LEFT JOIN {s}.sessions r ON r.storage_id = ids.session_id ORDER BY ids.session_id COLLATE \"C\""
+)

@@ -25,6 +25,7 @@ from .base import (
     Store,
     _Latest,
 )
+from .base import BlockRow, SearchEntryRow, SessionSummary, StoreStats
 
 # Append-only: a released migration is never edited; PRAGMA user_version counts those applied.
 # Small columns come before the large ones so that walking a path never reads content pages.
@@ -633,6 +634,92 @@ class SqliteStore(Store):
             rows = conn.execute(sql, params).fetchall()
         return [SearchRow(*row) for row in rows]
 
+    # -- inspection and transfer -----------------------------------------------------------
+
+    def session_summaries(self, session_ids: Sequence[str] | None = None) -> list[SessionSummary]:
+        if session_ids is None:
+            chunks: list[list[str] | None] = [None]
+        else:
+            wanted = list(dict.fromkeys(session_ids))
+            chunks = [wanted[i : i + 500] for i in range(0, len(wanted), 500)]
+        summaries: list[SessionSummary] = []
+        with self._connection() as conn:
+            for chunk in chunks:
+                where, params = "", []
+                if chunk is not None:
+                    where = f" WHERE {{column}} IN ({','.join('?' * len(chunk))})"
+                    params = chunk * len(_SUMMARY_SOURCES)
+                ids = " UNION ".join(
+                    f"SELECT {column} FROM {table}" + where.format(column=column)
+                    for table, column in _SUMMARY_SOURCES
+                )
+                rows = conn.execute(_SUMMARIES.format(ids=ids), params).fetchall()
+                for row in rows:
+                    registry = None if row[4] is None else SessionRow(*row[4:])
+                    summaries.append(SessionSummary(row[0], row[1], row[2], row[3], registry))
+        summaries.sort(key=lambda summary: summary.session_id)
+        return summaries
+
+    def message_rows(self, session_id: str, after_seq: int = 0, limit: int = 500) -> list[tuple[int, MessageRow]]:
+        after = "" if not after_seq else " AND (created_at, seq) > (SELECT created_at, seq FROM session_messages WHERE seq = :after)"
+        with self._connection() as conn:
+            rows = conn.execute(
+                f"SELECT seq, {_ROW} FROM session_messages WHERE session_id = :s{after}"
+                " ORDER BY created_at, seq LIMIT :limit",
+                {"s": session_id, "after": after_seq, "limit": limit},
+            ).fetchall()
+        return [(row[0], MessageRow(*row[1:])) for row in rows]
+
+    def list_blocks(self, session_id: str) -> list[BlockRow]:
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT label, content, updated_at FROM context_blocks WHERE session_id = ? ORDER BY label",
+                (session_id,),
+            ).fetchall()
+        return [BlockRow(*row) for row in rows]
+
+    def search_entry_counts(self, session_id: str) -> list[tuple[str, int]]:
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT label, count(*) FROM search_entries WHERE session_id = ? GROUP BY label ORDER BY label",
+                (session_id,),
+            ).fetchall()
+        return [(label, count) for label, count in rows]
+
+    def search_entry_rows(self, session_id: str, after_seq: int = 0, limit: int = 500) -> list[SearchEntryRow]:
+        after = "" if not after_seq else " AND (label, key) > (SELECT label, key FROM search_entries WHERE seq = :after)"
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT seq, label, key, content, created_at, updated_at FROM search_entries"
+                f" WHERE session_id = :s{after} ORDER BY label, key LIMIT :limit",
+                {"s": session_id, "after": after_seq, "limit": limit},
+            ).fetchall()
+        return [SearchEntryRow(*row) for row in rows]
+
+    def import_compaction(self, session_id: str, row: CompactionRow) -> bool:
+        with self._connection() as conn:
+            cursor = conn.execute(
+                "INSERT INTO session_compactions"
+                " (session_id, id, summary, from_message_id, to_message_id, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                (session_id, *row),
+            )
+            return cursor.rowcount == 1
+
+    def stats(self) -> StoreStats:
+        ids = " UNION ".join(f"SELECT {column} FROM {table}" for table, column in _SUMMARY_SOURCES)
+        with self._connection() as conn:
+            counts = conn.execute(
+                f"SELECT (SELECT count(*) FROM ({ids})), (SELECT count(*) FROM sessions),"
+                " (SELECT count(*) FROM session_messages), (SELECT count(*) FROM session_compactions),"
+                " (SELECT count(*) FROM context_blocks), (SELECT count(*) FROM cached_prompts),"
+                " (SELECT count(*) FROM search_entries)"
+            ).fetchone()
+            pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+            version = self._schema_version()
+        return StoreStats(*counts, schema_version=version, size_bytes=pages * page_size)
+
 
 def _shift_subtree(
     conn: sqlite3.Connection, session_id: str, root_id: str, depth: int, tokens: int, size: int
@@ -653,3 +740,25 @@ def _statements(script: str) -> list[str]:
     if current.strip():
         statements.append(current.strip())
     return [s for s in statements if s]
+
+
+# -- inspection and transfer -------------------------------------------------------------------
+
+_SUMMARY_SOURCES = (
+    ("session_messages", "session_id"),
+    ("session_compactions", "session_id"),
+    ("context_blocks", "session_id"),
+    ("cached_prompts", "session_id"),
+    ("search_entries", "session_id"),
+    ("sessions", "storage_id"),
+)
+
+_SUMMARIES = (
+    "WITH ids(session_id) AS ({ids}),"
+    " counts AS (SELECT session_id, count(*) AS n, min(created_at) AS first, max(created_at) AS last"
+    " FROM session_messages WHERE session_id IN (SELECT session_id FROM ids) GROUP BY session_id)"
+    " SELECT ids.session_id, coalesce(c.n, 0), c.first, c.last, "
+    + ", ".join(f"s.{field}" for field in SessionRow._fields)
+    + " FROM ids LEFT JOIN counts c ON c.session_id = ids.session_id"
+    " LEFT JOIN sessions s ON s.storage_id = ids.session_id"
+)

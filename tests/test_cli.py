@@ -1,0 +1,659 @@
+"""The ``sessions`` command line: every command on SQLite (and Postgres), round trips, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("click", reason="the cli extra is not installed (pip install 'session-memory[cli]')")
+pytest.importorskip("rich", reason="the cli extra is not installed (pip install 'session-memory[cli]')")
+
+from click.testing import CliRunner
+
+from sessions_core import Session, SessionManager, SqliteStore, StaticContext, StoreSearchContext
+from sessions_core.cli import build_cli
+from sessions_core.stores.base import CompactionRow
+
+from .helpers import msg
+from .postgres import postgres_url, require_postgres, temporary_schema
+
+SESSION = "chat"
+
+
+def _tool_call(message_id: str) -> dict:
+    return {
+        "id": message_id,
+        "role": "assistant",
+        "parts": [{"type": "tool-call", "toolCallId": "c1", "toolName": "weather", "input": {"city": "Lisbon"}}],
+    }
+
+
+def _tool_result(message_id: str) -> dict:
+    return {
+        "id": message_id,
+        "role": "tool",
+        "parts": [{"type": "tool-result", "toolCallId": "c1", "toolName": "weather", "output": {"temp": 22}}],
+    }
+
+
+def populate(store) -> dict:
+    """A branched session with a compaction, store-backed blocks, search entries and a cached
+    prompt; a manager session in a namespace; a session holding only a block."""
+    session = (
+        Session(store)
+        .for_session(SESSION)
+        .with_context("soul", provider=StaticContext("You are a helpful assistant."))
+        .with_context("memory", description="Learned facts", max_tokens=500)
+        .with_context("knowledge", description="Notes", provider=StoreSearchContext())
+        .with_cached_prompt()
+    )
+    session.append_message(msg("u1", "Plan a trip to Lisbon in May"))
+    session.append_message(msg("a1", "Lisbon is lovely in May.", role="assistant"))
+    session.append_message(msg("u2", "What about the weather there?"))
+    session.append_message(_tool_call("a2"))
+    session.append_message(_tool_result("t1"))
+    session.append_message(msg("a3", "About 22 degrees and sunny.", role="assistant"))
+    session.append_message(msg("a1b", "Porto might suit you better.", role="assistant"), parent_id="u1")
+    session.append_message(msg("u3b", "Tell me more\nabout Porto [bold]now[/bold]"))
+    session.append_message(msg("a3c", "Regenerated: warm, 22 degrees.", role="assistant"), parent_id="t1")
+    compaction = session.add_compaction("The user plans a Lisbon trip and asked about the weather.", "a1", "t1")
+    session.replace_context_block("memory", "User likes coffee.")
+    tools = {tool.name: tool for tool in session.tools()}
+    tools["set_context"].invoke({"label": "knowledge", "key": "trams", "content": "Lisbon trams are yellow."})
+    tools["set_context"].invoke({"label": "knowledge", "key": "wine", "content": "Porto has port wine."})
+    session.freeze_system_prompt()
+
+    manager = SessionManager(store, namespace="team")
+    info = manager.create("Trip planning", model="gpt-4o")
+    manager.append(info.id, msg("x1", "hello team, lisbon again"))
+    manager.add_usage(info.id, input_tokens=1200, output_tokens=300, cost=0.004)
+
+    store.set_block("blocks-only", "memory", "Just a block.")
+    return {"compaction": compaction.id, "manager_session": f"team:{info.id}", "leaves": ["a3", "a3c", "u3b"]}
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> tuple[str, dict]:
+    path = tmp_path / "sessions.db"
+    store = SqliteStore(path)
+    facts = populate(store)
+    store.close()
+    return str(path), facts
+
+
+def run(*args: str, input: str | None = None, env: dict | None = None):
+    runner = CliRunner(env={"SESSIONS_STORE": None, **(env or {})})
+    return runner.invoke(build_cli(), list(args), input=input, catch_exceptions=False)
+
+
+def assert_error(result, code: int, *fragments: str) -> None:
+    assert result.exit_code == code, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("Error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[-1], (fragment, lines[-1])
+
+
+def snapshot(store, session_id: str) -> dict:
+    """Everything of a session a round trip must keep."""
+    session = Session(store).for_session(session_id)
+    leaves = []
+    after = 0
+    ids = []
+    while page := store.message_rows(session_id, after, 3):
+        ids += [row.id for _seq, row in page]
+        after = page[-1][0]
+    for message_id in ids:
+        if not store.children(session_id, message_id):
+            leaves.append(message_id)
+    histories = {
+        leaf: [m.model_dump(mode="json", by_alias=True) for m in session.get_history(leaf)] for leaf in leaves
+    }
+    messages = {
+        message_id: store.get_message(session_id, message_id)
+        for message_id in ids
+    }
+    entries = []
+    after = 0
+    while page := store.search_entry_rows(session_id, after, 2):
+        entries += [(e.label, e.key, e.content) for e in page]
+        after = page[-1].seq
+    return {
+        "histories": histories,
+        "messages": {k: (v.parent_id, v.role, v.created_at_us, json.loads(v.content)) for k, v in messages.items()},
+        "compactions": [tuple(c) for c in store.get_compactions(session_id)],
+        "blocks": [(b.label, b.content) for b in store.list_blocks(session_id)],
+        "prompt": store.get_cached_prompt(session_id),
+        "entries": entries,
+        "latest": store.latest_leaf(session_id).id if ids else None,
+    }
+
+
+# -- the store methods behind the command line (SQLite here, Postgres below) ------------------------
+
+
+def check_inspection_methods(store) -> None:
+    facts = populate(store)
+    summaries = {s.session_id: s for s in store.session_summaries()}
+    assert set(summaries) == {SESSION, facts["manager_session"], "blocks-only"}
+    assert summaries[SESSION].message_count == 9 and summaries[SESSION].registry is None
+    assert summaries[facts["manager_session"]].registry.name == "Trip planning"
+    assert summaries["blocks-only"].message_count == 0 and summaries["blocks-only"].last_created_at_us is None
+    assert [s.session_id for s in store.session_summaries([SESSION, "nope"])] == [SESSION]
+    assert store.session_summaries(["nope"]) == []
+
+    seen, after = [], 0
+    while page := store.message_rows(SESSION, after, 2):
+        assert len(page) <= 2
+        seen += [row.id for _seq, row in page]
+        after = page[-1][0]
+    assert seen == ["u1", "a1", "u2", "a2", "t1", "a3", "a1b", "u3b", "a3c"]
+
+    assert [(b.label, b.content) for b in store.list_blocks(SESSION)] == [("memory", "User likes coffee.")]
+    assert store.search_entry_counts(SESSION) == [("knowledge", 2)]
+    keys, after = [], 0
+    while page := store.search_entry_rows(SESSION, after, 1):
+        keys += [e.key for e in page]
+        after = page[-1].seq
+    assert [key.split("-")[0] for key in keys] == ["lisbon", "porto"]  # keys are slugs of the content
+
+    row = CompactionRow("imported-1", "summary", "u1", "a1", 42)
+    assert store.import_compaction(SESSION, row) is True
+    assert store.import_compaction(SESSION, row) is False
+    assert store.import_compaction("other", row) is False  # ids are unique in the store
+    assert [c for c in store.get_compactions(SESSION) if c.id == "imported-1"] == [row]
+
+    stats = store.stats()
+    assert (stats.sessions, stats.registered_sessions, stats.messages) == (3, 1, 10)
+    assert (stats.compactions, stats.blocks, stats.cached_prompts, stats.search_entries) == (2, 2, 1, 2)
+    assert stats.schema_version >= 1 and stats.size_bytes > 0
+
+
+def test_sqlite_inspection_methods():
+    store = SqliteStore(":memory:")
+    check_inspection_methods(store)
+    store.close()
+
+
+def test_message_rows_pages_by_time_and_keep_every_row():
+    store = SqliteStore(":memory:")
+    session = Session(store).for_session("s")
+    base = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    session.import_message(msg("late-parent"), parent_id=None, created_at=base + timedelta(hours=1))
+    session.import_message(msg("early-child"), parent_id="late-parent", created_at=base)
+    for i in range(5):  # equal times: insertion order breaks the tie
+        session.import_message(msg(f"same-{i}"), parent_id=None, created_at=base + timedelta(hours=2))
+    seen, after = [], 0
+    while page := store.message_rows("s", after, 2):
+        seen += [row.id for _seq, row in page]
+        after = page[-1][0]
+    assert seen == ["early-child", "late-parent"] + [f"same-{i}" for i in range(5)]
+    store.close()
+
+
+# -- every command on SQLite ---------------------------------------------------------------------
+
+
+def test_list(db):
+    path, facts = db
+    result = run("--store", path, "list")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:4] == ["SESSION", "NAME", "NAMESPACE", "MESSAGES"]
+    row = next(line for line in lines if line.startswith(facts["manager_session"]))
+    assert "Trip planning" in row and " team " in row and "1200" in row and "300" in row and "0.0040" in row
+    chat = next(line for line in lines if line.startswith(SESSION + " "))
+    assert chat.split()[1:4] == ["-", "-", "9"]
+    assert any(line.startswith("blocks-only ") for line in lines)
+    assert lines[-1] == "3 sessions"
+    assert not any(line != line.rstrip() for line in lines)
+
+    listed = json.loads(run("--store", path, "list", "--json").stdout)
+    by_id = {item["session_id"]: item for item in listed}
+    assert by_id[SESSION]["messages"] == 9 and by_id[SESSION]["name"] is None
+    assert by_id[facts["manager_session"]]["name"] == "Trip planning"
+    assert by_id[facts["manager_session"]]["namespace"] == "team"
+    assert by_id[facts["manager_session"]]["input_tokens"] == 1200
+    assert by_id["blocks-only"]["messages"] == 0 and by_id["blocks-only"]["last_activity"] is None
+
+
+def test_list_of_an_empty_store(tmp_path):
+    path = tmp_path / "empty.db"
+    SqliteStore(path).setup()
+    result = run("--store", str(path), "list")
+    assert result.exit_code == 0 and result.stdout.strip() == "No sessions."
+
+
+def test_store_comes_from_the_environment(db):
+    path, _ = db
+    result = run("list", "--json", env={"SESSIONS_STORE": path})
+    assert result.exit_code == 0 and len(json.loads(result.stdout)) == 3
+
+
+def test_show_prints_every_branch_marks_the_active_one_and_compactions(db):
+    path, facts = db
+    result = run("--store", path, "show", SESSION)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    lines = out.splitlines()
+    assert lines[0].startswith(f"session {SESSION}: 9 messages, 3 leaves, 1 compaction; active leaf a3c")
+
+    def line_of(message_id: str) -> str:
+        return next(line for line in lines if re.search(rf"── [* ] {message_id} ", line))
+
+    for message_id in ("u1", "a1", "u2", "a2", "t1", "a3c"):  # the active branch
+        assert f"* {message_id} " in line_of(message_id), line_of(message_id)
+    for message_id in ("a3", "a1b", "u3b"):  # the other branches
+        assert f"* {message_id} " not in line_of(message_id)
+    assert "<- active leaf" in line_of("a3c")
+    for message_id in ("a1", "u2", "a2", "t1"):
+        assert f"[summarised by compaction {facts['compaction']}]" in line_of(message_id)
+    for message_id in ("u1", "a3", "a3c", "a1b"):
+        assert "summarised by" not in line_of(message_id)
+    assert f"compaction {facts['compaction']}" in out and "covers a1 .. t1" in out
+    assert "branch 1/2 from u1 (active)" in out and "branch 2/2 from u1" in out
+    assert "branch 2/2 from t1 (active)" in out
+    assert '-> weather({"city":"Lisbon"})' in line_of("a2")  # tool calls and results summarised
+    assert '<- weather: {"temp":22}' in line_of("t1")
+    assert "Tell me more about Porto [bold]now[/bold]" in line_of("u3b")  # one line, no markup
+    # The branch of u1's second child nests deeper than the chain it forks from.
+    assert line_of("a1b").index("a1b") > line_of("u1").index("u1")
+
+
+def test_show_a_manager_session_and_one_without_messages(db):
+    path, facts = db
+    result = run("--store", path, "show", facts["manager_session"])
+    assert result.exit_code == 0
+    assert "name 'Trip planning'" in result.stdout and "* x1 user: hello team" in result.stdout
+    result = run("--store", path, "show", "blocks-only")
+    assert result.exit_code == 0 and "(no messages)" in result.stdout
+
+
+def test_search(db):
+    path, facts = db
+    result = run("--store", path, "search", "lisbon")
+    assert result.exit_code == 0, result.output
+    rows = [line.split()[:3] for line in result.stdout.splitlines()[1:-1]]
+    assert sorted(rows) == sorted([[SESSION, "u1", "user"], [SESSION, "a1", "assistant"], [facts["manager_session"], "x1", "user"]])
+    assert result.stdout.splitlines()[-1] == "3 matches"
+    only = run("--store", path, "search", "lisbon", "--session", SESSION, "--limit", "1")
+    assert only.exit_code == 0 and only.stdout.splitlines()[-1] == "1 match"
+    none = run("--store", path, "search", "zanzibar")
+    assert none.exit_code == 0 and none.stdout.strip() == "No matches."
+
+
+def test_blocks(db):
+    path, _ = db
+    result = run("--store", path, "blocks", SESSION)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "memory" in out and "User likes coffee." in out
+    assert any(line.split()[:2] == ["knowledge", "2"] for line in out.splitlines())
+    assert "Cached prompt: yes" in out
+    bare = run("--store", path, "blocks", "blocks-only")
+    assert "Just a block." in bare.stdout and "No search entries." in bare.stdout
+    assert "Cached prompt: no" in bare.stdout
+
+
+def test_stats(db):
+    path, _ = db
+    data = json.loads(run("--store", path, "stats", "--json").stdout)
+    assert data["backend"] == "sqlite" and data["schema_version"] >= 3
+    assert (data["sessions"], data["registered_sessions"], data["messages"]) == (3, 1, 10)
+    assert (data["compactions"], data["blocks"], data["cached_prompts"], data["search_entries"]) == (1, 2, 1, 2)
+    assert data["file_bytes"] == os.path.getsize(path) and data["database_bytes"] > 0
+    plain = run("--store", path, "stats")
+    assert plain.exit_code == 0
+    assert any(line.split() == ["messages", "10"] for line in plain.stdout.splitlines())
+    assert any(line.startswith("schema version") for line in plain.stdout.splitlines())
+    assert any(line.startswith("file bytes") for line in plain.stdout.splitlines())
+
+
+# -- export and import ---------------------------------------------------------------------------
+
+
+def export_lines(path: str, session_id: str = SESSION) -> list[dict]:
+    result = run("--store", path, "export", session_id)
+    assert result.exit_code == 0, result.output
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_export_format(db):
+    path, facts = db
+    records = export_lines(path)
+    kinds = [r["kind"] for r in records]
+    assert kinds == ["session"] + ["message"] * 9 + ["compaction", "block", "prompt"] + ["search_entry"] * 2
+    assert records[0]["format"] == "session-memory/1" and records[0]["registry"] is None
+    written: set[str] = set()
+    for record in records[1:10]:  # parents before children
+        assert record["parent_id"] is None or record["parent_id"] in written
+        written.add(record["id"])
+        assert record["session_id"] == SESSION
+        assert record["message"]["id"] == record["id"]
+        assert datetime.fromisoformat(record["created_at"]).tzinfo is not None
+    tool_call = next(r for r in records if r.get("id") == "a2")
+    assert tool_call["message"]["parts"][0]["toolCallId"] == "c1"  # camelCase, as the AI SDK has it
+    compaction = records[10]
+    assert (compaction["id"], compaction["from_message_id"], compaction["to_message_id"]) == (facts["compaction"], "a1", "t1")
+    assert records[11]["label"] == "memory" and records[11]["content"] == "User likes coffee."
+    assert [r["content"] for r in records[13:]] == ["Lisbon trams are yellow.", "Porto has port wine."]
+    manager = export_lines(path, facts["manager_session"])
+    assert manager[0]["registry"]["name"] == "Trip planning" and manager[0]["registry"]["input_tokens"] == 1200
+
+
+def test_export_to_a_file(db, tmp_path):
+    path, _ = db
+    target = tmp_path / "out" / "chat.jsonl"
+    target.parent.mkdir()
+    result = run("--store", path, "export", SESSION, "-o", str(target))
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "Exported session chat to" in result.stderr and "9 messages" in result.stderr
+    assert len(target.read_text().splitlines()) == 15
+    assert [p.name for p in target.parent.iterdir()] == ["chat.jsonl"]  # no temporary file left
+
+
+def test_round_trip_into_a_fresh_database(db, tmp_path):
+    path, facts = db
+    dump = tmp_path / "chat.jsonl"
+    assert run("--store", path, "export", SESSION, "-o", str(dump)).exit_code == 0
+    fresh = str(tmp_path / "fresh.db")
+    result = run("--store", fresh, "import", str(dump))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == (
+        "Imported into chat: stored 9 messages, 1 compaction, 1 block, 1 cached prompt, 2 search entries."
+    )
+    original, copy = SqliteStore(path), SqliteStore(fresh)
+    before, after = snapshot(original, SESSION), snapshot(copy, SESSION)
+    assert sorted(before["histories"]) == facts["leaves"]
+    assert after == before
+    assert Session(copy).for_session(SESSION).get_history()[-1].id == "a3c"
+    # A manager session keeps its registry row, so a manager sees it again.
+    dump2 = tmp_path / "team.jsonl"
+    assert run("--store", path, "export", facts["manager_session"], "-o", str(dump2)).exit_code == 0
+    assert run("--store", fresh, "import", str(dump2)).exit_code == 0
+    manager = SessionManager(copy, namespace="team")
+    [info] = manager.list()
+    assert (info.name, info.model, info.input_tokens, info.output_tokens) == ("Trip planning", "gpt-4o", 1200, 300)
+    assert [m.id for m in manager.get_history(info.id)] == ["x1"]
+    original.close()
+    copy.close()
+
+
+def test_importing_twice_stores_nothing_twice(db, tmp_path):
+    path, _ = db
+    dump = tmp_path / "chat.jsonl"
+    dump.write_text(run("--store", path, "export", SESSION).stdout)
+    fresh = str(tmp_path / "fresh.db")
+    assert run("--store", fresh, "import", str(dump)).exit_code == 0
+    stats = json.loads(run("--store", fresh, "stats", "--json").stdout)
+    again = run("--store", fresh, "import", str(dump))
+    assert again.exit_code == 0
+    assert again.stdout.strip() == (
+        "Imported into chat: nothing new; already present: 9 messages, 1 compaction, 1 block,"
+        " 1 cached prompt, 2 search entries."
+    )
+    after = json.loads(run("--store", fresh, "stats", "--json").stdout)
+    for key in ("sessions", "messages", "compactions", "blocks", "cached_prompts", "search_entries"):
+        assert after[key] == stats[key], key
+
+
+def test_import_into_another_session_of_the_same_store(db, tmp_path):
+    path, _ = db
+    dump = tmp_path / "chat.jsonl"
+    dump.write_text(run("--store", path, "export", SESSION).stdout)
+    first = run("--store", path, "import", "--into", "copy", str(dump))
+    assert first.exit_code == 0, first.output
+    assert first.stdout.startswith("Imported into copy: stored 9 messages, 1 compaction")
+    second = run("--store", path, "import", "--into", "copy", str(dump))
+    assert "nothing new" in second.stdout
+    store = SqliteStore(path)
+    original, copy = snapshot(store, SESSION), snapshot(store, "copy")
+    def without_overlay_ids(histories):
+        return {
+            leaf: [{**m, "id": "compaction_*"} if m["id"].startswith("compaction_") else m for m in messages]
+            for leaf, messages in histories.items()
+        }
+
+    assert without_overlay_ids(copy["histories"]) == without_overlay_ids(original["histories"])
+    assert copy["messages"] == original["messages"]
+    assert copy["blocks"] == original["blocks"] and copy["entries"] == original["entries"]
+    # Compaction ids are unique in a store: the copy's overlay has its own, stable id.
+    [(copy_id, *copy_rest)] = copy["compactions"]
+    [(original_id, *original_rest)] = original["compactions"]
+    assert copy_id != original_id and copy_rest == original_rest
+    store.close()
+
+
+def test_import_from_stdin(db, tmp_path):
+    path, _ = db
+    dump = run("--store", path, "export", SESSION).stdout
+    fresh = str(tmp_path / "fresh.db")
+    result = run("--store", fresh, "import", "-", "--into", "piped", input=dump)
+    assert result.exit_code == 0, result.output
+    assert "Imported into piped: stored 9 messages" in result.stdout
+
+
+def test_export_writes_parents_before_children_even_when_times_disagree(tmp_path):
+    path = str(tmp_path / "odd.db")
+    store = SqliteStore(path)
+    session = Session(store).for_session("odd")
+    base = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    session.import_message(msg("root"), parent_id=None, created_at=base + timedelta(hours=2))
+    session.import_message(msg("child"), parent_id="root", created_at=base)  # older than its parent
+    session.import_message(msg("grandchild"), parent_id="child", created_at=base - timedelta(hours=1))
+    store.close()
+    records = export_lines(path, "odd")
+    assert [r["id"] for r in records if r["kind"] == "message"] == ["root", "child", "grandchild"]
+    fresh = str(tmp_path / "fresh.db")
+    dump = tmp_path / "odd.jsonl"
+    dump.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert run("--store", fresh, "import", str(dump)).exit_code == 0
+    copy = SqliteStore(fresh)
+    assert snapshot(copy, "odd") == snapshot(SqliteStore(path), "odd")
+    copy.close()
+
+
+# -- bad input -------------------------------------------------------------------------------------
+
+
+def test_unknown_session_exits_1(db):
+    path, _ = db
+    for command in (["show", "nope"], ["export", "nope"], ["blocks", "nope"], ["search", "x", "--session", "nope"]):
+        assert_error(run("--store", path, *command), 1, "unknown session 'nope'")
+
+
+@pytest.mark.parametrize(
+    "line_number, corrupt, expected",
+    [
+        (5, lambda r: json.dumps(r)[:-7], "not valid JSON"),
+        (4, lambda r: json.dumps({**r, "message": {**r["message"], "role": "robot"}}), "invalid message 'u2': role"),
+        (4, lambda r: json.dumps({**r, "message": {**r["message"], "parts": "oops"}}), "invalid message 'u2': parts"),
+        (4, lambda r: json.dumps({**r, "parent_id": "ghost"}), "parent 'ghost'"),
+        (6, lambda r: json.dumps({**r, "created_at": "yesterday"}), "'created_at' is not an ISO 8601 time"),
+        (7, lambda r: json.dumps({**r, "kind": "wat"}), "unknown kind 'wat'"),
+        (3, lambda r: "[1, 2]", "expected a JSON object"),
+        (11, lambda r: json.dumps({**r, "summary": None}), "'summary' must be a string"),
+        (12, lambda r: json.dumps({**r, "content": 3}), "'content' must be a string"),
+        (14, lambda r: json.dumps({k: v for k, v in r.items() if k != "key"}), "'key' must be a string"),
+    ],
+)
+def test_a_malformed_line_exits_2_naming_it_and_stores_nothing(db, tmp_path, line_number, corrupt, expected):
+    path, _ = db
+    lines = run("--store", path, "export", SESSION).stdout.splitlines()
+    lines[line_number - 1] = corrupt(json.loads(lines[line_number - 1]))
+    dump = tmp_path / "bad.jsonl"
+    dump.write_text("\n".join(lines) + "\n")
+
+    fresh = tmp_path / "fresh.db"
+    assert_error(run("--store", str(fresh), "import", str(dump)), 2, f"bad.jsonl line {line_number}:", expected)
+    assert not fresh.exists()  # not even created
+
+    existing = tmp_path / "existing.db"
+    SqliteStore(existing).close()
+    assert_error(run("--store", str(existing), "import", "--into", "other", str(dump)), 2, f"line {line_number}:")
+    assert json.loads(run("--store", str(existing), "stats", "--json").stdout)["sessions"] == 0
+
+
+def test_import_refuses_other_bad_files(db, tmp_path):
+    path, facts = db
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n")
+    assert_error(run("--store", path, "import", str(empty)), 2, "holds no records")
+    assert_error(run("--store", path, "import", str(tmp_path / "missing.jsonl")), 1, "no such file")
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b'{"kind": "prompt", "session_id": "x", "prompt": "\xff"}\n')
+    assert_error(run("--store", path, "import", str(binary)), 2, "line 1: not UTF-8")
+    two = tmp_path / "two.jsonl"
+    two.write_text(run("--store", path, "export", SESSION).stdout + run("--store", path, "export", facts["manager_session"]).stdout)
+    assert_error(run("--store", path, "import", "--into", "x", str(two)), 2, "line 16:", "more than one session")
+    assert run("--store", path, "import", "--dry-run", str(two)).stdout.startswith(f"{two}: 17 valid records")
+    header = tmp_path / "future.jsonl"
+    header.write_text(json.dumps({"kind": "session", "format": "session-memory/99", "session_id": "x"}) + "\n")
+    assert_error(run("--store", path, "import", str(header)), 2, "line 1: unsupported format")
+
+
+def test_bad_stores(tmp_path):
+    assert_error(run("--store", str(tmp_path / "missing.db"), "list"), 1, "no SQLite database at")
+    assert not (tmp_path / "missing.db").exists()
+    assert_error(run("--store", "mysql://somewhere/db", "list"), 2, "unsupported store URL")
+    assert_error(run("--store", str(tmp_path), "list"), 2, "is a directory")
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database at all, just some text that is long enough" * 20)
+    assert_error(run("--store", str(text), "stats"), 2, "is not a session-memory SQLite database")
+    SqliteStore(tmp_path / "ok.db").close()
+    assert_error(run("--store", str(tmp_path / "ok.db"), "--schema", "x", "list"), 2, "--schema applies to PostgreSQL")
+    refused = run("--store", "postgresql://nobody@127.0.0.1:1/none", "list")
+    assert_error(refused, 1, "cannot connect to postgresql://nobody@127.0.0.1:1/none")
+    secret = run("--store", "postgresql://user:hunter2@127.0.0.1:1/none", "list")
+    assert "hunter2" not in secret.stderr and "***" in secret.stderr
+
+
+def test_usage_errors_exit_2(db):
+    path, _ = db
+    assert run("--store", path, "bogus").exit_code == 2
+    assert run("--store", path, "show").exit_code == 2
+    assert run("--store", path, "search", "x", "--limit", "0").exit_code == 2
+
+
+# -- the real process ------------------------------------------------------------------------------
+
+
+def sessions(*args: str, input: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k != "SESSIONS_STORE"}
+    environment.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "sessions_core", *args],
+        capture_output=True, text=True, input=input, env=environment, timeout=120, check=False,
+    )
+
+
+def test_python_dash_m_runs_every_command(db, tmp_path):
+    path, _ = db
+    listed = sessions("list", env={"SESSIONS_STORE": path})
+    assert listed.returncode == 0, listed.stderr
+    assert "Trip planning" in listed.stdout and listed.stdout.splitlines()[-1] == "3 sessions"
+    shown = sessions("--store", path, "show", SESSION)
+    assert shown.returncode == 0 and "<- active leaf" in shown.stdout
+    assert "\x1b[" not in shown.stdout  # plain text when not a terminal
+    assert sessions("--store", path, "search", "porto").stdout.splitlines()[-1] == "2 matches"
+    assert "Cached prompt: yes" in sessions("--store", path, "blocks", SESSION).stdout
+    assert json.loads(sessions("--store", path, "stats", "--json").stdout)["messages"] == 10
+
+    exported = sessions("--store", path, "export", SESSION)
+    assert exported.returncode == 0 and len(exported.stdout.splitlines()) == 15
+    fresh = str(tmp_path / "fresh.db")
+    imported = sessions("--store", fresh, "import", "-", input=exported.stdout)
+    assert imported.returncode == 0, imported.stderr
+    assert snapshot(SqliteStore(fresh), SESSION) == snapshot(SqliteStore(path), SESSION)
+
+    missing = sessions("--store", path, "show", "nope")
+    assert missing.returncode == 1 and missing.stderr == "Error: unknown session 'nope' (see `sessions list`)\n"
+    bad = sessions("--store", fresh, "import", "-", input='{"kind": "message"\n')
+    assert bad.returncode == 2 and bad.stderr.startswith("Error: <stdin> line 1: not valid JSON")
+    assert "Traceback" not in bad.stderr and len(bad.stderr.splitlines()) == 1
+    help_text = sessions("--help")
+    assert help_text.returncode == 0 and "export" in help_text.stdout and "--schema" in help_text.stdout
+
+
+def test_importing_the_package_loads_neither_click_nor_rich():
+    code = (
+        "import sys, sessions_core, sessions_core.cli\n"
+        "print(','.join(m for m in ('click', 'rich') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == ""
+
+
+def test_a_missing_cli_extra_is_named():
+    code = "import sys\nsys.modules['rich'] = None\nfrom sessions_core.cli import main\nmain(['list'])\n"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 1
+    assert "pip install 'session-memory[cli]'" in result.stderr and "Traceback" not in result.stderr
+
+
+# -- PostgreSQL ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pg_schema():
+    require_postgres()
+    with temporary_schema() as name:
+        yield name
+
+
+def test_postgres_inspection_methods(pg_schema):
+    from sessions_core.stores.postgres import PostgresStore
+
+    store = PostgresStore(postgres_url(), schema=pg_schema, max_size=2)
+    try:
+        check_inspection_methods(store)
+    finally:
+        store.close()
+
+
+def test_postgres_export_import_list_show(db, tmp_path, pg_schema):
+    from sessions_core.stores.postgres import PostgresStore
+
+    path, facts = db
+    url = postgres_url()
+    pg = ("--store", url, "--schema", pg_schema)
+    assert_error(run(*pg, "list"), 1, f"no session-memory tables in schema '{pg_schema}'")
+
+    dump = tmp_path / "chat.jsonl"
+    dump.write_text(run("--store", path, "export", SESSION).stdout)
+    first = run(*pg, "import", str(dump))
+    assert first.exit_code == 0, first.output
+    assert first.stdout.startswith("Imported into chat: stored 9 messages, 1 compaction")
+    assert "nothing new" in run(*pg, "import", str(dump)).stdout
+    team = tmp_path / "team.jsonl"
+    team.write_text(run("--store", path, "export", facts["manager_session"]).stdout)
+    assert run(*pg, "import", str(team)).exit_code == 0
+
+    listed = {item["session_id"]: item for item in json.loads(run(*pg, "list", "--json").stdout)}
+    assert listed[SESSION]["messages"] == 9 and listed[facts["manager_session"]]["name"] == "Trip planning"
+    assert run(*pg, "show", SESSION).stdout == run("--store", path, "show", SESSION).stdout
+    assert_error(run(*pg, "show", "nope"), 1, "unknown session 'nope'")
+
+    store, original = PostgresStore(url, schema=pg_schema, max_size=2), SqliteStore(path)
+    try:
+        assert snapshot(store, SESSION) == snapshot(original, SESSION)
+    finally:
+        store.close()
+        original.close()
+
+    # And back: Postgres -> a fresh SQLite file reads the same.
+    back = tmp_path / "back.jsonl"
+    assert run(*pg, "export", SESSION, "-o", str(back)).exit_code == 0
+    fresh = str(tmp_path / "fresh.db")
+    assert run("--store", fresh, "import", str(back)).exit_code == 0
+    assert snapshot(SqliteStore(fresh), SESSION) == snapshot(SqliteStore(path), SESSION)
+    stats = json.loads(run(*pg, "stats", "--json").stdout)
+    assert stats["backend"] == "postgresql" and stats["messages"] == 10 and pg_schema in stats["store"]
