@@ -1,0 +1,501 @@
+"""``SessionMemory``: a LlamaIndex ``BaseMemory`` over a session of ``sessions_core``."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+import weakref
+from typing import Any, Callable, Iterable, List, Literal, Optional
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
+from llama_index.core.memory.types import BaseMemory
+from llama_index.core.utils import get_tokenizer
+
+from sessions_core import (
+    CompactionError,
+    CompactResult,
+    FilePart,
+    ReasoningPart,
+    Session,
+    SessionMessage,
+    SqliteStore,
+    StaticContext,
+    StoreContext,
+    StoreSearchContext,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    create_compact_function,
+)
+from sessions_core._async import run_in_thread
+from sessions_core.branching import ensure_session, is_marker, raw_history, set_active_history, soft_reset
+from sessions_core.tokens import compact_json
+
+from .convert import from_chat_messages, to_chat_messages
+from .summarize import llm_summarizer
+
+__all__ = ["SessionMemory"]
+
+logger = logging.getLogger("llamaindex_sessions")
+
+_FILE_TOKENS = 256  # what LlamaIndex's Memory estimates for an image, audio or video block
+
+
+class _Handle:
+    """What every memory object of one live session shares: the session, a lock, the LLM
+    that writes compaction summaries, and whether the handle opened the session."""
+
+    __slots__ = ("session", "lock", "llm", "owns", "compaction_installed", "__weakref__")
+
+    def __init__(self, session: Session, owns: bool) -> None:
+        self.session = session
+        self.lock = threading.RLock()
+        self.llm: Any = None
+        self.owns = owns
+        self.compaction_installed = False
+
+    def resolve_llm(self) -> Any:
+        if self.llm is not None:
+            return self.llm
+        from llama_index.core import Settings
+
+        return Settings.llm  # LlamaIndex's default; raises without one (compaction then fails safely)
+
+    def summarize(self, prompt: str) -> str:
+        return llm_summarizer(self.resolve_llm())(prompt)
+
+    def __del__(self) -> None:
+        if self.owns:
+            try:
+                self.session.close()
+            except Exception:
+                pass
+
+
+_handles: "weakref.WeakValueDictionary[str, _Handle]" = weakref.WeakValueDictionary()
+_handles_lock = threading.Lock()
+
+
+def _store_url(session: Session) -> str | None:
+    store = session.store
+    if isinstance(store, SqliteStore):
+        return str(store.database)
+    for name in ("conninfo", "url"):
+        value = getattr(store, name, None)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _block_specs(session: Session) -> list[dict[str, Any]]:
+    """JSON declarations of the session's context blocks, to re-declare them in a new process."""
+    specs = []
+    for config in getattr(session, "_context_configs", ()):
+        spec: dict[str, Any] = {"label": config.label}
+        if config.description is not None:
+            spec["description"] = config.description
+        if config.max_tokens is not None:
+            spec["max_tokens"] = config.max_tokens
+        provider = config.provider
+        if provider is None or type(provider) is StoreContext:
+            spec["kind"] = "writable"
+        elif type(provider) is StoreSearchContext:
+            spec["kind"] = "searchable"
+        elif type(provider) is StaticContext:
+            spec.update(kind="static", text=provider.text)
+        else:
+            spec["kind"] = "custom"
+        specs.append(spec)
+    return specs
+
+
+def _declare(session: Session, specs: Iterable[Any]) -> None:
+    for spec in specs:
+        if isinstance(spec, str):
+            spec = {"label": spec}
+        kind = spec.get("kind", "writable")
+        options = {"description": spec.get("description"), "max_tokens": spec.get("max_tokens")}
+        if kind == "writable":
+            session.with_context(spec["label"], **options)
+        elif kind == "searchable":
+            session.with_context(spec["label"], provider=StoreSearchContext(), **options)
+        elif kind == "static":
+            session.with_context(spec["label"], provider=StaticContext(spec.get("text", "")), **options)
+        else:
+            logger.warning(
+                "context block %r has a custom provider that cannot be rebuilt from a serialised memory;"
+                " create SessionMemory(session=...) with the configured session in this process first",
+                spec["label"],
+            )
+
+
+def _token_text(message: SessionMessage) -> str:
+    pieces = []
+    for part in message.parts:
+        if isinstance(part, (TextPart, ReasoningPart)):
+            pieces.append(part.text or "")
+        elif isinstance(part, ToolCallPart):
+            pieces.append(f"{part.tool_name} {compact_json(part.input)}")
+        elif isinstance(part, ToolResultPart):
+            output = part.output
+            pieces.append(output if isinstance(output, str) else compact_json(output))
+    return "\n".join(pieces)
+
+
+class SessionMemory(BaseMemory):
+    """LlamaIndex memory backed by a durable, searchable, branching session.
+
+    ``get`` returns the session's context blocks rendered as one system message, followed by
+    the history with compaction overlays applied, cut from the oldest end to ``token_limit``
+    (never between a tool call and its result). The system prompt is frozen for a run: it is
+    refreshed (``Session.system_prompt_for_run``) on the first ``get`` after the history was
+    written, so a ``set_context`` call shows in the next run's system message while every LLM
+    call of one run sees the same prefix. ``put``/``put_messages`` store each message once,
+    tool calls and results included; ``set`` moves to a branch holding exactly the given
+    messages and ``reset`` starts an empty branch: nothing stored is ever deleted.
+
+    After each completed turn the branch is compacted once its estimate passes ``compact_threshold``
+    (default 80% of ``token_limit``), with ``llm`` (see :meth:`bind`; else ``Settings.llm``);
+    a failed summary leaves the history whole. ``compaction=False`` keeps the session's own
+    compaction setup instead.
+
+    The object serialises as a pointer (``store`` URL or path, ``session_id``, block
+    declarations, settings): a workflow ``Context`` that rebuilds it reopens the same session,
+    and in the same process finds the same live session again (through ``handle``).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    store: Optional[str] = Field(default=None, description="SQLite path or postgresql:// URL of the store.")
+    session_id: str = Field(default="", description="The session's id in the store.")
+    handle: str = Field(default_factory=lambda: uuid.uuid4().hex, description="Finds the live session in-process.")
+    blocks: List[Any] = Field(default_factory=list, description="Context blocks declared when the memory opens the session.")
+    token_limit: int = Field(default=30_000, gt=0, description="Token budget of what get() returns.")
+    insert_method: Literal["system", "user"] = Field(
+        default="system", description="Render the context as a leading system message, or into the latest user message."
+    )
+    compaction: bool = Field(default=True, description="Compact with the bound LLM after writes.")
+    compact_threshold: Optional[int] = Field(default=None, description="Compact above this many tokens.")
+    keep_recent_tokens: Optional[int] = Field(default=None, description="Tokens kept verbatim at the end.")
+    tokenizer_fn: Callable[[str], List] = Field(default_factory=get_tokenizer, exclude=True)
+
+    _handle: _Handle = PrivateAttr()
+    _prompt: Optional[str] = PrivateAttr(default=None)
+    _stale: bool = PrivateAttr(default=True)
+
+    def __init__(self, session: Optional[Session] = None, *, llm: Any = None, **data: Any) -> None:
+        if session is not None:
+            data.setdefault("session_id", session.session_id)
+            data.setdefault("store", _store_url(session))
+            data.setdefault("blocks", _block_specs(session))
+        super().__init__(**data)
+        with _handles_lock:
+            handle = _handles.get(self.handle)
+            if handle is not None and session is not None and handle.session is not session:
+                handle = None
+                self.handle = uuid.uuid4().hex
+            if handle is None:
+                handle = self._open(session)
+                _handles[self.handle] = handle
+        self._handle = handle
+        if llm is not None:
+            handle.llm = llm
+        if self.compaction and not handle.compaction_installed:
+            handle.session.on_compaction(
+                create_compact_function(summarize=handle.summarize, keep_recent_tokens=self._keep_recent())
+            )
+            handle.compaction_installed = True
+
+    def _open(self, session: Optional[Session]) -> _Handle:
+        if session is not None:
+            return _Handle(session, owns=False)
+        if not self.store:
+            raise ValueError("SessionMemory needs a session, or a store (SQLite path or postgresql:// URL)")
+        if self.store == ":memory:":
+            logger.warning(
+                "SessionMemory %r reopened on a new ':memory:' store: the history is not there;"
+                " use a SQLite file or Postgres to keep memory across a serialised Context",
+                self.session_id,
+            )
+        opened = Session(self.store).for_session(self.session_id)
+        _declare(opened, self.blocks)
+        return _Handle(opened, owns=True)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SessionMemory"
+
+    @classmethod
+    def from_defaults(
+        cls,
+        session: Optional[Session] = None,
+        *,
+        store: Optional[str] = None,
+        session_id: Optional[str] = None,
+        llm: Any = None,
+        chat_history: Optional[List[ChatMessage]] = None,
+        **kwargs: Any,
+    ) -> "SessionMemory":
+        """``SessionMemory(session=...)``, or a memory that opens ``store`` / ``session_id``
+        itself (declaring ``blocks=[...]``, e.g. ``["memory"]``); ``chat_history`` is ``set``."""
+        if store is not None:
+            kwargs["store"] = store
+        if session_id is not None:
+            kwargs["session_id"] = session_id
+        memory = cls(session, llm=llm, **kwargs)
+        if chat_history:
+            memory.set(chat_history)
+        return memory
+
+    @classmethod
+    def from_manager(cls, manager: Any, session_id: str, **kwargs: Any) -> "SessionMemory":
+        """The memory of a ``SessionManager``'s session ``session_id``, registered with the
+        manager under that id if it is not yet (so ``session_search`` and ``list`` see it)."""
+        ensure_session(manager, session_id)
+        return cls(manager.get_session(session_id), **kwargs)
+
+    # -- live handle -----------------------------------------------------------------------
+
+    @property
+    def session(self) -> Session:
+        """The live ``Session`` (shared by every memory object of the same ``handle``)."""
+        return self._handle.session
+
+    @property
+    def llm(self) -> Any:
+        """The LLM that writes compaction summaries (``None``: ``Settings.llm``)."""
+        return self._handle.llm
+
+    def bind(self, target: Any) -> "SessionMemory":
+        """Compact with the LLM of ``target``: an ``LLM``, an agent (``FunctionAgent``,
+        ``ReActAgent``...), an ``AgentWorkflow`` (its root agent) or a chat engine.
+
+        A ``ReActAgent`` without a ``system_prompt`` drops the first message it gets when that is
+        a system message (it builds its own), so the context would never reach the model: for
+        such an agent the memory switches to ``insert_method="user"``.
+        """
+        agents = _agents(target)
+        llm = _llm_of(target, agents)
+        if llm is not None:
+            self._handle.llm = llm
+        if any(_is_react(agent) and not getattr(agent, "system_prompt", None) for agent in agents):
+            if self.insert_method != "user":
+                logger.info("ReActAgent without a system_prompt: rendering the context into the user message")
+            self.insert_method = "user"
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "SessionMemory":
+        return self  # a live handle: workflow state copies must share it
+
+    def __reduce__(self) -> Any:
+        return (_rebuild, (self.to_dict(),))
+
+    def __bool__(self) -> bool:
+        return True  # agents replace a falsy memory with a ChatMemoryBuffer
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _keep_recent(self) -> int:
+        return self.keep_recent_tokens if self.keep_recent_tokens is not None else max(1, self.token_limit * 2 // 5)
+
+    def _threshold(self) -> int:
+        return self.compact_threshold if self.compact_threshold is not None else self.token_limit * 4 // 5
+
+    def _count(self, message: SessionMessage) -> int:
+        files = sum(1 for p in message.parts if isinstance(p, FilePart))
+        return len(self.tokenizer_fn(_token_text(message))) + 4 + files * _FILE_TOKENS
+
+    def _run_prompt(self) -> str:
+        if self._stale or self._prompt is None:
+            self._prompt = self.session.system_prompt_for_run()
+            self._stale = False
+        return self._prompt
+
+    def _window(self, budget: int) -> list[SessionMessage]:
+        window: list[SessionMessage] = []
+        used = 0
+        truncated = False
+        for message in self.session.history(newest_first=True):
+            if is_marker(message):
+                continue
+            tokens = self._count(message)
+            if window and used + tokens > budget:
+                truncated = True
+                break
+            window.append(message)
+            used += tokens
+        window.reverse()
+        if truncated:
+            # Start at a user turn, so no tool result or reply is left without what it answers.
+            first_user = next((i for i, m in enumerate(window) if m.role == "user"), None)
+            if first_user is not None:
+                window = window[first_user:]
+            else:
+                while len(window) > 1 and window[0].role == "tool":
+                    window.pop(0)
+        return window
+
+    def get(self, input: Optional[str] = None, **kwargs: Any) -> List[ChatMessage]:
+        """The context as a system message plus the compacted history within ``token_limit``
+        (minus ``initial_token_count``, which chat engines pass); fresh objects every call."""
+        initial = int(kwargs.get("initial_token_count") or 0)
+        with self._handle.lock:
+            prompt = self._run_prompt()
+            budget = self.token_limit - initial - (len(self.tokenizer_fn(prompt)) if prompt else 0)
+            history = self._window(budget)
+        messages = [chat for message in history for chat in to_chat_messages(message)]
+        if not prompt:
+            return messages
+        if self.insert_method == "user":
+            for i in range(len(messages) - 1, -1, -1):
+                if messages[i].role == MessageRole.USER:
+                    target = messages[i]
+                    messages[i] = ChatMessage(
+                        role=target.role,
+                        blocks=[TextBlock(text=prompt), *target.blocks],
+                        additional_kwargs=dict(target.additional_kwargs),
+                    )
+                    return messages
+        return [ChatMessage(role=MessageRole.SYSTEM, content=prompt), *messages]
+
+    def get_all(self) -> List[ChatMessage]:
+        """Every message of the active branch as written (no compaction, no token limit)."""
+        return [chat for message in raw_history(self.session) for chat in to_chat_messages(message)]
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def put(self, message: ChatMessage) -> None:
+        """Store one message under the latest one."""
+        self.put_messages([message])
+
+    def put_messages(self, messages: List[ChatMessage]) -> None:
+        """Store messages as a chain under the latest one (an agent turn: the assistant's tool
+        calls, the tool results, the answer), each once. When the batch ends with an assistant
+        message (a turn is complete) the branch is compacted if over the threshold."""
+        converted = from_chat_messages(messages)
+        if not converted:
+            return
+        with self._handle.lock:
+            parent: Any = None
+            for i, message in enumerate(converted):
+                if i == 0:
+                    parent = self.session.append_message(message).message.id
+                else:
+                    parent = self.session.append_message(message, parent).message.id
+            self._stale = True
+        if converted[-1].role == "assistant":
+            self._maybe_compact()
+
+    def set(self, messages: List[ChatMessage]) -> None:
+        """Make ``messages`` the active history without deleting anything: the part shared with
+        the current branch is kept, the rest becomes a new branch (nothing happens when they are
+        equal). A leading system message equal to this memory's rendered context is ignored, so
+        passing back what ``get`` returned is safe."""
+        messages = list(messages)
+        with self._handle.lock:
+            if (
+                messages
+                and messages[0].role == MessageRole.SYSTEM
+                and messages[0].content
+                and messages[0].content == self._run_prompt()
+            ):
+                messages = messages[1:]
+            set_active_history(self.session, from_chat_messages(messages), same=_same_for_llamaindex)
+            self._stale = True
+        self._maybe_compact()
+
+    def reset(self) -> None:
+        """Start an empty branch (a soft reset): the old messages stay stored and searchable,
+        the context blocks stay as they are."""
+        with self._handle.lock:
+            soft_reset(self.session)
+            self._stale = True
+
+    def compact(self) -> Optional[CompactResult]:
+        """Compact the active branch now; raises ``CompactionError`` (history unchanged) if the
+        summary fails."""
+        result = self.session.compact()
+        with self._handle.lock:
+            self._stale = True
+        return result
+
+    def _maybe_compact(self) -> None:
+        if not self.compaction:
+            return
+        try:
+            if self.session.get_token_estimate() > self._threshold():
+                self.compact()
+        except CompactionError as error:
+            logger.warning("compaction of session %r failed, history kept whole: %s", self.session_id, error)
+        except Exception as error:  # a write must not fail because compaction did
+            logger.warning("compaction of session %r failed: %s", self.session_id, error)
+
+    # -- async (each runs off the event loop; async providers and LLMs run back on it) -------
+
+    async def aget(self, input: Optional[str] = None, **kwargs: Any) -> List[ChatMessage]:
+        return await run_in_thread(self.get, input, **kwargs)
+
+    async def aget_all(self) -> List[ChatMessage]:
+        return await run_in_thread(self.get_all)
+
+    async def aput(self, message: ChatMessage) -> None:
+        await run_in_thread(self.put, message)
+
+    async def aput_messages(self, messages: List[ChatMessage]) -> None:
+        await run_in_thread(self.put_messages, messages)
+
+    async def aset(self, messages: List[ChatMessage]) -> None:
+        await run_in_thread(self.set, messages)
+
+    async def areset(self) -> None:
+        await run_in_thread(self.reset)
+
+    async def acompact(self) -> Optional[CompactResult]:
+        return await run_in_thread(self.compact)
+
+    # -- tools -----------------------------------------------------------------------------
+
+    def tools(self) -> list[Any]:
+        """This session's memory tools as LlamaIndex ``FunctionTool``s (``SessionToolSpec``)."""
+        from .tools import SessionToolSpec
+
+        return SessionToolSpec(self.session).to_tool_list()
+
+
+def _rebuild(data: dict[str, Any]) -> SessionMemory:
+    return SessionMemory.from_dict(data)
+
+
+def _same_for_llamaindex(stored: SessionMessage, new: SessionMessage) -> bool:
+    """Equal as LlamaIndex sees them (ids, generated call ids and key order aside)."""
+    return to_chat_messages(stored) == to_chat_messages(new)
+
+
+def _is_react(agent: Any) -> bool:
+    from llama_index.core.agent.workflow import ReActAgent
+
+    return isinstance(agent, ReActAgent)
+
+
+def _agents(target: Any) -> list[Any]:
+    agents = getattr(target, "agents", None)
+    if isinstance(agents, dict):
+        return list(agents.values())
+    return [target]
+
+
+def _llm_of(target: Any, agents: list[Any]) -> Any:
+    from llama_index.core.llms import LLM
+
+    if isinstance(target, LLM):
+        return target
+    root = getattr(target, "root_agent", None)
+    if isinstance(getattr(target, "agents", None), dict) and root in target.agents:
+        return getattr(target.agents[root], "llm", None)
+    for name in ("llm", "_llm"):
+        value = getattr(target, name, None)
+        if isinstance(value, LLM):
+            return value
+    return None

@@ -1,0 +1,375 @@
+"""SessionMemory as a BaseMemory: get/put/set/reset, the frozen prompt, the token window,
+serialisation, restarts, compaction and thread safety."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import pickle
+import subprocess
+import sys
+import threading
+
+import pytest
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
+from llama_index.core.memory import BaseMemory
+
+from llamaindex_sessions import SessionMemory, llm_summarizer
+from sessions_core import Session, StaticContext, StoreSearchContext
+from sessions_core.branching import raw_history
+
+from .scripted import ScriptedLLM
+
+
+def user(text):
+    return ChatMessage(role="user", content=text)
+
+
+def assistant(text):
+    return ChatMessage(role="assistant", content=text)
+
+
+def roles_and_text(messages):
+    return [(m.role.value, m.content) for m in messages]
+
+
+def turn(i):
+    call = ChatMessage(role="assistant", blocks=[ToolCallBlock(tool_call_id=f"c{i}", tool_name="lookup", tool_kwargs={"q": i})])
+    result = ChatMessage(role="tool", content=f"result {i}", additional_kwargs={"tool_call_id": f"c{i}"})
+    return [user(f"question {i} " + "word " * 40), call, result, assistant(f"answer {i} " + "word " * 40)]
+
+
+# -- basic contract ---------------------------------------------------------------------------
+
+
+def test_is_a_base_memory_and_always_truthy(session):
+    memory = SessionMemory(session=session)
+    assert isinstance(memory, BaseMemory)
+    assert bool(memory) is True
+    assert SessionMemory.from_defaults(session=session).session is session
+
+
+def test_get_renders_context_then_history(session):
+    session.replace_context_block("memory", "User is Ada.")
+    memory = SessionMemory(session=session)
+    memory.put(user("hello"))
+    memory.put(assistant("hi"))
+    system, *history = memory.get(input="ignored", initial_token_count=10)
+    assert system.role == MessageRole.SYSTEM and "User is Ada." in system.content and "MEMORY" in system.content
+    assert roles_and_text(history) == [("user", "hello"), ("assistant", "hi")]
+    assert roles_and_text(memory.get_all()) == [("user", "hello"), ("assistant", "hi")]
+
+
+def test_from_manager_registers_the_session(db):
+    from sessions_core import SessionManager
+
+    manager = SessionManager(db, namespace="app").with_context("memory")
+    memory = SessionMemory.from_manager(manager, "alice")
+    memory.put(user("I love trams"))
+    assert [info.id for info in manager.list()] == ["alice"]
+    assert [hit.session_id for hit in manager.search("trams")] == ["alice"]
+    assert memory.session is manager.get_session("alice")
+    data = memory.to_dict()
+    assert data["session_id"] == "app:alice"  # the storage id: a reopened memory reads the same rows
+    data["handle"] = "elsewhere"
+    assert roles_and_text(SessionMemory.from_dict(data).get_all()) == [("user", "I love trams")]
+
+
+def test_no_blocks_no_system_message():
+    memory = SessionMemory(session=Session().for_session("x"))
+    memory.put(user("hello"))
+    assert roles_and_text(memory.get()) == [("user", "hello")]
+
+
+def test_get_returns_fresh_objects(session):
+    memory = SessionMemory(session=session)
+    memory.put(user("hello"))
+    first = memory.get()
+    first[-1].blocks[0].text = "mutated by an agent"
+    assert memory.get()[-1].content == "hello"
+
+
+def test_put_messages_stores_a_turn_once_with_tool_pairs(session):
+    memory = SessionMemory(session=session)
+    memory.put_messages(turn(1))
+    stored = session.get_history()
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
+    assert stored[2].parts[0].tool_name == "lookup"  # named after its call
+    assert memory.get_all() == turn(1)
+
+
+def test_prompt_frozen_until_the_history_is_written(session):
+    memory = SessionMemory(session=session)
+    memory.put(user("remember I like tea"))
+    before = memory.get()[0].content
+    session.replace_context_block("memory", "Likes tea.")  # what set_context does mid-run
+    assert memory.get(input="remember I like tea")[0].content == before
+    memory.put_messages([assistant("noted")])  # the run ends
+    assert "Likes tea." in memory.get()[0].content
+
+
+def test_insert_method_user(session):
+    session.replace_context_block("memory", "Likes tea.")
+    memory = SessionMemory(session=session, insert_method="user")
+    memory.put(user("hi"))
+    (message,) = memory.get()
+    assert message.role == MessageRole.USER
+    assert "Likes tea." in message.blocks[0].text and message.blocks[1].text == "hi"
+    assert memory.get_all()[0].blocks == [TextBlock(text="hi")]  # nothing stored
+
+
+# -- set and reset -------------------------------------------------------------------------------
+
+
+def test_set_with_the_same_history_stores_nothing(session):
+    memory = SessionMemory(session=session)
+    memory.put_messages(turn(1))
+    memory.set(memory.get_all())
+    memory.set(memory.get())  # what get() returned, rendered context included
+    memory.set(turn(1))  # fresh but equal objects
+    assert session.get_path_length() == 4
+    assert len(session.search("question")) == 1
+
+
+def test_set_extends_or_branches_never_deletes(session):
+    memory = SessionMemory(session=session)
+    memory.put_messages(turn(1))
+    memory.set([*turn(1), user("follow-up")])
+    assert roles_and_text(memory.get_all())[-1] == ("user", "follow-up")
+    assert session.get_path_length() == 5
+
+    memory.set([user("a different start")])
+    assert roles_and_text(memory.get_all()) == [("user", "a different start")]
+    assert len(session.search("question")) == 1  # the old branch is still stored
+    memory.set(turn(1)[:2])  # back to a prefix of the old branch
+    assert memory.get_all() == turn(1)[:2]
+
+
+def test_reset_is_soft(session):
+    memory = SessionMemory(session=session)
+    memory.put_messages(turn(1))
+    session.replace_context_block("memory", "Kept.")
+    memory.reset()
+    assert memory.get_all() == []
+    assert roles_and_text(memory.get()[1:]) == []
+    assert "Kept." in memory.get()[0].content
+    assert session.search("question")  # searchable, not wiped
+    memory.put(user("again"))
+    assert roles_and_text(memory.get_all()) == [("user", "again")]
+
+
+# -- token window --------------------------------------------------------------------------------
+
+
+def test_window_keeps_newest_turns_and_never_splits_a_tool_pair():
+    session = Session().for_session("w")
+    memory = SessionMemory(session=session, token_limit=250, compaction=False)
+    for i in range(6):
+        memory.put_messages(turn(i))
+    window = memory.get()
+    assert window[0].role == MessageRole.USER
+    assert window[-1].content.startswith("answer 5")
+    assert len(window) < 24
+    calls = {b.tool_call_id for m in window for b in m.blocks if isinstance(b, ToolCallBlock)}
+    results = {m.additional_kwargs["tool_call_id"] for m in window if m.role == MessageRole.TOOL}
+    assert calls == results
+    assert len(memory.get_all()) == 24
+
+
+def test_window_counts_tool_arguments():
+    session = Session().for_session("w")
+    memory = SessionMemory(session=session, token_limit=300, compaction=False)
+    big = {"text": "lorem ipsum " * 200}
+    memory.put_messages([
+        user("first"),
+        ChatMessage(role="assistant", blocks=[ToolCallBlock(tool_call_id="c1", tool_name="save", tool_kwargs=big)]),
+        ChatMessage(role="tool", content="ok", additional_kwargs={"tool_call_id": "c1"}),
+        assistant("saved"),
+        user("second"),
+    ])
+    assert roles_and_text(memory.get()) == [("user", "second")]
+
+
+def test_initial_token_count_shrinks_the_budget():
+    memory = SessionMemory(session=Session().for_session("w"), token_limit=200, compaction=False)
+    for i in range(3):
+        memory.put_messages(turn(i))
+    assert len(memory.get(initial_token_count=150)) < len(memory.get())
+    assert memory.get(initial_token_count=10_000)[-1].content.startswith("answer 2")  # never empty, never raises
+
+
+# -- serialisation, restarts ------------------------------------------------------------------------
+
+
+def test_serialises_as_a_pointer(session, db):
+    memory = SessionMemory(session=session, token_limit=1234)
+    data = memory.to_dict()
+    json.dumps(data)
+    assert data["class_name"] == "SessionMemory"
+    assert (data["store"], data["session_id"], data["token_limit"]) == (db, "user-1", 1234)
+    assert data["blocks"] == [{"label": "memory", "description": "Learned facts", "max_tokens": 500, "kind": "writable"}]
+    assert "tokenizer_fn" not in data
+
+
+def test_rebuilt_in_process_shares_the_live_session(session):
+    memory = SessionMemory(session=session)
+    again = SessionMemory.from_dict(memory.to_dict())
+    assert again.session is session
+    assert copy.deepcopy(memory) is memory
+    assert pickle.loads(pickle.dumps(memory)).session is session
+
+
+def test_rebuilt_without_the_live_session_reopens_the_store(session, db):
+    session.replace_context_block("memory", "User is Ada.")
+    memory = SessionMemory(session=session)
+    memory.put(user("hello"))
+    data = memory.to_dict()
+    data["handle"] = "not-live"
+    reopened = SessionMemory.from_dict(data)
+    assert reopened.session is not session
+    assert roles_and_text(reopened.get_all()) == [("user", "hello")]
+    assert "User is Ada." in reopened.get()[0].content
+    assert [t.metadata.name for t in reopened.tools()] == ["set_context"]
+
+
+def test_block_declarations_round_trip(db):
+    session = (
+        Session(db).for_session("s")
+        .with_context("soul", provider=StaticContext("You are kind."))
+        .with_context("notes", provider=StoreSearchContext(), description="Notes")
+        .with_context("memory", max_tokens=100)
+    )
+    data = SessionMemory(session=session).to_dict()
+    data["handle"] = "elsewhere"
+    rebuilt = SessionMemory.from_dict(data).session
+    assert [(b.label, b.writable, b.is_searchable) for b in rebuilt.get_context_blocks()] == [
+        ("soul", False, False), ("notes", True, True), ("memory", True, False),
+    ]
+    assert rebuilt.get_context_block("soul").content == "You are kind."
+
+
+def test_history_survives_a_process_restart(db):
+    code = (
+        "import sys\n"
+        "from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock\n"
+        "from llamaindex_sessions import SessionMemory\n"
+        "m = SessionMemory.from_defaults(store=sys.argv[1], session_id='u', blocks=['memory'])\n"
+        "m.put_messages([ChatMessage(role='user', content='hello'),\n"
+        "  ChatMessage(role='assistant', blocks=[ToolCallBlock(tool_call_id='c1', tool_name='f', tool_kwargs={'a': 1})]),\n"
+        "  ChatMessage(role='tool', content='1', additional_kwargs={'tool_call_id': 'c1'})])\n"
+        "m.session.replace_context_block('memory', 'Written before the restart.')\n"
+        "print(m.to_json())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, db], capture_output=True, text=True, check=True).stdout
+    memory = SessionMemory.from_json(out.strip().splitlines()[-1])
+    history = memory.get_all()
+    assert [m.role.value for m in history] == ["user", "assistant", "tool"]
+    assert history[1].blocks == [ToolCallBlock(tool_call_id="c1", tool_name="f", tool_kwargs={"a": 1})]
+    assert "Written before the restart." in memory.get()[0].content
+
+
+# -- compaction ------------------------------------------------------------------------------------
+
+
+def summary_llm(text="SUMMARY: the user asked questions 0-3 and got answers."):
+    return ScriptedLLM(fallback=text)
+
+
+def test_compacts_with_the_bound_llm_after_a_turn(session):
+    llm = summary_llm()
+    memory = SessionMemory(session=session, token_limit=600, llm=llm)
+    for i in range(6):
+        memory.put_messages(turn(i))
+    assert session.get_compactions(), "compaction should have run"
+    assert llm.calls and "CONVERSATION TO SUMMARIZE" in llm.calls[0].messages[-1].content
+    texts = [m.content or "" for m in memory.get()]
+    assert any(t.startswith("SUMMARY:") for t in texts)
+    assert len(memory.get_all()) == 24  # originals kept
+    assert session.search("question")
+
+
+def test_compaction_failure_keeps_the_full_history(session, caplog):
+    failing = ScriptedLLM(fallback=lambda messages, tools: (_ for _ in ()).throw(RuntimeError("model down")))
+    memory = SessionMemory(session=session, token_limit=600, llm=failing)
+    for i in range(6):
+        memory.put_messages(turn(i))
+    assert session.get_compactions() == []
+    assert len(memory.get_all()) == 24
+    assert "history kept whole" in caplog.text
+    from sessions_core import CompactionError
+
+    with pytest.raises(CompactionError):
+        memory.compact()
+
+
+def test_bind_takes_the_llm_of_an_agent_or_engine(session):
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.chat_engine import SimpleChatEngine
+
+    llm = summary_llm()
+    memory = SessionMemory(session=session)
+    assert memory.bind(FunctionAgent(tools=[], llm=llm)).llm is llm
+    other = summary_llm()
+    assert memory.bind(SimpleChatEngine.from_defaults(llm=other, memory=memory)).llm is other
+
+
+def test_llm_summarizer_sync_and_async():
+    llm = summary_llm("short summary")
+    assert llm_summarizer(llm)("prompt") == "short summary"
+    assert asyncio.run(llm_summarizer(llm, use_async=True)("prompt")) == "short summary"
+    with pytest.raises(ValueError):
+        llm_summarizer(ScriptedLLM(fallback="  "))("prompt")
+
+
+# -- async and threads -----------------------------------------------------------------------------
+
+
+def test_async_methods(session):
+    memory = SessionMemory(session=session)
+
+    async def go():
+        await memory.aput(user("one"))
+        await memory.aput_messages([assistant("two"), user("three")])
+        got = await memory.aget()
+        await memory.aset([user("one")])
+        kept = await memory.aget_all()
+        await memory.areset()
+        return got, kept, await memory.aget_all()
+
+    got, kept, after = asyncio.run(go())
+    assert roles_and_text(got[1:]) == [("user", "one"), ("assistant", "two"), ("user", "three")]
+    assert roles_and_text(kept) == [("user", "one")]
+    assert after == []
+
+
+def test_thread_safe_under_concurrent_writers_and_readers(db):
+    session = Session(db).for_session("t").with_context("memory")
+    memory = SessionMemory(session=session, compaction=False)
+    errors = []
+
+    def writer(n):
+        try:
+            for i in range(20):
+                memory.put_messages([user(f"w{n}-{i}"), assistant(f"r{n}-{i}")])
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    def reader():
+        try:
+            for _ in range(30):
+                memory.get()
+                memory.get_all()
+        except Exception as error:  # pragma: no cover
+            errors.append(error)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)] + [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    history = memory.get_all()
+    assert len(history) == 160
+    for i in range(0, 160, 2):  # each turn's pair stayed together
+        assert history[i].content[1:] == history[i + 1].content[1:]
