@@ -8,6 +8,7 @@ import contextvars
 import functools
 import inspect
 import threading
+import time
 from typing import Any, Awaitable, Callable, TypeVar
 
 T = TypeVar("T")
@@ -15,6 +16,7 @@ T = TypeVar("T")
 _caller_loop: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
     "sessions_core_caller_loop", default=None
 )
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("sessions_core_deadline", default=None)
 
 
 async def run_in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
@@ -30,19 +32,21 @@ def resolve(value: T | Awaitable[T]) -> T:
     """Return ``value``, or the result of awaiting it when it is awaitable (from sync code)."""
     if not inspect.isawaitable(value):
         return value  # type: ignore[return-value]
+    deadline = _deadline.get()
+    timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
     loop = _caller_loop.get()
     if loop is not None and loop.is_running() and not _in_loop_thread(loop):
-        return asyncio.run_coroutine_threadsafe(_await(value), loop).result()
+        return asyncio.run_coroutine_threadsafe(_await(value, timeout), loop).result()
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(_await(value))
+        return asyncio.run(_await(value, timeout))
     # Called synchronously from inside a running loop: run on a private loop in another thread.
     result: dict[str, Any] = {}
 
     def runner() -> None:
         try:
-            result["value"] = asyncio.run(_await(value))
+            result["value"] = asyncio.run(_await(value, timeout))
         except BaseException as error:  # re-raised in the caller's thread
             result["error"] = error
 
@@ -59,8 +63,14 @@ def call(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     return resolve(fn(*args, **kwargs))
 
 
-async def _await(value: Awaitable[T]) -> T:
-    return await value
+async def _await(value: Awaitable[T], timeout: float | None = None) -> T:
+    """Await ``value``; past ``timeout`` seconds it is cancelled and ``TimeoutError`` raised."""
+    if timeout is None:
+        return await value
+    try:
+        return await asyncio.wait_for(value, timeout)
+    except asyncio.TimeoutError as error:  # not the builtin TimeoutError before Python 3.11
+        raise TimeoutError(f"gave up after {timeout:g} s") from error
 
 
 def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
@@ -85,11 +95,14 @@ def async_twin(method: Callable[..., T]) -> Callable[..., Awaitable[T]]:
 def call_with_timeout(timeout: float | None, fn: Callable[..., T], /, *args: Any) -> T:
     """``call(fn, *args)``, giving up with ``TimeoutError`` after ``timeout`` seconds.
 
-    A plain function that hangs cannot be stopped: it is left to finish in a daemon thread.
+    Coroutines awaited on the way (an ``async def`` ``fn``, or one that ``fn`` resolves with
+    ``call``) are cancelled at the deadline. A plain function that hangs cannot be stopped: it
+    is left to finish in a daemon thread.
     """
     if timeout is None:
         return call(fn, *args)
     context = contextvars.copy_context()
+    context.run(_deadline.set, time.monotonic() + timeout)
     outcome: dict[str, Any] = {}
 
     def runner() -> None:

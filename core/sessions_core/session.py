@@ -196,7 +196,7 @@ class Session:
         if created is None:
             parsed = parsed.model_copy(update={"created_at": from_us(record.created_at_us)})
         self._track_estimate(record, inserted.parent_id)
-        self._maybe_auto_compact()
+        self._maybe_auto_compact(record.id)
         return AppendResult(True, parsed)
 
     def import_message(
@@ -365,7 +365,8 @@ class Session:
         if self._compact_fn is None:
             raise SessionsError("No compaction function registered. Call on_compaction() first.")
         with self._compact_lock:
-            history = self.get_history(leaf_id)
+            leaf = self._leaf_id(leaf_id)
+            history = self.get_history(leaf) if leaf else []
             context = CompactContext(token_counter=self._count)
             try:
                 outcome = call_with_timeout(self._compaction_timeout, self._compact_fn, history, context)
@@ -375,7 +376,7 @@ class Session:
             if result is None:
                 return None
             visible = {message.id for message in history}
-            if result.to_message_id not in visible:
+            if result.to_message_id not in visible or result.to_message_id.startswith(COMPACTION_ID_PREFIX):
                 raise CompactionError(
                     f"compaction function named {result.to_message_id!r}, which is not on the branch"
                 )
@@ -386,6 +387,12 @@ class Session:
                 or (c.from_message_id in visible and c.to_message_id in visible)
             ]
             from_id = existing[0].from_message_id if existing else result.from_message_id
+            position = {entry.id: i for i, entry in enumerate(self.store.path(self.session_id, leaf))}
+            if position.get(from_id, len(position)) > position[result.to_message_id]:
+                raise CompactionError(
+                    f"compaction function named the range {from_id!r} .. {result.to_message_id!r},"
+                    " which does not lie on the branch in that order"
+                )
             self.add_compaction(result.summary, from_id, result.to_message_id)
             self._warned_noop = False
             if self._has_context():
@@ -441,13 +448,13 @@ class Session:
             tokens = self._history_tokens(record.id)
         self._estimate_cache = (record.id, tokens)
 
-    def _maybe_auto_compact(self) -> None:
+    def _maybe_auto_compact(self, leaf_id: str) -> None:
         if self._compact_threshold is None or self._compact_fn is None or self._estimate_cache is None:
             return
         try:
             if self._estimate_cache[1] + self._prompt_tokens() <= self._compact_threshold:
                 return
-            if self.compact() is None and not self._warned_noop:
+            if self.compact(leaf_id) is None and not self._warned_noop:
                 self._warned_noop = True
                 logger.warning(
                     "session %r is over its compaction threshold but the compaction function found"
