@@ -220,6 +220,7 @@ class PostgresStore(Store):
 
         def work(conn: psycopg.Connection) -> Inserted | None:
             _lock_session(conn, session_id)
+            _index_lookups_only(conn)
             row = conn.execute(self.q(sql), params).fetchone()
             return None if row is None else Inserted(row[0], PathTotals(*row[1:]))
 
@@ -302,16 +303,25 @@ class PostgresStore(Store):
     def _all(self, sql: str, params: Any) -> list[Any]:
         return self._run(lambda conn: conn.execute(self.q(sql), params).fetchall())
 
+    def _walk(self, sql: str, params: Any) -> list[Any]:
+        """A tree walk, planned as index lookups whatever the table statistics say."""
+
+        def work(conn: psycopg.Connection) -> list[Any]:
+            _index_lookups_only(conn)
+            return conn.execute(self.q(sql), params).fetchall()
+
+        return self._run(work)
+
     def get_message(self, session_id: str, message_id: str) -> MessageRow | None:
         row = self._one(f"SELECT {_ROW} FROM {{s}}.session_messages WHERE session_id = %s AND id = %s", (session_id, message_id))
         return None if row is None else MessageRow(*row)
 
     def latest_leaf(self, session_id: str) -> MessageRow | None:
-        row = self._one(
+        rows = self._walk(
             f"SELECT {_ROW} FROM {{s}}.session_messages WHERE session_id = %(s)s AND id = ({_LATEST_LEAF})",
             {"s": session_id},
         )
-        return None if row is None else MessageRow(*row)
+        return MessageRow(*rows[0]) if rows else None
 
     def children(self, session_id: str, message_id: str) -> list[MessageRow]:
         rows = self._all(
@@ -321,11 +331,11 @@ class PostgresStore(Store):
         return [MessageRow(*row) for row in rows]
 
     def path(self, session_id: str, leaf_id: str) -> list[PathEntry]:
-        return [PathEntry(*row) for row in self._all(_PATH, {"s": session_id, "leaf": leaf_id})]
+        return [PathEntry(*row) for row in self._walk(_PATH, {"s": session_id, "leaf": leaf_id})]
 
     def path_tail(self, session_id: str, leaf_id: str, max_bytes: int, min_rows: int) -> list[PathEntry]:
         params = {"s": session_id, "leaf": leaf_id, "max_bytes": max_bytes, "min_rows": min_rows}
-        return [PathEntry(*row) for row in self._all(_PATH_TAIL, params)]
+        return [PathEntry(*row) for row in self._walk(_PATH_TAIL, params)]
 
     def path_totals(self, session_id: str, leaf_id: str) -> PathTotals | None:
         row = self._one(
@@ -472,6 +482,7 @@ class PostgresStore(Store):
     def fork_session(self, source_storage_id: str, leaf_id: str, row: SessionRow) -> None:
         def work(conn: psycopg.Connection) -> None:
             conn.execute(self.q(_REGISTER), row)
+            _index_lookups_only(conn)
             params = {"s": source_storage_id, "leaf": leaf_id, "dst": row.storage_id}
             conn.execute(self.q(_FORK_MESSAGES), params)
             conn.execute(self.q(_FORK_COMPACTIONS), params)
@@ -605,6 +616,13 @@ def _version(conn: psycopg.Connection, schema: str) -> int:
         return 0
     row = conn.execute(f"SELECT version FROM {_quote(schema)}.session_memory_schema").fetchone()
     return 0 if row is None else row[0]
+
+
+def _index_lookups_only(conn: psycopg.Connection) -> None:
+    """Keep the planner on index lookups for this transaction. Right after a table fills, its
+    statistics still say "empty", and a hash join would rescan the session at every step of a
+    recursive walk (depth x rows)."""
+    conn.execute("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; SET LOCAL enable_seqscan = off")
 
 
 def _lock_session(conn: psycopg.Connection, session_id: str) -> None:
