@@ -761,11 +761,6 @@ def test_auto_compaction_keeps_2000_messages_under_the_threshold(make_session, b
     times."""
     if mode == "async":
         pytest.skip("heavy: run in sync mode only; the async twins run the same Session code")
-    if backend.name == "postgres":
-        pytest.skip(
-            "heavy on postgres: the recursive path query is planned as a hash join over the"
-            " session's rows per step until the table is analysed (O(depth x rows) reads)"
-        )
     threshold = 4_000
     summarize = Summarizer()
     s = make_session()
