@@ -13,7 +13,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Mapping, Se
 from ._async import async_twin, call_with_timeout, run_in_thread
 from ._time import from_us, now_us, to_us
 from .compaction import CompactContext, CompactResult
-from .context import ContextBlock, ContextBlocks, ContextConfig
+from .context import ContextBlock, ContextBlocks, ContextConfig, render_system_prompt
 from .errors import CompactionError, MessageTooLargeError, SessionsError
 from .messages import (
     COMPACTION_ID_PREFIX,
@@ -534,6 +534,17 @@ class Session:
         """Reload every block, render the prompt anew, persist it, and return it."""
         return self._context().refresh_system_prompt()
 
+    def system_prompt_for_run(self) -> str:
+        """The system prompt to hold for one agent run: the frozen prompt, refreshed first if
+        a block changed since it was frozen (here or in another process). Call it once at the
+        start of each run, so the prompt, and the model's prefix cache, stay fixed during it."""
+        blocks = self._context()
+        frozen = blocks.freeze_system_prompt()
+        blocks.load(force=True)
+        if render_system_prompt(blocks.get_blocks()) != frozen:
+            return blocks.refresh_system_prompt()
+        return frozen
+
     def get_loaded_skills(self) -> list[str]:
         """The ``"label:key"`` skills currently loaded, oldest first."""
         return self._context().loaded_skill_keys()
@@ -608,6 +619,7 @@ class Session:
     aadd_context = async_twin(add_context)
     afreeze_system_prompt = async_twin(freeze_system_prompt)
     arefresh_system_prompt = async_twin(refresh_system_prompt)
+    asystem_prompt_for_run = async_twin(system_prompt_for_run)
     aget_loaded_skills = async_twin(get_loaded_skills)
     atools = async_twin(tools)
 
