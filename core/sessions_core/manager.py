@@ -170,7 +170,12 @@ class SessionManager:
         await self.aclose()
 
     def _storage_id(self, session_id: str) -> str:
-        return f"{self.namespace}:{session_id}" if self.namespace else session_id
+        """The id a session's rows are stored under: ``namespace:id``, or in the default namespace
+        the id itself, prefixed with ``:`` when it holds a ``:`` so that no id of the default
+        namespace can name another namespace's rows."""
+        if self.namespace:
+            return f"{self.namespace}:{session_id}"
+        return f":{session_id}" if ":" in session_id else session_id
 
     def _touch(self, session_id: str) -> None:
         self.store.update_session_row(self.namespace, session_id, SessionChanges(updated_at=now_us()))
