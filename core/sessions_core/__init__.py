@@ -30,7 +30,7 @@ from .messages import (
     parse_message,
 )
 from .manager import SessionInfo, SessionManager
-from .models import AppendResult, Compaction, RecentHistory, SearchResult
+from .models import AppendResult, Compaction, RecentHistory, SearchResult, SessionEvent
 from .providers import StoreContext, StoreSearchContext
 from .session import Session
 from .skills import FileSkillProvider
@@ -71,6 +71,7 @@ __all__ = [
     "SearchNotSupportedError",
     "SearchResult",
     "Session",
+    "SessionEvent",
     "SessionInfo",
     "SessionManager",
     "SessionMessage",

@@ -178,8 +178,9 @@ class ContextBlocks:
     Thread-safe: writers hold one re-entrant lock (provider calls included); readers
     (``get_block``, ``get_blocks``, ``loaded_skill_keys``) take no lock. ``prompt_store`` is any
     writable provider (``get``/``set``) that persists the frozen prompt. ``on_unload(label, key)``
-    is called after a successful ``unload_skill``; its result is awaited if it is awaitable and
-    its exceptions are logged, never raised.
+    is called after a successful ``unload_skill``, ``on_write(label, key)`` after every successful
+    block write (``key`` is ``None`` for plain blocks); their results are awaited if awaitable and
+    their exceptions are logged, never raised.
     """
 
     def __init__(self, configs: Iterable[ContextConfig] = (), *, prompt_store: Any = None) -> None:
@@ -192,6 +193,7 @@ class ContextBlocks:
             raise TypeError("a prompt store needs get() and set() methods")
         self.prompt_store = prompt_store
         self.on_unload: Callable[[str, str], Any] | None = None
+        self.on_write: Callable[[str, str | None], Any] | None = None
         self._blocks: dict[str, ContextBlock] = {}  # replaced, never mutated: readers need no lock
         self._loaded_skills: dict[str, None] = {}  # an insertion-ordered set, replaced likewise
         self._snapshot: str | None = None
@@ -277,7 +279,8 @@ class ContextBlocks:
             call(self._configs[label].provider.set, content)
             updated = replace(block, content=content, tokens=tokens)
             self._put(updated)
-            return updated
+        self._written(label, None)
+        return updated
 
     def append_to_block(self, label: str, content: str) -> ContextBlock:
         """Append to a plain writable block (a newline between, unless either side provides it)."""
@@ -303,7 +306,8 @@ class ContextBlocks:
             if listing:
                 block = replace(block, content=str(listing), tokens=estimate_tokens(str(listing)))
                 self._put(block)
-            return block
+        self._written(label, key)
+        return block
 
     def set_search_entry(self, label: str, key: str, content: str) -> ContextBlock:
         """Index one entry with ``provider.set(key, content)``, then refresh the summary."""
@@ -313,7 +317,16 @@ class ContextBlocks:
             summary = _text(call(provider.get))
             block = replace(self._blocks[label], content=summary, tokens=estimate_tokens(summary))
             self._put(block)
-            return block
+        self._written(label, key)
+        return block
+
+    def _written(self, label: str, key: str | None) -> None:
+        if self.on_write is None:
+            return
+        try:
+            call(self.on_write, label, key)
+        except Exception as error:
+            logger.warning("the block-write hook failed for %r: %s", label, error)
 
     def _keyed_writer(self, label: str, flag: str, kind: str) -> Any:
         self._ensure_loaded()

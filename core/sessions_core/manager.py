@@ -5,20 +5,23 @@ from __future__ import annotations
 
 import threading
 import uuid
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Callable, Iterable
 
-from ._async import async_twin
+from ._async import async_twin, call
 from ._time import from_us, now_us
 from .compaction import CompactResult
 from .messages import MessageInput, SessionMessage, TextPart, parse_message
-from .models import Compaction, SearchResult
+from .models import Compaction, SearchResult, SessionEvent
 from .session import Session, TokenCounter, open_store
 from .stores.base import LATEST, SessionChanges, SessionRow, _Latest
 from .tools import Tool, session_search_tool
 
 SPLIT_PREFIX = "[Context from previous session]\n\n"
+
+logger = logging.getLogger("sessions_core")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,7 @@ class SessionManager:
         self._setup: list[Callable[[Session], Any]] = []
         self._sessions: dict[str, Session] = {}
         self._lock = threading.RLock()
+        self._listeners: list[Callable[[SessionEvent], Any]] = []
 
     def __repr__(self) -> str:
         return f"SessionManager({self.store!r}, namespace={self.namespace!r})"
@@ -217,6 +221,8 @@ class SessionManager:
         deleted = self.store.delete_session(self.namespace, session_id)
         with self._lock:
             self._sessions.pop(session_id, None)
+        if deleted:
+            self._emit(SessionEvent("clear", session_id))
         return deleted
 
     def get_session(self, session_id: str) -> Session:
@@ -227,6 +233,7 @@ class SessionManager:
                 session = Session(self.store, **self._session_options).for_session(self._storage_id(session_id))
                 for step in self._setup:
                     step(session)
+                session.subscribe(lambda event, session_id=session_id: self._emit(replace(event, session_id=session_id)))
                 self._sessions[session_id] = session
             return session
 
@@ -342,6 +349,26 @@ class SessionManager:
     def session_tools(self, session_id: str) -> list[Tool]:
         """A session's memory tools followed by ``session_search``."""
         return self.get_session(session_id).tools() + self.tools()
+
+    # -- change feed -----------------------------------------------------------------------
+
+    def subscribe(self, callback: Callable[[SessionEvent], Any]) -> Callable[[], None]:
+        """Report every write through this manager's sessions to ``callback(event)``, with the
+        manager's session id (deleting a session reports ``clear``); return the unsubscriber."""
+        self._listeners.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+        return unsubscribe
+
+    def _emit(self, event: SessionEvent) -> None:
+        for listener in list(self._listeners):
+            try:
+                call(listener, event)
+            except Exception as error:
+                logger.warning("a change-feed subscriber failed on %s: %s", event.type, error)
 
     # -- async twins -----------------------------------------------------------------------
 

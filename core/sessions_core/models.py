@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 from .messages import SessionMessage
 
@@ -44,3 +45,26 @@ class Compaction:
     from_message_id: str
     to_message_id: str
     created_at: datetime = field(compare=False)
+
+
+EventType = Literal["append", "update", "delete", "clear", "compact", "block"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    """One write, as reported to ``subscribe`` callbacks.
+
+    ``append``: ``message``, ``parent_id`` (where it landed) and ``inserted`` (``False`` for an id
+    already stored); ``update``: ``message``; ``delete``: ``message_ids``; ``clear``; ``compact``:
+    ``compaction``; ``block``: ``label`` and, for keyed blocks, ``key``.
+    """
+
+    type: EventType
+    session_id: str
+    message: SessionMessage | None = None
+    parent_id: str | None = None
+    inserted: bool | None = None
+    message_ids: tuple[str, ...] = ()
+    compaction: Compaction | None = None
+    label: str | None = None
+    key: str | None = None

@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 
-from ._async import async_twin, call_with_timeout, run_in_thread
+from ._async import async_twin, call, call_with_timeout, run_in_thread
 from ._time import from_us, now_us, to_us
 from .compaction import CompactContext, CompactResult
 from .context import ContextBlock, ContextBlocks, ContextConfig, render_system_prompt
@@ -25,7 +25,7 @@ from .messages import (
     storage_json,
     text_content,
 )
-from .models import AppendResult, Compaction, RecentHistory, SearchResult
+from .models import AppendResult, Compaction, RecentHistory, SearchResult, SessionEvent
 from .overlays import Segment, plan_overlays
 from .providers import StorePromptCache, bind_provider
 from .stores.base import LATEST, CompactionRow, MessageRecord, MessageRow, PathEntry, Store, _Latest
@@ -89,6 +89,7 @@ class Session:
         self._blocks: ContextBlocks | None = None
         self._context_lock = threading.RLock()
         self._prompt_tokens_cache: tuple[str, int] | None = None
+        self._listeners: list[Callable[[SessionEvent], Any]] = []
 
     create = classmethod(lambda cls, store=":memory:", **options: cls(store, **options))
     create.__doc__ = "The constructor under the reference's name: ``Session.create(store)``."
@@ -192,9 +193,12 @@ class Session:
         record = self._record(parsed, to_us(created) if created else now_us())
         inserted = self.store.insert_message(self.session_id, record, parent_id)
         if inserted is None:
-            return AppendResult(False, self.get_message(parsed.id) or parsed)
+            stored = self.get_message(parsed.id) or parsed
+            self._emit(SessionEvent("append", self.session_id, message=stored, inserted=False))
+            return AppendResult(False, stored)
         if created is None:
             parsed = parsed.model_copy(update={"created_at": from_us(record.created_at_us)})
+        self._emit(SessionEvent("append", self.session_id, message=parsed, parent_id=inserted.parent_id, inserted=True))
         self._track_estimate(record, inserted.parent_id)
         self._maybe_auto_compact(record.id)
         return AppendResult(True, parsed)
@@ -214,14 +218,20 @@ class Session:
         no message with that id is stored."""
         parsed = parse_message(message)
         self._estimate_cache = None
-        return self.store.update_message(self.session_id, self._record(parsed, 0))
+        updated = self.store.update_message(self.session_id, self._record(parsed, 0))
+        if updated:
+            self._emit(SessionEvent("update", self.session_id, message=parsed))
+        return updated
 
     def delete_messages(self, ids: Iterable[str]) -> list[str]:
         """Delete messages by id and return those deleted. Their children become roots."""
         if isinstance(ids, str):
             ids = [ids]
         self._estimate_cache = None
-        return self.store.delete_messages(self.session_id, list(ids))
+        deleted = self.store.delete_messages(self.session_id, list(ids))
+        if deleted:
+            self._emit(SessionEvent("delete", self.session_id, message_ids=tuple(deleted)))
+        return deleted
 
     def clear_messages(self) -> None:
         """Delete every message and compaction of this session (context blocks stay)."""
@@ -231,6 +241,7 @@ class Session:
             blocks = self._context()
             blocks.clear_loaded_skills()
             blocks.refresh_system_prompt()
+        self._emit(SessionEvent("clear", self.session_id))
 
     def _accept(self, message: MessageInput, source: str | None) -> SessionMessage:
         parsed = parse_message(message)
@@ -351,7 +362,9 @@ class Session:
         row = CompactionRow(str(uuid.uuid4()), summary, from_message_id, to_message_id, now_us())
         self.store.add_compaction(self.session_id, row)
         self._estimate_cache = None
-        return _compaction(row)
+        compaction = _compaction(row)
+        self._emit(SessionEvent("compact", self.session_id, compaction=compaction))
+        return compaction
 
     def compact(self, leaf_id: str | None = None) -> CompactResult | None:
         """Summarise the middle of the branch ending at ``leaf_id`` (default: the active one).
@@ -569,6 +582,7 @@ class Session:
                     prompt_store = StorePromptCache(self.store, self.session_id)
                 blocks = ContextBlocks([self._bound(c) for c in self._context_configs], prompt_store=prompt_store)
                 blocks.on_unload = self._rewrite_unloaded_skill
+                blocks.on_write = self._block_written
                 if blocks.has_skill_providers():
                     self._restore_skills(blocks)
                 self._blocks = blocks
@@ -592,6 +606,51 @@ class Session:
         rewritten = unloaded_skill_rewrite(self.get_history(), label, key)
         if rewritten is not None:
             self.update_message(rewritten)
+
+    # -- change feed -----------------------------------------------------------------------
+
+    def subscribe(self, callback: Callable[[SessionEvent], Any]) -> Callable[[], None]:
+        """Report every write of this session object to ``callback(event)`` (plain or ``async
+        def``), after it is stored; return the function that unsubscribes. A failing callback is
+        logged and never fails the write."""
+        self._listeners.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+        return unsubscribe
+
+    def mirror(self, get: Callable[[], list[SessionMessage]], set: Callable[[list[SessionMessage]], Any]) -> Callable[[], None]:
+        """Keep an in-memory list equal to ``get_history()``: ``set`` it now and after every write
+        that changes the active branch (an append to its leaf extends it; anything else reloads).
+        Returns the function that stops mirroring."""
+        set(self.get_history())
+
+        def follow(event: SessionEvent) -> None:
+            if event.type == "block" or (event.type == "append" and not event.inserted):
+                return
+            if event.type == "append" and event.message is not None:
+                current = get()
+                last = current[-1] if current else None
+                extends = (last.id if last else None) == event.parent_id
+                newest = last is None or (event.message.created_at or last.created_at) >= last.created_at
+                if extends and newest:
+                    set([*current, event.message])
+                    return
+            set(self.get_history())
+
+        return self.subscribe(follow)
+
+    def _emit(self, event: SessionEvent) -> None:
+        for listener in list(self._listeners):
+            try:
+                call(listener, event)
+            except Exception as error:
+                logger.warning("a change-feed subscriber failed on %s: %s", event.type, error)
+
+    def _block_written(self, label: str, key: str | None) -> None:
+        self._emit(SessionEvent("block", self.session_id, label=label, key=key))
 
     # -- async twins -----------------------------------------------------------------------
 
