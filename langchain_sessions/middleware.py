@@ -11,8 +11,10 @@ from typing import Annotated, Any, Awaitable, Callable, Sequence
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
 from langchain.agents.middleware.types import ModelCallResult, PrivateStateAttr
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from typing_extensions import NotRequired
 
@@ -106,6 +108,8 @@ class SessionMemoryMiddleware(AgentMiddleware):
         self.compact_at = compact_at
         self.keep_recent_tokens = keep_recent_tokens
         self.protect_head = protect_head
+        if isinstance(summarizer, (BaseChatModel, Runnable)):
+            summarizer = ChatModelSummarizer(summarizer, max_retries=summary_max_retries)
         self.summarizer = as_summarize(summarizer) if summarizer is not None else None
         self.summary_max_retries = summary_max_retries
         self.token_counter = token_counter
@@ -306,6 +310,17 @@ class SessionMemoryMiddleware(AgentMiddleware):
             self._remember(self._runs, session_id, run)
         return run
 
+    async def _arun(self, session_id: str, session: Session, state: Any) -> _Run:
+        with self._lock:
+            run = self._runs.get(session_id)
+        if run is None:
+            prompt = state.get("session_memory_prompt")
+            if prompt is None:
+                prompt = await session.asystem_prompt_for_run()
+            run = _Run(prompt, langchain_tools(await self.source.atools(session_id), self.source))
+            self._remember(self._runs, session_id, run)
+        return run
+
     def _prepare(self, request: ModelRequest, run: _Run, view: list[BaseMessage]) -> ModelRequest:
         prompt = request.state.get("session_memory_prompt") if isinstance(request.state, dict) else None
         system = _with_prompt(request.system_message, prompt if prompt is not None else run.prompt)
@@ -394,7 +409,7 @@ class SessionMemoryMiddleware(AgentMiddleware):
     ) -> ModelCallResult:
         session_id, session = await self._asession(request.runtime)
         self._last_model = request.model
-        run = self._run(session_id, session, request.state)
+        run = await self._arun(session_id, session, request.state)
         prefix = await self._aprefix(session, self._prefix_key(session_id, request.messages), request.messages)
         prepared = self._prepare(request, run, _view([*prefix, *request.messages], await session.aget_compactions()))
         trigger = self._trigger(request.model)

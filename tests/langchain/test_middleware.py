@@ -358,3 +358,13 @@ def test_a_branch_reset_elsewhere_is_respected(session):
     assert [m.text for m in model.calls[1][1:]] == ["q2"]
     assert [m.text for m in session.get_history() if m.parts] == ["q2", "a2"]
     assert session.search("q1")
+
+
+def test_a_separate_summary_model(session):
+    model = ScriptedChatModel(responses=long_turns(5))
+    summariser = ScriptedChatModel(responses=[], summary="CHEAP-SUMMARY")
+    agent = compacting_agent(session, model, summarizer=summariser)
+    for i in range(5):
+        agent.invoke({"messages": [HumanMessage(f"question {i} " + "milk " * 40)]}, CONFIG)
+    assert summariser.summary_prompts and not model.summary_prompts
+    assert session.get_compactions()[-1].summary == "CHEAP-SUMMARY"
