@@ -88,8 +88,13 @@ def _json_safe(value: Any) -> Any:
 
 
 def _kwargs_json(message: ChatMessage) -> dict[str, Any]:
-    """``additional_kwargs`` as ``ChatMessage`` serialises them (models to dicts, bytes to base64)."""
-    dumped = message.model_dump(mode="json", include={"additional_kwargs"})
+    """``additional_kwargs`` as ``ChatMessage`` serialises them (models to dicts, bytes to
+    base64); a provider object pydantic cannot serialise is stored as its ``str``, never an
+    error (a message must always be storable)."""
+    try:
+        dumped = message.model_dump(mode="json", include={"additional_kwargs"})
+    except Exception:
+        dumped = message.model_dump(include={"additional_kwargs"})
     return _json_safe(dumped.get("additional_kwargs") or {})
 
 
@@ -170,6 +175,10 @@ def _kwargs_tool_calls(kwargs: Mapping[str, Any]) -> list[tuple[str | None, str,
     return calls
 
 
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def _result_id(kwargs: Mapping[str, Any]) -> str | None:
     value = kwargs.get("tool_call_id") or kwargs.get("call_id")
     return value if isinstance(value, str) and value else None
@@ -201,7 +210,7 @@ def from_chat_message(
         output = _text(message.blocks)
         part = ToolResultPart(
             tool_call_id=result_id,
-            tool_name=kwargs.get("name") or (tool_names or {}).get(result_id),
+            tool_name=_str_or_none(kwargs.get("name")) or (tool_names or {}).get(result_id),
             output=output,
         )
         blocks = list(message.blocks)

@@ -186,6 +186,7 @@ class SessionMemory(BaseMemory):
     _stale: bool = PrivateAttr(default=True)
 
     def __init__(self, session: Optional[Session] = None, *, llm: Any = None, **data: Any) -> None:
+        rebuilt = session is None and "handle" in data  # from a serialised pointer
         if session is not None:
             data.setdefault("session_id", session.session_id)
             data.setdefault("store", _store_url(session))
@@ -197,7 +198,7 @@ class SessionMemory(BaseMemory):
                 handle = None
                 self.handle = uuid.uuid4().hex
             if handle is None:
-                handle = self._open(session)
+                handle = self._open(session, rebuilt)
                 _handles[self.handle] = handle
         self._handle = handle
         if llm is not None:
@@ -208,12 +209,15 @@ class SessionMemory(BaseMemory):
             )
             handle.compaction_installed = True
 
-    def _open(self, session: Optional[Session]) -> _Handle:
+    def _open(self, session: Optional[Session], rebuilt: bool) -> _Handle:
         if session is not None:
             return _Handle(session, owns=False)
         if not self.store:
-            raise ValueError("SessionMemory needs a session, or a store (SQLite path or postgresql:// URL)")
-        if self.store == ":memory:":
+            raise ValueError(
+                "SessionMemory needs a session, or a store (SQLite path or postgresql:// URL); a session on a"
+                " store object without a URL can only be found again in the process that created it"
+            )
+        if rebuilt and self.store == ":memory:":
             logger.warning(
                 "SessionMemory %r reopened on a new ':memory:' store: the history is not there;"
                 " use a SQLite file or Postgres to keep memory across a serialised Context",

@@ -220,3 +220,40 @@ def test_agent_workflow_with_handoff_shares_one_memory(session):
     calls = [p.tool_call_id for m in session.get_history() for p in m.parts if p.type == "tool-call"]
     assert len(calls) == len(set(calls)) == len(tool_results)  # each call and result once
     assert [m.content for m in memory.get_all()][-2:] == ["and again?", "Still 9."]
+
+
+def is_summary_request(messages):
+    text = messages[-1].content or ""
+    return "CONVERSATION TO SUMMARIZE" in text or "NEW TURNS TO INCORPORATE" in text
+
+
+def test_agent_compacts_with_its_own_llm_and_keeps_tool_pairs_whole(session, caplog):
+    def model(messages, tools):
+        last = messages[-1]
+        if is_summary_request(messages):
+            return "SUMMARY: the user asked for several sums."
+        if last.role == MessageRole.TOOL:
+            return f"The sum is {last.content}. " + "detail " * 40
+        n = sum(m.role == MessageRole.USER for m in messages)
+        return tool_call("add", {"a": n, "b": n})
+
+    llm = ScriptedLLM(fallback=model)
+    agent = FunctionAgent(tools=[FunctionTool.from_defaults(add)], llm=llm, streaming=False)
+    memory = SessionMemory(session=session, token_limit=700, keep_recent_tokens=200).bind(agent)
+
+    async def go():
+        for i in range(8):
+            await agent.run(user_msg=f"add question {i} " + "padding " * 30, memory=memory)
+
+    run(go())
+    summaries = [c for c in llm.calls if is_summary_request(c.messages)]
+    assert len(summaries) >= 2, "the agent's own LLM wrote (and updated) the summary"
+    assert all(c.tools == [] for c in summaries)  # plain calls, not part of the agent loop
+    assert "failed" not in caplog.text
+    assert session.get_compactions()
+    last_input = [c for c in llm.calls if not is_summary_request(c.messages)][-1].messages
+    assert any((m.content or "").startswith("SUMMARY:") for m in last_input)
+    calls = {b.tool_call_id for m in last_input for b in m.blocks if b.block_type == "tool_call"}
+    results = {m.additional_kwargs["tool_call_id"] for m in last_input if m.role == MessageRole.TOOL}
+    assert calls == results  # no call without its result, no orphan result
+    assert len(memory.get_all()) == 8 * 4  # every original message kept

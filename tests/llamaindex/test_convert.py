@@ -170,6 +170,16 @@ def test_openai_objects_in_kwargs_are_kept_as_dicts():
     assert restored.additional_kwargs == {"tool_calls": [call.model_dump()]}
 
 
+def test_unserialisable_provider_objects_never_break_a_write():
+    class FunctionCall:  # like a provider SDK object pydantic cannot serialise
+        def __str__(self):
+            return "FunctionCall(name='f')"
+
+    message = ChatMessage(role="assistant", content="hi", additional_kwargs={"raw": FunctionCall()})
+    stored = through_storage(from_chat_message(message))
+    assert to_chat_message(stored).additional_kwargs == {"raw": "FunctionCall(name='f')"}
+
+
 def test_tool_result_and_names_from_the_batch():
     call = ChatMessage(role="assistant", blocks=[ToolCallBlock(tool_call_id="c1", tool_name="add", tool_kwargs={})])
     result = ChatMessage(role="tool", content="5", additional_kwargs={"tool_call_id": "c1"})

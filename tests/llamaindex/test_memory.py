@@ -233,6 +233,16 @@ def test_rebuilt_without_the_live_session_reopens_the_store(session, db):
     assert [t.metadata.name for t in reopened.tools()] == ["set_context"]
 
 
+def test_a_rebuilt_in_memory_store_warns_that_history_is_gone(caplog):
+    memory = SessionMemory(session=Session().for_session("m"))
+    memory.put(user("hello"))
+    data = memory.to_dict()
+    assert data["store"] == ":memory:"
+    data["handle"] = "gone"
+    assert SessionMemory.from_dict(data).get_all() == []
+    assert "':memory:' store: the history is not there" in caplog.text
+
+
 def test_block_declarations_round_trip(db):
     session = (
         Session(db).for_session("s")
