@@ -143,21 +143,37 @@ class SessionMemoryMiddleware(AgentMiddleware):
             context=getattr(runtime, "context", None), config=config, thread_id=getattr(info, "thread_id", None)
         )
 
-    def _install(self, session: Session) -> None:
-        if id(session) not in self._installed:
-            session.on_compaction(self._compact)
+    def _install(self, session_id: str, session: Session) -> None:
+        """Set our compaction function on a session, and follow its deletes (so a message
+        deleted by this process is stored again if it is still in a thread's state)."""
+        with self._lock:
+            if id(session) in self._installed:
+                return
             self._installed.add(id(session))
+        session.on_compaction(self._compact)
+        session.subscribe(lambda event: self._on_event(session_id, event))
+
+    def _on_event(self, session_id: str, event: Any) -> None:
+        if event.type not in ("delete", "clear"):
+            return
+        with self._lock:
+            if event.type == "clear":
+                self._known.pop(session_id, None)
+            elif session_id in self._known:
+                self._known[session_id].difference_update(event.message_ids)
+            for key in [key for key in self._prefixes if key[0] == session_id]:
+                del self._prefixes[key]
 
     def _session(self, runtime: Any) -> tuple[str, Session]:
         session_id = self._session_id(runtime)
         session = self.source.get(session_id)
-        self._install(session)
+        self._install(session_id, session)
         return session_id, session
 
     async def _asession(self, runtime: Any) -> tuple[str, Session]:
         session_id = self._session_id(runtime)
         session = await self.source.aget(session_id)
-        self._install(session)
+        self._install(session_id, session)
         return session_id, session
 
     def _remember(self, cache: OrderedDict[str, Any], key: str, value: Any) -> None:

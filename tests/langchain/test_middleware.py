@@ -368,3 +368,12 @@ def test_a_separate_summary_model(session):
         agent.invoke({"messages": [HumanMessage(f"question {i} " + "milk " * 40)]}, CONFIG)
     assert summariser.summary_prompts and not model.summary_prompts
     assert session.get_compactions()[-1].summary == "CHEAP-SUMMARY"
+
+
+def test_messages_deleted_from_the_store_are_stored_again_from_the_thread(session):
+    model = ScriptedChatModel(responses=[AIMessage("a1"), AIMessage("a2")])
+    agent = create_agent(model, middleware=[SessionMemoryMiddleware(session)], checkpointer=InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("q1")]}, CONFIG)
+    session.clear_messages()
+    agent.invoke({"messages": [HumanMessage("q2")]}, CONFIG)
+    assert [m.text for m in session.get_history()] == ["q1", "a1", "q2", "a2"]
