@@ -657,3 +657,31 @@ def test_postgres_export_import_list_show(db, tmp_path, pg_schema):
     assert snapshot(SqliteStore(fresh), SESSION) == snapshot(SqliteStore(path), SESSION)
     stats = json.loads(run(*pg, "stats", "--json").stdout)
     assert stats["backend"] == "postgresql" and stats["messages"] == 10 and pg_schema in stats["store"]
+
+
+def test_export_carries_file_payloads(tmp_path):
+    """Payloads kept outside the row are exported inline (bytes as base64) and imported back."""
+    import base64
+    import subprocess
+    import sys
+
+    from sessions_core import Session
+
+    png = bytes(range(256)) * 4
+    with Session(tmp_path / "a.db").for_session("x") as session:
+        session.append_message({"id": "a", "role": "user", "parts": [{"type": "file", "mediaType": "image/png", "data": png}]})
+        session.append_message({"id": "b", "role": "user", "parts": [{"type": "file", "mediaType": "image/png", "data": "data:image/png;base64," + base64.b64encode(png).decode()}]})
+    export = subprocess.run(
+        [sys.executable, "-m", "sessions_core", "--store", str(tmp_path / "a.db"), "export", "x", "-o", str(tmp_path / "x.jsonl")],
+        capture_output=True, text=True, check=True,
+    )
+    assert "sessions-blob:" not in (tmp_path / "x.jsonl").read_text()
+    subprocess.run(
+        [sys.executable, "-m", "sessions_core", "--store", str(tmp_path / "b.db"), "import", str(tmp_path / "x.jsonl")],
+        capture_output=True, text=True, check=True,
+    )
+    with Session(tmp_path / "b.db").for_session("x") as copy:
+        first, second = copy.get_history()
+        assert base64.b64decode(first.parts[0].data) == png
+        assert second.parts[0].data == "data:image/png;base64," + base64.b64encode(png).decode()
+    assert export.returncode == 0

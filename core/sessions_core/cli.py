@@ -30,6 +30,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Iterator
 
 from ._time import from_us, to_us
 from .errors import MessageValidationError, SessionsError, StoreError
+from .attachments import BLOB_PREFIX, restore_blobs
 from .messages import (
     FilePart,
     ReasoningPart,
@@ -659,7 +660,10 @@ def export_records(store: Store, session_id: str, skipped: list[str] | None = No
                 continue
             try:
                 data = json.loads(current.content)
-                parse_message(data)
+                message = parse_message(data)
+                if BLOB_PREFIX in current.content:  # put payloads back (bytes are exported as base64)
+                    message = restore_blobs([message], store.get_blobs)[0]
+                    data = message.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"created_at"})
             except (ValueError, MessageValidationError):
                 dropped[current.id] = parent
                 if skipped is not None:

@@ -8,6 +8,7 @@ valid message dict read back from storage equals what was written.
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Mapping, Union
@@ -19,6 +20,7 @@ from pydantic import (
     Field,
     Tag,
     ValidationError,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -74,13 +76,18 @@ class ToolResultPart(_PartBase):
 
 
 class FilePart(_PartBase):
-    """A file, inline (``data``: base64 or a data URL) or by ``url``."""
+    """A file, inline (``data``: bytes, base64 or a data URL) or by ``url``. Inline payloads are
+    stored once, outside the message row, and read back exactly as given."""
 
     type: Literal["file"] = "file"
     media_type: str
-    data: str | None = None
+    data: str | bytes | None = None
     url: str | None = None
     filename: str | None = None
+
+    @field_serializer("data", when_used="json")
+    def _standard_base64(self, data: str | bytes | None) -> str | None:
+        return base64.b64encode(data).decode("ascii") if isinstance(data, bytes) else data
 
     @model_validator(mode="after")
     def _data_or_url(self) -> "FilePart":

@@ -12,6 +12,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Mapping, Se
 
 from ._async import async_twin, call, call_with_timeout, run_in_thread
 from ._time import from_us, now_us, to_us
+from .attachments import extract_blobs, restore_blobs
 from .compaction import CompactContext, CompactResult
 from .context import ContextBlock, ContextBlocks, ContextConfig, render_system_prompt
 from .errors import CompactionError, MessageTooLargeError, SessionsError
@@ -260,14 +261,20 @@ class Session:
         return parsed
 
     def _record(self, message: SessionMessage, created_at_us: int) -> MessageRecord:
+        stored, blobs = extract_blobs(message)
         return MessageRecord(
             id=message.id,
             role=message.role,
-            content=storage_json(message),
+            content=storage_json(stored),
             text=text_content(message),
             tokens=self._count([message]),
             created_at_us=created_at_us,
+            blobs=blobs,
         )
+
+    def _restore(self, messages: list[SessionMessage]) -> list[SessionMessage]:
+        """Put inline file payloads back (one store read per call, none without payloads)."""
+        return restore_blobs(messages, self.store.get_blobs)
 
     def _count(self, messages: list[SessionMessage]) -> int:
         return (self._token_counter or estimate_message_tokens)(messages)
@@ -276,16 +283,18 @@ class Session:
 
     def get_message(self, message_id: str) -> SessionMessage | None:
         """One stored message of this session, or ``None``."""
-        return _parse_row(self.store.get_message(self.session_id, message_id))
+        message = _parse_row(self.store.get_message(self.session_id, message_id))
+        return None if message is None else self._restore([message])[0]
 
     def get_latest_leaf(self) -> SessionMessage | None:
         """The childless message created last (ties: inserted last), without overlays."""
-        return _parse_row(self.store.latest_leaf(self.session_id))
+        message = _parse_row(self.store.latest_leaf(self.session_id))
+        return None if message is None else self._restore([message])[0]
 
     def get_branches(self, message_id: str) -> list[SessionMessage]:
         """The direct children of a message, oldest first."""
         rows = self.store.children(self.session_id, message_id)
-        return [m for m in map(_parse_row, rows) if m is not None]
+        return self._restore([m for m in map(_parse_row, rows) if m is not None])
 
     def get_path_length(self, leaf_id: str | None = None) -> int:
         """The number of stored messages on the path to ``leaf_id`` (default: the latest leaf),
@@ -303,7 +312,7 @@ class Session:
         """Stream the path like ``get_history``, holding one chunk of rows in memory at a time."""
         plan = self._plan(leaf_id)
         for chunk in plan.chunks(newest_first):
-            yield from plan.messages(chunk, self.store.fetch_rows(chunk.seqs))
+            yield from self._restore(list(plan.messages(chunk, self.store.fetch_rows(chunk.seqs))))
 
     async def ahistory(
         self, leaf_id: str | None = None, *, newest_first: bool = False
@@ -312,7 +321,7 @@ class Session:
         plan = await run_in_thread(self._plan, leaf_id)
         for chunk in plan.chunks(newest_first):
             rows = await run_in_thread(self.store.fetch_rows, chunk.seqs)
-            for message in plan.messages(chunk, rows):
+            for message in await run_in_thread(self._restore, list(plan.messages(chunk, rows))):
                 yield message
 
     def get_recent_history(
@@ -328,11 +337,13 @@ class Session:
             self.session_id, leaf, max(0, int(max_bytes)), max(1, int(min_recent_messages))
         )
         plan = _ReadPlan(window, self.store.get_compactions(self.session_id), self.store.fetch_chunk_rows)
-        messages = [
-            message
-            for chunk in plan.chunks(False)
-            for message in plan.messages(chunk, self.store.fetch_rows(chunk.seqs))
-        ]
+        messages = self._restore(
+            [
+                message
+                for chunk in plan.chunks(False)
+                for message in plan.messages(chunk, self.store.fetch_rows(chunk.seqs))
+            ]
+        )
         return RecentHistory(messages, len(window) < totals.depth, totals.size)
 
     def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:

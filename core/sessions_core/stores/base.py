@@ -13,6 +13,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Sequence
 
+from ..attachments import Blob
+
 
 class _Latest:
     """The sentinel default of ``parent_id``: attach to the latest leaf."""
@@ -48,10 +50,13 @@ class MessageRecord:
     tokens: int
     created_at_us: int
     """Creation time in microseconds since the Unix epoch (UTC)."""
+    blobs: tuple[Blob, ...] = ()
+    """Payloads the content refers to (``sessions-blob:`` references), stored once each."""
 
     @property
     def size(self) -> int:
-        return len(self.content.encode("utf-8"))
+        """Bytes of the stored JSON plus its payloads (what byte budgets count)."""
+        return len(self.content.encode("utf-8")) + sum(len(blob.data) for blob in self.blobs)
 
 
 class MessageRow(NamedTuple):
@@ -265,6 +270,11 @@ class Store(ABC):
     def fetch_rows(self, seqs: Sequence[int]) -> dict[int, MessageRow]:
         """The rows with these ``PathEntry.seq`` values (missing ones are absent); callers pass
         at most ``fetch_chunk_rows`` at once."""
+
+    @abstractmethod
+    def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
+        """The stored payloads with these digests (missing ones are absent). A payload lives as
+        long as some message refers to it."""
 
     # -- compactions -----------------------------------------------------------------------
 

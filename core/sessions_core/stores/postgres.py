@@ -222,7 +222,10 @@ class PostgresStore(Store):
             _lock_session(conn, session_id)
             _index_lookups_only(conn)
             row = conn.execute(self.q(sql), params).fetchone()
-            return None if row is None else Inserted(row[0], PathTotals(*row[1:]))
+            if row is None:
+                return None
+            self._link_blobs(conn, row[4], record)
+            return Inserted(row[0], PathTotals(*row[1:4]))
 
         return self._run(work)
 
@@ -230,11 +233,14 @@ class PostgresStore(Store):
         def work(conn: psycopg.Connection) -> bool:
             _lock_session(conn, session_id)
             old = conn.execute(
-                self.q("SELECT tokens, bytes FROM {s}.session_messages WHERE session_id = %s AND id = %s"),
+                self.q("SELECT tokens, bytes, seq FROM {s}.session_messages WHERE session_id = %s AND id = %s"),
                 (session_id, record.id),
             ).fetchone()
             if old is None:
                 return False
+            conn.execute(self.q("DELETE FROM {s}.message_blobs WHERE message_seq = %s"), (old[2],))
+            self._link_blobs(conn, old[2], record)
+            old = old[:2]
             size = record.size
             conn.execute(
                 self.q(
@@ -278,6 +284,23 @@ class PostgresStore(Store):
             return deleted
 
         return self._run(work)
+
+    def _link_blobs(self, conn: psycopg.Connection, seq: int, record: MessageRecord) -> None:
+        for blob in record.blobs:
+            conn.execute(
+                self.q("INSERT INTO {s}.blobs (digest, size, data) VALUES (%s, %s, %s) ON CONFLICT (digest) DO NOTHING"),
+                (blob.digest, len(blob.data), blob.data),
+            )
+            conn.execute(
+                self.q("INSERT INTO {s}.message_blobs (message_seq, digest) VALUES (%s, %s) ON CONFLICT DO NOTHING"),
+                (seq, blob.digest),
+            )
+
+    def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
+        if not digests:
+            return {}
+        rows = self._all("SELECT digest, data FROM {s}.blobs WHERE digest = ANY(%s)", (list(digests),))
+        return {digest: bytes(data) for digest, data in rows}
 
     def _shift_subtree(
         self, conn: psycopg.Connection, session_id: str, root_id: str, depth: int, tokens: int, size: int
@@ -485,6 +508,7 @@ class PostgresStore(Store):
             _index_lookups_only(conn)
             params = {"s": source_storage_id, "leaf": leaf_id, "dst": row.storage_id}
             conn.execute(self.q(_FORK_MESSAGES), params)
+            conn.execute(self.q(_FORK_BLOB_LINKS), params)
             conn.execute(self.q(_FORK_COMPACTIONS), params)
 
         self._run(work, idempotent=False)
@@ -658,7 +682,7 @@ _INSERT = """
            coalesce(p.path_bytes, 0) + %(bytes)s, %(text)s, %(content)s
     FROM (SELECT 1) AS one LEFT JOIN {s}.session_messages p ON p.session_id = %(s)s AND p.id = {parent}
     ON CONFLICT (session_id, id) DO NOTHING
-    RETURNING parent_id, depth, path_tokens, path_bytes
+    RETURNING parent_id, depth, path_tokens, path_bytes, seq
 """
 
 _SHIFT_SUBTREE = """
@@ -712,6 +736,15 @@ _FORK_MESSAGES = _PATH_SEQS + """
     SELECT %(dst)s, m.id, m.parent_id, m.role, m.created_at, m.tokens, m.bytes,
            m.depth, m.path_tokens, m.path_bytes, m.text_content, m.content
     FROM {s}.session_messages m WHERE m.seq IN (SELECT seq FROM path) ORDER BY m.depth
+"""
+
+_FORK_BLOB_LINKS = _PATH_SEQS + """
+    INSERT INTO {s}.message_blobs (message_seq, digest)
+    SELECT copy.seq, link.digest
+    FROM {s}.message_blobs link
+    JOIN {s}.session_messages original ON original.seq = link.message_seq
+    JOIN {s}.session_messages copy ON copy.session_id = %(dst)s AND copy.id = original.id
+    WHERE link.message_seq IN (SELECT seq FROM path)
 """
 
 _FORK_COMPACTIONS = _PATH_SEQS + """

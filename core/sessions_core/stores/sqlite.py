@@ -138,6 +138,26 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX sessions_updated ON sessions (namespace, updated_at);
     """,
+    """
+    CREATE TABLE blobs (
+        digest TEXT    PRIMARY KEY,
+        size   INTEGER NOT NULL,
+        data   BLOB    NOT NULL
+    );
+    CREATE TABLE message_blobs (
+        message_seq INTEGER NOT NULL,
+        digest      TEXT    NOT NULL,
+        PRIMARY KEY (message_seq, digest)
+    );
+    CREATE INDEX message_blobs_digest ON message_blobs (digest);
+    CREATE TRIGGER message_blobs_release AFTER DELETE ON session_messages BEGIN
+        DELETE FROM message_blobs WHERE message_seq = old.seq;
+    END;
+    CREATE TRIGGER blobs_collect AFTER DELETE ON message_blobs
+    WHEN NOT EXISTS (SELECT 1 FROM message_blobs WHERE digest = old.digest) BEGIN
+        DELETE FROM blobs WHERE digest = old.digest;
+    END;
+    """,
 )
 
 _ROW = "id, parent_id, role, created_at, content"
@@ -161,7 +181,7 @@ _INSERT = """
     FROM (SELECT 1) LEFT JOIN session_messages p ON p.session_id = :s AND p.id = {parent}
     WHERE true
     ON CONFLICT (session_id, id) DO NOTHING
-    RETURNING parent_id, depth, path_tokens, path_bytes
+    RETURNING parent_id, depth, path_tokens, path_bytes, seq
 """
 _INSERT_UNDER_LATEST = _INSERT.format(parent=f"({_LATEST_LEAF})")
 _INSERT_UNDER_PARENT = _INSERT.format(parent=":parent")
@@ -185,6 +205,15 @@ _FORK_MESSAGES = _PATH_IDS + """
     SELECT :dst, m.id, m.parent_id, m.role, m.created_at, m.tokens, m.bytes,
            m.depth, m.path_tokens, m.path_bytes, m.text_content, m.content
     FROM session_messages m WHERE m.seq IN (SELECT seq FROM path) ORDER BY m.depth
+"""
+
+_FORK_BLOB_LINKS = _PATH_IDS + """
+    INSERT INTO message_blobs (message_seq, digest)
+    SELECT copy.seq, link.digest
+    FROM message_blobs link
+    JOIN session_messages original ON original.seq = link.message_seq
+    JOIN session_messages copy ON copy.session_id = :dst AND copy.id = original.id
+    WHERE link.message_seq IN (SELECT seq FROM path)
 """
 
 _FORK_COMPACTIONS = _PATH_IDS + """
@@ -356,18 +385,27 @@ class SqliteStore(Store):
         else:
             sql = _INSERT_UNDER_PARENT
             params["parent"] = parent_id
-        with self._connection() as conn:
-            row = conn.execute(sql, params).fetchone()
-        return None if row is None else Inserted(row[0], PathTotals(*row[1:]))
+        if not record.blobs:
+            with self._connection() as conn:
+                row = conn.execute(sql, params).fetchone()
+        else:
+            with self._write() as conn:
+                row = conn.execute(sql, params).fetchone()
+                if row is not None:
+                    _link_blobs(conn, row[4], record)
+        return None if row is None else Inserted(row[0], PathTotals(*row[1:4]))
 
     def update_message(self, session_id: str, record: MessageRecord) -> bool:
         with self._write() as conn:
             old = conn.execute(
-                "SELECT tokens, bytes FROM session_messages WHERE session_id = ? AND id = ?",
+                "SELECT tokens, bytes, seq FROM session_messages WHERE session_id = ? AND id = ?",
                 (session_id, record.id),
             ).fetchone()
             if old is None:
                 return False
+            conn.execute("DELETE FROM message_blobs WHERE message_seq = ?", (old[2],))
+            _link_blobs(conn, old[2], record)
+            old = old[:2]
             size = record.size
             conn.execute(
                 "UPDATE session_messages SET role = ?, tokens = ?, bytes = ?, text_content = ?, content = ?"
@@ -465,6 +503,14 @@ class SqliteStore(Store):
                 f"SELECT seq, {_ROW} FROM session_messages WHERE seq IN ({marks})", tuple(seqs)
             ).fetchall()
         return {row[0]: MessageRow(*row[1:]) for row in rows}
+
+    def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
+        if not digests:
+            return {}
+        marks = ",".join("?" * len(digests))
+        with self._connection() as conn:
+            rows = conn.execute(f"SELECT digest, data FROM blobs WHERE digest IN ({marks})", tuple(digests)).fetchall()
+        return {digest: bytes(data) for digest, data in rows}
 
     # -- compactions -----------------------------------------------------------------------
 
@@ -595,6 +641,7 @@ class SqliteStore(Store):
             conn.execute(f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES ({_SESSION_MARKS})", row)
             params = {"s": source_storage_id, "leaf": leaf_id, "dst": row.storage_id}
             conn.execute(_FORK_MESSAGES, params)
+            conn.execute(_FORK_BLOB_LINKS, params)
             conn.execute(_FORK_COMPACTIONS, params)
 
     def search_sessions(self, namespace: str, query: str, limit: int) -> list[SearchRow]:
@@ -719,6 +766,17 @@ class SqliteStore(Store):
             page_size = conn.execute("PRAGMA page_size").fetchone()[0]
             version = self._schema_version()
         return StoreStats(*counts, schema_version=version, size_bytes=pages * page_size)
+
+
+def _link_blobs(conn: sqlite3.Connection, seq: int, record: MessageRecord) -> None:
+    for blob in record.blobs:
+        conn.execute(
+            "INSERT INTO blobs (digest, size, data) VALUES (?, ?, ?) ON CONFLICT (digest) DO NOTHING",
+            (blob.digest, len(blob.data), blob.data),
+        )
+        conn.execute(
+            "INSERT INTO message_blobs (message_seq, digest) VALUES (?, ?) ON CONFLICT DO NOTHING", (seq, blob.digest)
+        )
 
 
 def _shift_subtree(

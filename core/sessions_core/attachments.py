@@ -1,0 +1,118 @@
+"""Inline binary payloads of file parts, stored once outside the message row (pure, no I/O).
+
+Before a message is stored, each file part's inline ``data`` (bytes, a base64 string or a
+``data:`` URL) is replaced by a reference ``sessions-blob:<sha256>:<form>`` and its bytes go to
+a content-addressed table: identical payloads are kept once. On read the reference is turned back
+into exactly the value that was written.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+from .messages import FilePart, SessionMessage
+
+BLOB_PREFIX = "sessions-blob:"
+_DIGEST_CHARS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Blob:
+    digest: str
+    """Hex SHA-256 of ``data``."""
+    data: bytes
+
+
+def _decode(value: str | bytes) -> tuple[bytes, str] | None:
+    """The payload bytes and how to write them back, or ``None`` to keep ``value`` inline."""
+    if isinstance(value, bytes):
+        return value, "bytes"
+    if value.startswith(BLOB_PREFIX):
+        return value.encode("utf-8"), "text"  # would read as a reference: store it as one
+    if value.startswith("data:"):
+        header, comma, payload = value.partition(",")
+        if comma and header.endswith(";base64"):
+            raw = _strict_b64(payload)
+            if raw is not None:
+                return raw, "data-url:" + header
+        return None
+    raw = _strict_b64(value)
+    return (raw, "base64") if raw is not None and raw else None
+
+
+def _strict_b64(text: str) -> bytes | None:
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return raw if base64.b64encode(raw).decode("ascii") == text else None
+
+
+def _encode(raw: bytes, form: str) -> str | bytes:
+    if form == "bytes":
+        return raw
+    if form == "text":
+        return raw.decode("utf-8")
+    if form == "base64":
+        return base64.b64encode(raw).decode("ascii")
+    if form.startswith("data-url:"):
+        return form.removeprefix("data-url:") + "," + base64.b64encode(raw).decode("ascii")
+    raise ValueError(f"unknown blob form {form!r}")
+
+
+def extract_blobs(message: SessionMessage) -> tuple[SessionMessage, tuple[Blob, ...]]:
+    """The message with inline file payloads replaced by references, and those payloads."""
+    blobs: dict[str, Blob] = {}
+    parts = list(message.parts)
+    changed = False
+    for index, part in enumerate(parts):
+        if not isinstance(part, FilePart) or part.data is None:
+            continue
+        decoded = _decode(part.data)
+        if decoded is None:
+            continue
+        raw, form = decoded
+        digest = hashlib.sha256(raw).hexdigest()
+        blobs.setdefault(digest, Blob(digest, raw))
+        parts[index] = part.model_copy(update={"data": f"{BLOB_PREFIX}{digest}:{form}"})
+        changed = True
+    if not changed:
+        return message, ()
+    return message.model_copy(update={"parts": parts}), tuple(blobs.values())
+
+
+def _reference(part: object) -> tuple[str, str] | None:
+    if isinstance(part, FilePart) and isinstance(part.data, str) and part.data.startswith(BLOB_PREFIX):
+        rest = part.data[len(BLOB_PREFIX) :]
+        return rest[:_DIGEST_CHARS], rest[_DIGEST_CHARS + 1 :]
+    return None
+
+
+def referenced_digests(messages: Iterable[SessionMessage]) -> set[str]:
+    return {ref[0] for m in messages for ref in map(_reference, m.parts) if ref is not None}
+
+
+def restore_blobs(
+    messages: list[SessionMessage], fetch: Callable[[list[str]], Mapping[str, bytes]]
+) -> list[SessionMessage]:
+    """The messages with blob references put back as the values first written (one ``fetch``
+    for all of them). A payload missing from the store leaves its reference in place."""
+    digests = referenced_digests(messages)
+    if not digests:
+        return messages
+    payloads = fetch(sorted(digests))
+    restored = []
+    for message in messages:
+        parts = list(message.parts)
+        changed = False
+        for index, part in enumerate(parts):
+            ref = _reference(part)
+            if ref is not None and ref[0] in payloads:
+                parts[index] = part.model_copy(update={"data": _encode(payloads[ref[0]], ref[1])})
+                changed = True
+        restored.append(message.model_copy(update={"parts": parts}) if changed else message)
+    return restored
