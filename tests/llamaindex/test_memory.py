@@ -313,6 +313,22 @@ def test_compaction_failure_keeps_the_full_history(session, caplog):
         memory.compact()
 
 
+def test_without_an_llm_settings_llm_is_used_and_its_absence_is_safe(session, monkeypatch, caplog):
+    from llama_index.core import Settings
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr(Settings, "_llm", None)
+    memory = SessionMemory(session=session, token_limit=600)
+    for i in range(6):
+        memory.put_messages(turn(i))  # no LLM anywhere: the writes still succeed
+    assert session.get_compactions() == [] and len(memory.get_all()) == 24
+    assert "OPENAI_API_KEY" in caplog.text
+
+    monkeypatch.setattr(Settings, "_llm", summary_llm())
+    memory.put_messages(turn(6))
+    assert session.get_compactions()
+
+
 def test_bind_takes_the_llm_of_an_agent_or_engine(session):
     from llama_index.core.agent.workflow import FunctionAgent
     from llama_index.core.chat_engine import SimpleChatEngine
