@@ -15,7 +15,7 @@ from ._time import from_us, now_us
 from .compaction import CompactResult
 from .messages import MessageInput, SessionMessage, TextPart, parse_message
 from .models import Compaction, SearchResult, SessionEvent
-from .session import Session, TokenCounter, open_store
+from .session import Session, StoreOwner, TokenCounter, open_store
 from .stores.base import LATEST, SessionChanges, SessionRow, _Latest
 from .tools import Tool, session_search_tool
 
@@ -78,7 +78,7 @@ class _SearchableHistory:
         return "\n---\n".join(f"[{hit.role}] {hit.content}" for hit in hits)
 
 
-class SessionManager:
+class SessionManager(StoreOwner):
     """Many named sessions in one store.
 
     ``store`` is a path, ``":memory:"``, a ``postgresql://`` URL or a store object.
@@ -153,25 +153,6 @@ class SessionManager:
         return self._configure(
             lambda s: s.with_context(label, description="Cross-session conversation history", provider=provider)
         )
-
-    # -- lifecycle -------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the store if this manager opened it."""
-        if self._owns_store:
-            self.store.close()
-
-    def __enter__(self) -> "SessionManager":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> "SessionManager":
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     def _storage_id(self, session_id: str) -> str:
         """The id a session's rows are stored under: ``namespace:id``, or in the default namespace
@@ -372,7 +353,6 @@ class SessionManager:
 
     # -- async twins -----------------------------------------------------------------------
 
-    aclose = async_twin(close)
     acreate = async_twin(create)
     aget = async_twin(get)
     alist = async_twin(list)

@@ -38,6 +38,34 @@ logger = logging.getLogger("sessions_core")
 
 TokenCounter = Callable[[list[SessionMessage]], int]
 
+class StoreOwner:
+    """Closing for objects over a store: ``close()`` / ``aclose()`` and ``with`` / ``async with``
+    close the store only when the object opened it (from a path or URL)."""
+
+    store: Store
+    _owns_store: bool
+
+    def close(self) -> None:
+        """Close the store if this object opened it."""
+        if self._owns_store:
+            self.store.close()
+
+    async def aclose(self) -> None:
+        await run_in_thread(self.close)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
 def open_store(store: Any) -> tuple[Store, bool]:
     """A store object for ``store`` (a path, ``":memory:"``, a ``postgresql://`` URL or a store),
     and whether the caller opened it (and so must close it)."""
@@ -58,7 +86,7 @@ def open_store(store: Any) -> tuple[Store, bool]:
     raise TypeError(f"store must be a path, ':memory:', a postgresql:// URL or a Store, not {type(store).__name__}")
 
 
-class Session:
+class Session(StoreOwner):
     """A conversation stored as a tree of messages.
 
     ``store`` is a SQLite path, ``":memory:"`` (the default), a ``postgresql://`` URL or a store
@@ -155,25 +183,6 @@ class Session:
         """Call ``handler(error)`` when an automatic compaction fails (the append still succeeds)."""
         self._compaction_error_handler = handler
         return self
-
-    # -- lifecycle -------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the store if this session opened it."""
-        if self._owns_store:
-            self.store.close()
-
-    def __enter__(self) -> "Session":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> "Session":
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -681,7 +690,6 @@ class Session:
     acompact = async_twin(compact)
     aget_token_estimate = async_twin(get_token_estimate)
     aget_compactions = async_twin(get_compactions)
-    aclose = async_twin(close)
     aget_context_block = async_twin(get_context_block)
     aget_context_blocks = async_twin(get_context_blocks)
     areplace_context_block = async_twin(replace_context_block)

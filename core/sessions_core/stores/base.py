@@ -58,6 +58,19 @@ class MessageRecord:
         """Bytes of the stored JSON plus its payloads (what byte budgets count)."""
         return len(self.content.encode("utf-8")) + sum(len(blob.data) for blob in self.blobs)
 
+    def insert_params(self, session_id: str) -> dict[str, object]:
+        """The named parameters of a store's insert statement."""
+        return {
+            "s": session_id,
+            "id": self.id,
+            "role": self.role,
+            "created_at": self.created_at_us,
+            "tokens": self.tokens,
+            "bytes": self.size,
+            "text": self.text,
+            "content": self.content,
+        }
+
 
 class MessageRow(NamedTuple):
     id: str

@@ -370,16 +370,7 @@ class SqliteStore(Store):
     def insert_message(
         self, session_id: str, record: MessageRecord, parent_id: str | None | _Latest
     ) -> Inserted | None:
-        params = {
-            "s": session_id,
-            "id": record.id,
-            "role": record.role,
-            "created_at": record.created_at_us,
-            "tokens": record.tokens,
-            "bytes": record.size,
-            "text": record.text,
-            "content": record.content,
-        }
+        params = record.insert_params(session_id)
         if parent_id is LATEST:
             sql = _INSERT_UNDER_LATEST
         else:
