@@ -1,0 +1,253 @@
+"""Reliability of the SQLite store (issue 11): concurrent writers, crashes, very long histories.
+
+Concurrency: several processes (and threads sharing one ``Session``) append to one file; no
+"database is locked" reaches the caller, nothing is lost or duplicated, and appends to one
+session extend one chain. Compaction running alongside appends leaves a consistent overlay
+chain. Crash safety: a writer killed with SIGKILL leaves a file that passes ``PRAGMA
+integrity_check`` and holds every append that returned; a kill during compaction leaves the
+history exactly as before or exactly as after.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessions_core import Session, create_compact_function
+from sessions_core.messages import COMPACTION_ID_PREFIX
+
+PROCESSES = 4
+APPENDS = 500
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _text(message_id: str, role: str = "user", text: str | None = None) -> dict[str, Any]:
+    return {"id": message_id, "role": role, "parts": [{"type": "text", "text": text or f"text of {message_id}"}]}
+
+
+def _run_workers(script: str, args: list[list[str]], timeout: float = 300) -> None:
+    """Run one ``python -c script`` per argument list, released together; each must exit 0."""
+    start_at = str(time.time() + 2.0)
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, start_at, *worker_args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for worker_args in args
+    ]
+    failures = []
+    for worker in workers:
+        out, err = worker.communicate(timeout=timeout)
+        if worker.returncode != 0:
+            failures.append(f"exit {worker.returncode}: {err[-2000:]}")
+    assert not failures, "\n".join(failures)
+
+
+_APPEND_WORKER = textwrap.dedent(
+    """
+    import sys, time
+    from sessions_core import Session
+    start_at, path, session_id, prefix, count = sys.argv[1:6]
+    session = Session(path).for_session(session_id)
+    while time.time() < float(start_at):
+        time.sleep(0.001)
+    for i in range(int(count)):
+        result = session.append_message(
+            {"id": f"{prefix}-{i}", "role": "user", "parts": [{"type": "text", "text": f"from {prefix} number {i}"}]}
+        )
+        assert result.inserted, result
+    session.close()
+    """
+)
+
+
+def _rows(path: Path, session_id: str) -> list[tuple[str, str | None]]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute(
+            "SELECT id, parent_id FROM session_messages WHERE session_id = ?", (session_id,)
+        ).fetchall()
+
+
+def _assert_one_chain(path: Path, session_id: str, expected: set[str], *, raw: bool = False) -> list[str]:
+    """Every expected id stored exactly once, as one chain root -> leaf; returns the chain (as
+    ``get_history`` reads it, or the stored path with ``raw``, when overlays hide part of it)."""
+    rows = _rows(path, session_id)
+    ids = [row[0] for row in rows]
+    assert len(ids) == len(set(ids)) == len(expected)
+    assert set(ids) == expected
+    children: dict[str | None, list[str]] = {}
+    for message_id, parent_id in rows:
+        children.setdefault(parent_id, []).append(message_id)
+    assert len(children[None]) == 1, "more than one root"
+    assert all(len(kids) == 1 for kids in children.values()), "a message with two children: not one chain"
+    with Session(path).for_session(session_id) as session:
+        if raw:
+            history = [entry.id for entry in session.store.path(session_id, session.get_latest_leaf().id)]
+        else:
+            history = [message.id for message in session.get_history()]
+        assert session.get_path_length() == len(expected)
+    assert len(history) == len(expected) and set(history) == expected
+    return history
+
+
+def _assert_in_order(history: list[str], prefix: str, count: int) -> None:
+    """One writer's appends appear in the order it made them."""
+    mine = [message_id for message_id in history if message_id.startswith(prefix + "-")]
+    assert mine == [f"{prefix}-{i}" for i in range(count)]
+
+
+# -- concurrency -----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_processes_append_to_one_session(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    Session(path).for_session("s").close()  # schema created once, up front
+    _run_workers(_APPEND_WORKER, [[str(path), "s", f"p{w}", str(APPENDS)] for w in range(PROCESSES)])
+    expected = {f"p{w}-{i}" for w in range(PROCESSES) for i in range(APPENDS)}
+    history = _assert_one_chain(path, "s", expected)
+    for w in range(PROCESSES):
+        _assert_in_order(history, f"p{w}", APPENDS)
+
+
+@pytest.mark.slow
+def test_processes_append_to_distinct_sessions(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    # No schema up front: the workers race to create it too.
+    _run_workers(_APPEND_WORKER, [[str(path), f"s{w}", f"p{w}", str(APPENDS)] for w in range(PROCESSES)])
+    for w in range(PROCESSES):
+        history = _assert_one_chain(path, f"s{w}", {f"p{w}-{i}" for i in range(APPENDS)})
+        assert history == [f"p{w}-{i}" for i in range(APPENDS)]
+
+
+@pytest.mark.slow
+def test_threads_share_one_session(tmp_path: Path) -> None:
+    path = tmp_path / "threads.db"
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(PROCESSES)
+    with Session(path).for_session("s") as session:
+
+        def append(prefix: str) -> None:
+            try:
+                barrier.wait()
+                for i in range(APPENDS):
+                    assert session.append_message(_text(f"{prefix}-{i}")).inserted
+            except BaseException as error:  # reported below
+                errors.append(error)
+
+        threads = [threading.Thread(target=append, args=(f"t{w}",)) for w in range(PROCESSES)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert not errors, errors
+    history = _assert_one_chain(path, "s", {f"t{w}-{i}" for w in range(PROCESSES) for i in range(APPENDS)})
+    for w in range(PROCESSES):
+        _assert_in_order(history, f"t{w}", APPENDS)
+
+
+def _turn(prefix: str, n: int) -> list[dict[str, Any]]:
+    """A user question, a tool call, its result and the answer."""
+    call = f"{prefix}-call-{n}"
+    return [
+        _text(f"{prefix}-{n}-user", "user", f"question {n} from {prefix} about the weather"),
+        {
+            "id": f"{prefix}-{n}-call",
+            "role": "assistant",
+            "parts": [{"type": "tool-call", "toolCallId": call, "toolName": "lookup", "input": {"q": n}}],
+        },
+        {
+            "id": f"{prefix}-{n}-result",
+            "role": "tool",
+            "parts": [{"type": "tool-result", "toolCallId": call, "toolName": "lookup", "output": f"sunny {n}"}],
+        },
+        _text(f"{prefix}-{n}-answer", "assistant", f"answer {n} for {prefix}: it is sunny"),
+    ]
+
+
+def _assert_tool_pairs_intact(history: list[Any]) -> None:
+    calls: set[str] = set()
+    results: set[str] = set()
+    for message in history:
+        for part in message.parts:
+            if part.type == "tool-call":
+                calls.add(part.tool_call_id)
+            elif part.type == "tool-result":
+                assert part.tool_call_id in calls, f"result {part.tool_call_id} without its call"
+                results.add(part.tool_call_id)
+    assert calls == results, f"calls without results: {sorted(calls - results)}"
+
+
+@pytest.mark.slow
+def test_compaction_alongside_appends_keeps_one_overlay_chain(tmp_path: Path) -> None:
+    path = tmp_path / "compact.db"
+    turns_per_writer, writers = 60, 2
+    summaries = iter(range(1_000_000))
+    compact = create_compact_function(
+        summarize=lambda prompt: f"summary {next(summaries)}", protect_head=2, keep_recent_tokens=200
+    )
+    errors: list[BaseException] = []
+    done = threading.Event()
+    turn_lock = threading.Lock()  # a turn's four messages stay together, as one agent run writes them
+    compactions = 0
+    with Session(path).for_session("s").on_compaction(compact) as session:
+
+        def write(prefix: str) -> None:
+            try:
+                for n in range(turns_per_writer):
+                    with turn_lock:
+                        for message in _turn(prefix, n):
+                            assert session.append_message(message).inserted
+            except BaseException as error:
+                errors.append(error)
+
+        def compactor() -> None:
+            nonlocal compactions
+            try:
+                while not done.is_set():
+                    if session.compact() is not None:
+                        compactions += 1
+            except BaseException as error:
+                errors.append(error)
+
+        threads = [threading.Thread(target=write, args=(f"w{w}",)) for w in range(writers)]
+        background = threading.Thread(target=compactor)
+        background.start()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        done.set()
+        background.join()
+        assert not errors, errors
+        assert compactions >= 2, compactions
+
+        expected = {m["id"] for w in range(writers) for n in range(turns_per_writer) for m in _turn(f"w{w}", n)}
+        _assert_one_chain(path, "s", expected, raw=True)
+        leaf = session.get_latest_leaf()
+        path_ids = [entry.id for entry in session.store.path("s", leaf.id)]
+        position = {message_id: i for i, message_id in enumerate(path_ids)}
+        for overlay in session.get_compactions():
+            assert overlay.from_message_id in position and overlay.to_message_id in position
+            assert position[overlay.from_message_id] <= position[overlay.to_message_id]
+        history = session.get_history()
+        summaries_shown = [m for m in history if m.id.startswith(COMPACTION_ID_PREFIX)]
+        assert len(summaries_shown) == 1
+        _assert_tool_pairs_intact(history)
+        shown = [m.id for m in history if not m.id.startswith(COMPACTION_ID_PREFIX)]
+        assert shown == [message_id for message_id in path_ids if message_id in set(shown)]
+        for message_id in expected:
+            assert session.get_message(message_id) is not None
