@@ -92,7 +92,7 @@ def _store_url(session: Session) -> str | None:
 def _block_specs(session: Session) -> list[dict[str, Any]]:
     """JSON declarations of the session's context blocks, to re-declare them in a new process."""
     specs = []
-    for config in getattr(session, "_context_configs", ()):
+    for config in session.context_configs:
         spec: dict[str, Any] = {"label": config.label}
         if config.description is not None:
             spec["description"] = config.description

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 from ._async import run_in_thread
 from ._time import now_us
 from .messages import MessageInput, SessionMessage, parse_message
-from .session import Session, _ReadPlan
+from .session import Session
 
 __all__ = [
     "MARKER_KEY",
@@ -56,17 +56,7 @@ def without_markers(messages: Iterable[SessionMessage]) -> list[SessionMessage]:
 def raw_history(session: Session, leaf_id: str | None = None) -> list[SessionMessage]:
     """The stored path root -> ``leaf_id`` (default: the latest leaf) without compaction
     overlays and without head markers: every original message, as written."""
-    store = session.store
-    leaf = leaf_id
-    if not leaf:
-        row = store.latest_leaf(session.session_id)
-        if row is None:
-            return []
-        leaf = row.id
-    plan = _ReadPlan(store.path(session.session_id, leaf), [], store.fetch_chunk_rows)
-    return without_markers(
-        message for chunk in plan.chunks(False) for message in plan.messages(chunk, store.fetch_rows(chunk.seqs))
-    )
+    return without_markers(session.history(leaf_id, raw=True))
 
 
 def soft_reset(session: Session) -> SessionMessage:
@@ -106,12 +96,7 @@ def set_active_history(
         if current:
             soft_reset(session)
         return []
-    store = session.store
-    row = store.latest_leaf(session.session_id)
-    path: list[SessionMessage] = []
-    if row is not None:
-        plan = _ReadPlan(store.path(session.session_id, row.id), [], store.fetch_chunk_rows)
-        path = [m for chunk in plan.chunks(False) for m in plan.messages(chunk, store.fetch_rows(chunk.seqs))]
+    path = session.get_history(raw=True)
     parent: str | None = None
     matched = 0
     visible_left = 0
@@ -153,7 +138,7 @@ def ensure_session(manager: Any, session_id: str, *, name: str | None = None) ->
         return info
     moment = now_us()
     row = SessionRow(
-        manager.namespace, session_id, manager._storage_id(session_id), name or session_id,
+        manager.namespace, session_id, manager.storage_id(session_id), name or session_id,
         None, None, None, 0, 0, 0.0, None, moment, moment,
     )
     try:

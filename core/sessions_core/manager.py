@@ -154,7 +154,7 @@ class SessionManager(StoreOwner):
             lambda s: s.with_context(label, description="Cross-session conversation history", provider=provider)
         )
 
-    def _storage_id(self, session_id: str) -> str:
+    def storage_id(self, session_id: str) -> str:
         """The id a session's rows are stored under: ``namespace:id``, or in the default namespace
         the id itself, prefixed with ``:`` when it holds a ``:`` so that no id of the default
         namespace can name another namespace's rows."""
@@ -179,7 +179,7 @@ class SessionManager(StoreOwner):
         session_id = str(uuid.uuid4())
         moment = now_us()
         row = SessionRow(
-            self.namespace, session_id, self._storage_id(session_id), name, parent_session_id,
+            self.namespace, session_id, self.storage_id(session_id), name, parent_session_id,
             model, source, 0, 0, 0.0, None, moment, moment,
         )
         self.store.register_session(row)
@@ -211,7 +211,7 @@ class SessionManager(StoreOwner):
         with self._lock:
             session = self._sessions.get(session_id)
             if session is None:
-                session = Session(self.store, **self._session_options).for_session(self._storage_id(session_id))
+                session = Session(self.store, **self._session_options).for_session(self.storage_id(session_id))
                 for step in self._setup:
                     step(session)
                 session.subscribe(lambda event, session_id=session_id: self._emit(replace(event, session_id=session_id)))
@@ -275,10 +275,10 @@ class SessionManager(StoreOwner):
         new_id = str(uuid.uuid4())
         moment = now_us()
         row = SessionRow(
-            self.namespace, new_id, self._storage_id(new_id), name, session_id,
+            self.namespace, new_id, self.storage_id(new_id), name, session_id,
             None, None, 0, 0, 0.0, None, moment, moment,
         )
-        self.store.fork_session(self._storage_id(session_id), at_message_id, row)
+        self.store.fork_session(self.storage_id(session_id), at_message_id, row)
         return _info(row)
 
     def compact_and_split(self, session_id: str, summary: str, name: str | None = None) -> SessionInfo:

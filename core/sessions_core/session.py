@@ -312,22 +312,25 @@ class Session(StoreOwner):
         totals = self.store.path_totals(self.session_id, leaf) if leaf else None
         return totals.depth if totals else 0
 
-    def get_history(self, leaf_id: str | None = None) -> list[SessionMessage]:
+    def get_history(self, leaf_id: str | None = None, *, raw: bool = False) -> list[SessionMessage]:
         """The path root -> ``leaf_id`` (default: the latest leaf) with compaction overlays
-        applied; ``[]`` when the id is not in this session."""
-        return list(self.history(leaf_id))
+        applied (``raw=True``: every stored message of the path, as written); ``[]`` when the id
+        is not in this session."""
+        return list(self.history(leaf_id, raw=raw))
 
-    def history(self, leaf_id: str | None = None, *, newest_first: bool = False) -> Iterator[SessionMessage]:
+    def history(
+        self, leaf_id: str | None = None, *, newest_first: bool = False, raw: bool = False
+    ) -> Iterator[SessionMessage]:
         """Stream the path like ``get_history``, holding one chunk of rows in memory at a time."""
-        plan = self._plan(leaf_id)
+        plan = self._plan(leaf_id, raw)
         for chunk in plan.chunks(newest_first):
             yield from self._restore(list(plan.messages(chunk, self.store.fetch_rows(chunk.seqs))))
 
     async def ahistory(
-        self, leaf_id: str | None = None, *, newest_first: bool = False
+        self, leaf_id: str | None = None, *, newest_first: bool = False, raw: bool = False
     ) -> AsyncIterator[SessionMessage]:
         """Async twin of :meth:`history`: each chunk is read off the event loop."""
-        plan = await run_in_thread(self._plan, leaf_id)
+        plan = await run_in_thread(self._plan, leaf_id, raw)
         for chunk in plan.chunks(newest_first):
             rows = await run_in_thread(self.store.fetch_rows, chunk.seqs)
             for message in await run_in_thread(self._restore, list(plan.messages(chunk, rows))):
@@ -367,12 +370,12 @@ class Session(StoreOwner):
         row = self.store.latest_leaf(self.session_id)
         return row.id if row else None
 
-    def _plan(self, leaf_id: str | None) -> "_ReadPlan":
+    def _plan(self, leaf_id: str | None, raw: bool = False) -> "_ReadPlan":
         leaf = self._leaf_id(leaf_id)
         if leaf is None:
             return _ReadPlan([], [], self.store.fetch_chunk_rows)
         path = self.store.path(self.session_id, leaf)
-        compactions = self.store.get_compactions(self.session_id) if path else []
+        compactions = self.store.get_compactions(self.session_id) if path and not raw else []
         return _ReadPlan(path, compactions, self.store.fetch_chunk_rows)
 
     # -- compactions -----------------------------------------------------------------------
@@ -587,6 +590,11 @@ class Session(StoreOwner):
         ``unload_context``, ``search_context`` as they apply (``[]`` without blocks)."""
         return context_tools(self._context())
 
+    @property
+    def context_configs(self) -> tuple[ContextConfig, ...]:
+        """The blocks declared with ``with_context`` / ``add_context``, providers as given."""
+        return tuple(self._context_configs)
+
     def _has_context(self) -> bool:
         return bool(self._context_configs) or self._prompt_cache is not None
 
@@ -611,12 +619,7 @@ class Session(StoreOwner):
     def _restore_skills(self, blocks: ContextBlocks) -> None:
         """Reload the set of loaded skills from the raw active branch (after a restart)."""
         try:
-            leaf = self._leaf_id(None)
-            if leaf is None:
-                return
-            plan = _ReadPlan(self.store.path(self.session_id, leaf), [], self.store.fetch_chunk_rows)
-            raw = (m for chunk in plan.chunks(False) for m in plan.messages(chunk, self.store.fetch_rows(chunk.seqs)))
-            keys = loaded_skills_in_history(raw)
+            keys = loaded_skills_in_history(self.history(raw=True))
             if keys:
                 blocks.restore_loaded_skills(keys)
         except Exception as error:
