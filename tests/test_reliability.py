@@ -251,3 +251,169 @@ def test_compaction_alongside_appends_keeps_one_overlay_chain(tmp_path: Path) ->
         assert shown == [message_id for message_id in path_ids if message_id in set(shown)]
         for message_id in expected:
             assert session.get_message(message_id) is not None
+
+
+# -- crash safety ----------------------------------------------------------------------------
+
+_CRASH_WRITER = textwrap.dedent(
+    """
+    import base64, os, sys
+    from sessions_core import Session
+    _, path, side, first = sys.argv[1:5]
+    session = Session(path).for_session("c")
+    with open(side, "a") as reported:
+        i = int(first)
+        while True:
+            parts = [{"type": "text", "text": f"message {i} " + "words to index " * 50}]
+            if i % 5 == 0:  # a payload: the message row and its blob in one transaction
+                data = base64.b64encode(os.urandom(2048) + str(i).encode()).decode()
+                parts.append({"type": "file", "mediaType": "application/octet-stream", "data": data})
+            result = session.append_message({"id": f"m{i}", "role": "user", "parts": parts})
+            assert result.inserted
+            reported.write(f"m{i}\\n")
+            reported.flush()
+            os.fsync(reported.fileno())
+            i += 1
+    """
+)
+
+
+def _wait_for_lines(side: Path, count: int, child: subprocess.Popen, timeout: float = 60) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = side.read_text().splitlines() if side.exists() else []
+        if len(lines) >= count:
+            return lines
+        if child.poll() is not None:
+            raise AssertionError(f"the child exited early: {child.stderr.read() if child.stderr else ''}")
+        time.sleep(0.002)
+    raise AssertionError(f"the child reported fewer than {count} lines in {timeout} s")
+
+
+def _kill(child: subprocess.Popen) -> None:
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+
+
+def _integrity(path: Path) -> str:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+@pytest.mark.slow
+def test_sigkill_during_appends_loses_no_returned_append(tmp_path: Path) -> None:
+    path, side = tmp_path / "crash.db", tmp_path / "returned.txt"
+    first = 0
+    for round_, target in enumerate((40, 120, 250, 400)):
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CRASH_WRITER, "-", str(path), str(side), str(first)],
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            _wait_for_lines(side, target, child)
+        finally:
+            _kill(child)
+        assert _integrity(path) == "ok"
+        returned = side.read_text().splitlines()
+        stored = {message_id for message_id, _ in _rows(path, "c")}
+        assert set(returned) <= stored, f"round {round_}: returned appends missing"
+        assert len(stored - set(returned)) <= 1, "at most the append in flight is stored unreported"
+        _assert_one_chain(path, "c", stored)
+        with Session(path).for_session("c") as session:
+            for message_id in returned:
+                message = session.get_message(message_id)
+                assert message is not None
+                if int(message_id[1:]) % 5 == 0:
+                    file_part = message.parts[1]
+                    assert file_part.type == "file" and len(file_part.data) > 2000
+        # The next run continues on top of the crashed file, after whatever was stored.
+        first = max(int(message_id[1:]) for message_id in stored) + 1
+        with side.open("a") as reported:
+            for message_id in sorted(stored - set(returned)):
+                reported.write(message_id + "\n")
+
+
+_CRASH_COMPACTOR = textwrap.dedent(
+    """
+    import os, sys, time
+    from sessions_core import Session, create_compact_function
+    _, path, marker, pause = sys.argv[1:5]
+
+    def note(line):
+        with open(marker, "a") as out:
+            out.write(line + "\\n")
+            out.flush()
+            os.fsync(out.fileno())
+
+    def summarize(prompt):
+        note("summarising")
+        time.sleep(float(pause))
+        return "the summary of the early turns"
+
+    compact = create_compact_function(summarize=summarize, protect_head=2, keep_recent_tokens=150)
+    session = Session(path).for_session("c").on_compaction(compact)
+    assert session.compact() is not None
+    note("compacted")
+    time.sleep(60)
+    """
+)
+
+
+def _reading(path: Path) -> list[tuple[str, str, str]]:
+    """The history as a reader sees it (summaries by their text: overlay ids are random)."""
+    with Session(path).for_session("c") as session:
+        return [
+            ("summary" if m.id.startswith(COMPACTION_ID_PREFIX) else m.id, m.role, m.model_dump_json(exclude={"id", "created_at"}))
+            for m in session.get_history()
+        ]
+
+
+def _compact_in_child(path: Path, marker: Path, pause: float, kill_after: float | None) -> None:
+    """Run a compaction in a child; SIGKILL it ``kill_after`` s after its summariser starts
+    (``None``: once the compaction is stored)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CRASH_COMPACTOR, "-", str(path), str(marker), str(pause)],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for_lines(marker, 2 if kill_after is None else 1, child)
+        if kill_after:
+            time.sleep(kill_after)
+    finally:
+        _kill(child)
+
+
+@pytest.mark.slow
+def test_sigkill_during_compaction_leaves_history_before_or_after(tmp_path: Path) -> None:
+    base = tmp_path / "base.db"
+    with Session(base).for_session("c") as session:
+        for n in range(12):
+            for message in _turn("w", n):
+                session.append_message(message)
+    before = _reading(base)
+
+    def copy(name: str) -> Path:
+        target = tmp_path / name
+        target.write_bytes(base.read_bytes())  # closed: the WAL is checkpointed into the file
+        return target
+
+    completed = copy("completed.db")
+    _compact_in_child(completed, tmp_path / "completed.txt", 0.0, None)
+    after = _reading(completed)
+    assert after != before and sum(1 for m in after if m[0] == "summary") == 1
+
+    pause = 0.3
+    outcomes = []
+    for i, kill_after in enumerate((0.0, 0.1, 0.25, 0.29, 0.3, 0.31, 0.33, 0.36, 0.45, None)):
+        target = copy(f"killed{i}.db")
+        _compact_in_child(target, tmp_path / f"killed{i}.txt", pause, kill_after)
+        assert _integrity(target) == "ok"
+        reading = _reading(target)
+        assert reading in (before, after), f"killed {kill_after} s into the summariser: a torn history"
+        outcomes.append(reading == after)
+    assert outcomes[0] is False and outcomes[-1] is True
