@@ -160,6 +160,9 @@ class PostgresStore(Store):
                 if attempt == 2 or not idempotent or self._pool is None:
                     raise StoreError(f"{self!r}: the database connection failed: {error}") from error
                 self._pool.check()  # replace the pool's other dead connections before the retry
+            except psycopg.DataError as error:
+                # A value PostgreSQL cannot hold (a NUL character in text...): nothing was written.
+                raise StoreError(f"{self!r}: value refused by PostgreSQL: {error}") from error
         raise AssertionError("unreachable")
 
     def _ensure_ready(self) -> None:
