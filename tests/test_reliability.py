@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from sessions_core import Session, create_compact_function
+from sessions_core import Session, SqliteStore, create_compact_function
 from sessions_core.messages import COMPACTION_ID_PREFIX
 
 PROCESSES = 4
@@ -339,7 +339,7 @@ def test_sigkill_during_appends_loses_no_returned_append(tmp_path: Path) -> None
 _CRASH_COMPACTOR = textwrap.dedent(
     """
     import os, sys, time
-    from sessions_core import Session, create_compact_function
+    from sessions_core import Session, SqliteStore, create_compact_function
     _, path, marker, pause = sys.argv[1:5]
 
     def note(line):
@@ -417,3 +417,78 @@ def test_sigkill_during_compaction_leaves_history_before_or_after(tmp_path: Path
         assert reading in (before, after), f"killed {kill_after} s into the summariser: a torn history"
         outcomes.append(reading == after)
     assert outcomes[0] is False and outcomes[-1] is True
+
+
+# -- limits ----------------------------------------------------------------------------------
+
+MILLION = 1_000_000
+FAST = 0.05  # seconds: far below what reading a million rows takes
+
+
+@pytest.fixture(scope="session")
+def million_message_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A file holding one session of a 1,000,000-message chain, built once per test run with
+    one bulk INSERT (the columns of the store's own insert; path totals computed here)."""
+    path = tmp_path_factory.mktemp("million") / "million.db"
+    store = SqliteStore(path)
+    store.setup()  # the schema, as the store creates it
+    store.close()
+    start_us = (int(time.time()) - 3600) * 1_000_000
+
+    def rows() -> Any:
+        path_tokens = path_bytes = 0
+        for i in range(MILLION):
+            text = f"message {i} of the long conversation"
+            role = "user" if i % 2 == 0 else "assistant"
+            content = f'{{"id":"m{i}","role":"{role}","parts":[{{"type":"text","text":"{text}"}}]}}'
+            tokens, size = 12, len(content)
+            path_tokens += tokens
+            path_bytes += size
+            yield (
+                "big", f"m{i}", f"m{i - 1}" if i else None, role, start_us + i, tokens, size,
+                i + 1, path_tokens, path_bytes, text, content,
+            )
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA synchronous = OFF")
+        conn.execute("BEGIN")
+        conn.executemany(
+            "INSERT INTO session_messages (session_id, id, parent_id, role, created_at, tokens, bytes,"
+            " depth, path_tokens, path_bytes, text_content, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows(),
+        )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return path
+
+
+def _timed(call: Any) -> tuple[Any, float]:
+    started = time.perf_counter()
+    value = call()
+    return value, time.perf_counter() - started
+
+
+@pytest.mark.slow
+def test_million_message_history_opens_and_appends_without_reading_it(million_message_db: Path) -> None:
+    session, opened = _timed(lambda: Session(million_message_db).for_session("big"))
+    with session:
+        result, appended = _timed(lambda: session.append_message(_text("newest", "user", "one more message")))
+        assert result.inserted
+        length, counted = _timed(session.get_path_length)
+        assert length == MILLION + 1
+        recent, windowed = _timed(lambda: session.get_recent_history(10_000))
+        assert recent.truncated and recent.messages[-1].id == "newest"
+        assert recent.messages[-2].id == f"m{MILLION - 1}" and 10 < len(recent.messages) < 1_000
+        message, fetched = _timed(lambda: session.get_message(f"m{MILLION // 2}"))
+        assert message is not None and message.parts[0].text == f"message {MILLION // 2} of the long conversation"
+        leaf, leafed = _timed(session.get_latest_leaf)
+        assert leaf is not None and leaf.id == "newest"
+    figures = {
+        "open": opened, "append": appended, "get_path_length": counted,
+        "get_recent_history(10_000)": windowed, "get_message": fetched, "get_latest_leaf": leafed,
+    }
+    print({name: f"{seconds * 1000:.1f} ms" for name, seconds in figures.items()})
+    slow = {name: seconds for name, seconds in figures.items() if seconds >= FAST}
+    assert not slow, f"over {FAST * 1000:.0f} ms on a 1,000,000-message history: {slow}"
