@@ -99,3 +99,22 @@ def test_operators_are_plain_words(make_session):
     assert ids(s.search("salt AND pepper")) == ["a"]
     assert ids(s.search('salt "pepper')) == ["a"]
     assert ids(s.search("pepp*")) == []
+
+
+def test_a_session_token_is_never_a_search_word(make_session):
+    s = make_session("abc")
+    s.append_message(msg("a", "hello"))
+    token = "s" + "abc".encode().hex()
+    assert s.search(token) == []
+
+
+def test_frequent_words_rank_the_most_recent_matches(make_session):
+    """Past SEARCH_CANDIDATES matches only the newest are ranked; the newest always come back."""
+    s = make_session("many")
+    other = make_session("other", store=_store(s))
+    for i in range(60):
+        other.append_message(msg(f"o{i}", "common word"))
+    for i in range(30):
+        s.append_message(msg(f"m{i}", "common word " + "filler " * (i % 7)))
+    hits = s.search("common", limit=100)
+    assert sorted(ids(hits)) == sorted(f"m{i}" for i in range(30))

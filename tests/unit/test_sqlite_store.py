@@ -73,3 +73,19 @@ def test_session_closes_only_what_it_opened(tmp_path):
 def test_invalid_synchronous_setting():
     with pytest.raises(ValueError):
         SqliteStore(synchronous="sometimes")
+
+
+def test_search_ranks_only_the_most_recent_candidates(monkeypatch):
+    from sessions_core.stores import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "SEARCH_CANDIDATES", 5)
+    session = Session().for_session("s")
+    for i in range(12):
+        text = "needle " * (3 if i == 0 else 1) + "hay " * (i % 3)
+        session.append_message({"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": text}]})
+    hits = [hit.id for hit in session.search("needle", limit=20)]
+    assert sorted(hits) == sorted(f"m{i}" for i in range(7, 12))  # the five newest matches
+    assert "m0" not in hits  # the best-scoring but oldest match is outside the window
+    other = Session(session.store).for_session("t")
+    other.append_message({"id": "x", "role": "user", "parts": [{"type": "text", "text": "needle"}]})
+    assert [hit.id for hit in other.search("needle")] == ["x"]  # the window is per session
