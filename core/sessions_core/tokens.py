@@ -26,12 +26,21 @@ def js_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+# ASCII characters that str.split() treats as whitespace but JavaScript's \s does not.
+_NOT_JS_SPACE = re.compile("[\x1c-\x1f]")
+
+
+def _word_count(text: str) -> int:
+    if text.isascii() and not _NOT_JS_SPACE.search(text):
+        return len(text.split())
+    return len(_JS_WORD.findall(text))
+
+
 def estimate_tokens(text: str) -> int:
     """The reference estimate: ``ceil(max(chars / 4, words * 1.3))``, 0 for empty text."""
     if not text:
         return 0
-    words = sum(1 for _ in _JS_WORD.finditer(text))
-    return math.ceil(max(js_length(text) / CHARS_PER_TOKEN, words * WORDS_TOKEN_MULTIPLIER))
+    return math.ceil(max(js_length(text) / CHARS_PER_TOKEN, _word_count(text) * WORDS_TOKEN_MULTIPLIER))
 
 
 def compact_json(value: Any) -> str:

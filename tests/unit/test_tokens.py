@@ -61,3 +61,14 @@ def test_tiktoken_counter_is_exact_and_offline():
 def test_tiktoken_counter_rejects_unknown_encodings():
     with pytest.raises(ValueError, match="no tiktoken encoding"):
         TiktokenCounter("no-such-encoding")
+
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sessions_core.tokens import _JS_WORD, _word_count
+
+
+@given(st.text())
+def test_the_fast_word_count_equals_the_javascript_split(text):
+    assert _word_count(text) == len(_JS_WORD.findall(text))
