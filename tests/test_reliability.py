@@ -196,14 +196,19 @@ def test_compaction_alongside_appends_keeps_one_overlay_chain(tmp_path: Path) ->
     path = tmp_path / "compact.db"
     turns_per_writer, writers = 60, 2
     summaries = iter(range(1_000_000))
-    compact = create_compact_function(
-        summarize=lambda prompt: f"summary {next(summaries)}", protect_head=2, keep_recent_tokens=200
-    )
+
+    def summarize(prompt: str) -> str:
+        time.sleep(0.002)  # a summariser takes time: compactions overlap appends and each other
+        return f"summary {next(summaries)}"
+
+    compact = create_compact_function(summarize=summarize, protect_head=2, keep_recent_tokens=200)
     errors: list[BaseException] = []
     done = threading.Event()
     turn_lock = threading.Lock()  # a turn's four messages stay together, as one agent run writes them
     compactions = 0
-    with Session(path).for_session("s").on_compaction(compact) as session:
+    # Appends over the threshold compact in the writers' threads, while two more threads compact.
+    with Session(path).for_session("s").on_compaction(compact).compact_after(400) as session:
+        session.on_compaction_error(errors.append)
 
         def write(prefix: str) -> None:
             try:
@@ -219,19 +224,19 @@ def test_compaction_alongside_appends_keeps_one_overlay_chain(tmp_path: Path) ->
             try:
                 while not done.is_set():
                     if session.compact() is not None:
-                        compactions += 1
+                        compactions += 1  # a race between the two threads at worst undercounts
             except BaseException as error:
                 errors.append(error)
 
         threads = [threading.Thread(target=write, args=(f"w{w}",)) for w in range(writers)]
-        background = threading.Thread(target=compactor)
-        background.start()
-        for thread in threads:
+        background = [threading.Thread(target=compactor) for _ in range(2)]
+        for thread in [*background, *threads]:
             thread.start()
         for thread in threads:
             thread.join()
         done.set()
-        background.join()
+        for thread in background:
+            thread.join()
         assert not errors, errors
         assert compactions >= 2, compactions
 
@@ -240,9 +245,16 @@ def test_compaction_alongside_appends_keeps_one_overlay_chain(tmp_path: Path) ->
         leaf = session.get_latest_leaf()
         path_ids = [entry.id for entry in session.store.path("s", leaf.id)]
         position = {message_id: i for i, message_id in enumerate(path_ids)}
-        for overlay in session.get_compactions():
+        overlays = session.get_compactions()
+        ends = []
+        for overlay in overlays:
             assert overlay.from_message_id in position and overlay.to_message_id in position
             assert position[overlay.from_message_id] <= position[overlay.to_message_id]
+            ends.append(position[overlay.to_message_id])
+        # One chain: every overlay starts where the first does, and each reaches at least as far
+        # as the one before (a later compaction never uncovers what an earlier one summarised).
+        assert {overlay.from_message_id for overlay in overlays} == {overlays[0].from_message_id}
+        assert ends == sorted(ends), ends
         history = session.get_history()
         summaries_shown = [m for m in history if m.id.startswith(COMPACTION_ID_PREFIX)]
         assert len(summaries_shown) == 1
