@@ -580,3 +580,51 @@ def test_nul_on_postgres_is_a_clear_error(store: Any) -> None:
     writable = session.with_context("notes").tools()[0]
     assert writable.invoke({"label": "notes", "content": "a\x00b"}).startswith("Error: ")
     assert store.list_blocks(session.session_id) == []
+
+
+# -- nesting deeper than the parsers go ---------------------------------------------------------
+
+
+def nested(depth: int) -> list[Any]:
+    root = inner = []
+    for _ in range(depth):
+        inner.append([])
+        inner = inner[0]
+    return root
+
+
+@pytest.mark.parametrize("depth", [10, 150, 200, 240, 260, 1000, 5000])
+def test_deeply_nested_messages_round_trip_or_are_refused(store: Any, depth: int) -> None:
+    """Once stored, a message reads back, however deep its JSON: one nested too deeply to store
+    raises ``MessageValidationError`` and stores nothing (it was stored and then unreadable)."""
+    session = seeded_session(store)
+    with pytest.raises(MessageValidationError, match="cannot be stored as JSON"):
+        session.append_message({"id": "odd", "role": "user", "parts": [], "metadata": {"x": object()}})
+    message = {"id": "deep", "role": "user", "parts": [{"type": "data-x", "data": nested(depth)}],
+               "metadata": {"x": nested(depth)}}
+    try:
+        session.append_message(message)
+    except MessageValidationError as error:
+        assert depth > 200 and "cannot be stored as JSON" in str(error)
+        assert session.get_path_length() == 1 and session.get_message("deep") is None
+        return
+    stored = session.get_message("deep")
+    assert stored is not None and stored.to_dict() == {**message, "createdAt": stored.to_dict()["createdAt"]}
+    assert [m.id for m in session.get_history()] == ["seed", "deep"]
+
+
+@pytest.mark.parametrize(
+    "args", ["[" * 100_000, '{"label": "notes", "content": ' + "[" * 100_000, "{" * 50_000], ids=["list", "value", "object"]
+)
+def test_deeply_nested_tool_arguments_are_an_error(args: str) -> None:
+    manager = SessionManager().with_context("notes", max_tokens=MAX_TOKENS)
+    manager.with_context("kb", provider=StoreSearchContext()).with_context("skills", provider=MemorySkills())
+    tools = manager.session_tools("chat")
+    assert sorted(tool.name for tool in tools) == sorted(TOOL_NAMES)
+    for tool in tools:
+        for given_args in (args, args.encode()):
+            result = tool.invoke(given_args)
+            assert result.startswith(f"Error: invalid arguments for {tool.name}: not valid JSON"), result[:80]
+        deep = {"label": nested(5000), "content": nested(5000), "key": nested(5000), "query": nested(5000)}
+        assert tool.invoke(deep).startswith("Error: invalid arguments for ")
+    assert manager.get_session("chat").get_context_block("notes").content == ""

@@ -228,7 +228,10 @@ def text_content(message: SessionMessage) -> str:
 
 def storage_json(message: SessionMessage) -> str:
     """The stored JSON of a message: its camelCase shape without ``createdAt`` (a column of its own)."""
-    data = message.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"created_at"})
+    try:
+        data = message.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"created_at"})
+    except ValueError as error:  # nested deeper than pydantic serialises, or a value JSON cannot hold
+        raise MessageValidationError(f"invalid message {message.id!r}: cannot be stored as JSON ({error})") from None
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -237,6 +240,9 @@ def message_from_storage(content: str, created_at: datetime) -> SessionMessage |
     try:
         message = SessionMessage.model_validate_json(content)
     except ValidationError:
-        return None
+        try:  # nested deeper than pydantic's JSON parser goes, yet written: the json module reads it
+            message = SessionMessage.model_validate(json.loads(content))
+        except (ValueError, RecursionError):
+            return None
     message.created_at = created_at
     return message

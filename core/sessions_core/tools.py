@@ -105,6 +105,8 @@ def _parse_arguments(args: Any) -> dict[str, Any]:
             args = json.loads(args)
         except ValueError as error:
             raise _ArgumentError(f"not valid JSON ({error})") from None
+        except RecursionError:
+            raise _ArgumentError("not valid JSON (nested too deeply)") from None
     if not isinstance(args, Mapping):
         raise _ArgumentError(f"expected a JSON object, got {_json_type(args)}")
     return dict(args)
