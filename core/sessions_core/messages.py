@@ -125,7 +125,10 @@ _UNION_TAGS = _TAGGED | {"tool-ui", "unknown"}
 
 
 def _part_tag(value: Any) -> str:
-    part_type = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
+    if type(value) is dict:
+        part_type = value.get("type")
+    else:
+        part_type = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
     if part_type in _TAGGED:
         return part_type
     if is_tool_ui_type(part_type):
