@@ -506,11 +506,6 @@ def test_million_message_history_opens_and_appends_without_reading_it(million_me
     assert not slow, f"over {FAST * 1000:.0f} ms on a 1,000,000-message history: {slow}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug: Session's compaction lock is per object; a compaction by another Session (another"
-    " process) that finishes first and reaches further is undone by the slower one (newest overlay wins)",
-)
 def test_compactions_from_two_sessions_on_one_file_keep_one_overlay_chain(tmp_path: Path) -> None:
     path = tmp_path / "two.db"
     other_done = threading.Event()

@@ -418,9 +418,10 @@ class Session(StoreOwner):
                 raise CompactionError(
                     f"compaction function named {result.to_message_id!r}, which is not on the branch"
                 )
+            compactions = self.store.get_compactions(self.session_id)
             existing = [
                 c
-                for c in self.store.get_compactions(self.session_id)
+                for c in compactions
                 if COMPACTION_ID_PREFIX + c.id in visible
                 or (c.from_message_id in visible and c.to_message_id in visible)
             ]
@@ -431,11 +432,37 @@ class Session(StoreOwner):
                     f"compaction function named the range {from_id!r} .. {result.to_message_id!r},"
                     " which does not lie on the branch in that order"
                 )
+            if self._superseded(compactions, visible, from_id, result.to_message_id, leaf, position):
+                self._estimate_cache = None
+                return None
             self.add_compaction(result.summary, from_id, result.to_message_id)
             self._warned_noop = False
             if self._has_context():
                 self._context().refresh_system_prompt()
             return CompactResult(result.summary, from_id, result.to_message_id)
+
+    def _superseded(
+        self,
+        compactions: Sequence[CompactionRow],
+        visible: set[str],
+        from_id: str,
+        to_id: str,
+        leaf: str,
+        position: Mapping[str, int],
+    ) -> bool:
+        """Whether an overlay the compaction function did not see (stored meanwhile by another
+        ``Session``, in this process or another) already covers ``from_id .. to_id`` and more on
+        this branch: storing this one, the newest, would show again what that one summarised."""
+        for overlay in compactions:
+            if overlay.from_message_id != from_id or COMPACTION_ID_PREFIX + overlay.id in visible:
+                continue
+            end = position.get(overlay.to_message_id)
+            if end is not None:
+                if end > position[to_id]:
+                    return True
+            elif any(entry.id == leaf for entry in self.store.path(self.session_id, overlay.to_message_id)):
+                return True  # it ends after messages appended to this branch since the read
+        return False
 
     def get_token_estimate(self, leaf_id: str | None = None) -> int:
         """Tokens of the branch as the model sees it: the history with overlays applied (from
