@@ -628,3 +628,29 @@ def test_deeply_nested_tool_arguments_are_an_error(args: str) -> None:
         deep = {"label": nested(5000), "content": nested(5000), "key": nested(5000), "query": nested(5000)}
         assert tool.invoke(deep).startswith("Error: invalid arguments for ")
     assert manager.get_session("chat").get_context_block("notes").content == ""
+
+
+@pytest.mark.parametrize("where", ["message id", "session id", "label"])
+def test_very_long_ids_round_trip_or_are_refused(store: Any, where: str) -> None:
+    """50,000 incompressible characters: SQLite keeps them; PostgreSQL cannot index them and
+    says so ("value refused", not a failed connection), storing nothing."""
+    import random
+    import string
+
+    long = "".join(random.Random(where).choices(string.ascii_letters + string.digits + "'\";-", k=50_000))
+    session_id = long if where == "session id" else fresh_id()
+    message_id = long if where == "message id" else "m"
+    label = long if where == "label" else "notes"
+    session = Session(store).for_session(session_id)
+    try:
+        session.append_message({"id": message_id, "role": "user", "parts": [{"type": "text", "text": "hi"}]})
+        session.with_context(label).replace_context_block(label, "content")
+    except StoreError as error:
+        assert is_postgres(store) and "value refused" in str(error) and "connection" not in str(error), error
+        if where == "label":
+            assert store.list_blocks(session_id) == []
+        else:
+            assert session.get_path_length() == 0
+        return
+    assert session.get_message(message_id).id == message_id
+    assert Session(store).for_session(session_id).with_context(label).get_context_block(label).content == "content"

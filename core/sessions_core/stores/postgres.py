@@ -156,13 +156,14 @@ class PostgresStore(Store):
                 with self._borrow() as conn:
                     with conn.transaction():
                         return work(conn)
+            except (psycopg.DataError, psycopg.errors.ProgramLimitExceeded) as error:
+                # A value PostgreSQL cannot hold (a NUL character in text, an id too large to
+                # index...): nothing was written, and a retry would fail the same way.
+                raise StoreError(f"{self!r}: value refused by PostgreSQL: {error}") from error
             except psycopg.OperationalError as error:
                 if attempt == 2 or not idempotent or self._pool is None:
                     raise StoreError(f"{self!r}: the database connection failed: {error}") from error
                 self._pool.check()  # replace the pool's other dead connections before the retry
-            except psycopg.DataError as error:
-                # A value PostgreSQL cannot hold (a NUL character in text...): nothing was written.
-                raise StoreError(f"{self!r}: value refused by PostgreSQL: {error}") from error
         raise AssertionError("unreachable")
 
     def _ensure_ready(self) -> None:
