@@ -598,8 +598,9 @@ def test_deeply_nested_messages_round_trip_or_are_refused(store: Any, depth: int
     """Once stored, a message reads back, however deep its JSON: one nested too deeply to store
     raises ``MessageValidationError`` and stores nothing (it was stored and then unreadable)."""
     session = seeded_session(store)
-    with pytest.raises(MessageValidationError, match="cannot be stored as JSON"):
-        session.append_message({"id": "odd", "role": "user", "parts": [], "metadata": {"x": object()}})
+    for odd in (object(), 10**5000):
+        with pytest.raises(MessageValidationError, match="cannot be stored as JSON"):
+            session.append_message({"id": "odd", "role": "user", "parts": [], "metadata": {"x": odd}})
     message = {"id": "deep", "role": "user", "parts": [{"type": "data-x", "data": nested(depth)}],
                "metadata": {"x": nested(depth)}}
     try:

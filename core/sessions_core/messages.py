@@ -233,9 +233,9 @@ def storage_json(message: SessionMessage) -> str:
     """The stored JSON of a message: its camelCase shape without ``createdAt`` (a column of its own)."""
     try:
         data = message.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"created_at"})
-    except ValueError as error:  # nested deeper than pydantic serialises, or a value JSON cannot hold
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    except ValueError as error:  # nested deeper than pydantic serialises, an int too long to write...
         raise MessageValidationError(f"invalid message {message.id!r}: cannot be stored as JSON ({error})") from None
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 def message_from_storage(content: str, created_at: datetime) -> SessionMessage | None:
