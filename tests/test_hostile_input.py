@@ -655,3 +655,25 @@ def test_very_long_ids_round_trip_or_are_refused(store: Any, where: str) -> None
         return
     assert session.get_message(message_id).id == message_id
     assert Session(store).for_session(session_id).with_context(label).get_context_block(label).content == "content"
+
+
+def test_async_twins_behave_alike(store: Any) -> None:
+    """``ainvoke`` and ``aappend_message`` give the same strings and errors as their sync twins."""
+    import asyncio
+
+    manager = SessionManager(store, namespace=f"ns{uuid.uuid4().hex[:8]}").with_context("notes", max_tokens=MAX_TOKENS)
+    tools = manager.session_tools("chat")
+    session = seeded_session(store)
+
+    @settings(max_examples=examples(store, 40, 15), deadline=None, suppress_health_check=FUNCTION_FIXTURE)
+    @given(st.sampled_from(range(len(tools))), TOOL_ARGS.filter(lambda a: not isinstance(a, dict)), invalid_message())
+    def run(index: int, args: Any, message: Any) -> None:
+        result = asyncio.run(tools[index].ainvoke(args))
+        assert isinstance(result, str)
+        if result.startswith("Error: invalid arguments"):  # argument checks do not depend on state
+            assert tools[index].invoke(args) == result
+        with pytest.raises(MessageValidationError):
+            asyncio.run(session.aappend_message(message))
+        assert session.get_path_length() == 1
+
+    run()
