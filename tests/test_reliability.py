@@ -538,3 +538,59 @@ def test_compactions_from_two_sessions_on_one_file_keep_one_overlay_chain(tmp_pa
         # The slower compaction must not uncover what the faster one summarised.
         shown = [m.id for m in fast.get_history() if not m.id.startswith(COMPACTION_ID_PREFIX)]
         assert set(shown) <= covered, "messages summarised by a compaction are shown again"
+
+
+@pytest.mark.slow
+def test_compactions_by_sessions_on_one_file_alongside_appends_keep_one_overlay_chain(tmp_path: Path) -> None:
+    """Like separate processes: each compacting ``Session`` has its own store (connection)."""
+    path = tmp_path / "many.db"
+
+    def summarize(prompt: str) -> str:
+        time.sleep(0.002)
+        return "a summary"
+
+    def opened() -> Session:
+        return Session(path).for_session("s").on_compaction(
+            create_compact_function(summarize=summarize, protect_head=2, keep_recent_tokens=200)
+        )
+
+    writer, compactors = opened(), [opened() for _ in range(3)]
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def write() -> None:
+        try:
+            for n in range(60):
+                for message in _turn("w", n):
+                    writer.append_message(message)
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            done.set()
+
+    def compact(session: Session) -> None:
+        try:
+            while not done.is_set():
+                session.compact()
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=write)] + [threading.Thread(target=compact, args=(s,)) for s in compactors]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert not errors, errors
+        position = {e.id: i for i, e in enumerate(writer.store.path("s", writer.get_latest_leaf().id))}
+        overlays = writer.get_compactions()
+        assert len(overlays) >= 2
+        ends = [position[overlay.to_message_id] for overlay in overlays]
+        assert {overlay.from_message_id for overlay in overlays} == {overlays[0].from_message_id}
+        assert ends == sorted(ends), ends
+        history = writer.get_history()
+        assert sum(m.id.startswith(COMPACTION_ID_PREFIX) for m in history) == 1
+        _assert_tool_pairs_intact(history)
+    finally:
+        for session in (writer, *compactors):
+            session.close()

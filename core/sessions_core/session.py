@@ -418,10 +418,9 @@ class Session(StoreOwner):
                 raise CompactionError(
                     f"compaction function named {result.to_message_id!r}, which is not on the branch"
                 )
-            compactions = self.store.get_compactions(self.session_id)
             existing = [
                 c
-                for c in compactions
+                for c in self.store.get_compactions(self.session_id)
                 if COMPACTION_ID_PREFIX + c.id in visible
                 or (c.from_message_id in visible and c.to_message_id in visible)
             ]
@@ -432,10 +431,16 @@ class Session(StoreOwner):
                     f"compaction function named the range {from_id!r} .. {result.to_message_id!r},"
                     " which does not lie on the branch in that order"
                 )
-            if self._superseded(compactions, visible, from_id, result.to_message_id, leaf, position):
-                self._estimate_cache = None
+            row = CompactionRow(str(uuid.uuid4()), result.summary, from_id, result.to_message_id, now_us())
+            stored = self.store.add_compaction_unless(
+                self.session_id,
+                row,
+                lambda compactions: self._superseded(compactions, visible, from_id, result.to_message_id, leaf, position),
+            )
+            self._estimate_cache = None
+            if not stored:
                 return None
-            self.add_compaction(result.summary, from_id, result.to_message_id)
+            self._emit(SessionEvent("compact", self.session_id, compaction=_compaction(row)))
             self._warned_noop = False
             if self._has_context():
                 self._context().refresh_system_prompt()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 from ..attachments import Blob
 
@@ -294,6 +294,17 @@ class Store(ABC):
     @abstractmethod
     def add_compaction(self, session_id: str, row: CompactionRow) -> None:
         """Store a compaction overlay."""
+
+    def add_compaction_unless(
+        self, session_id: str, row: CompactionRow, superseded: Callable[[list[CompactionRow]], bool]
+    ) -> bool:
+        """Store ``row`` unless ``superseded(every compaction of the session)`` is true; whether
+        it was stored. A store that can makes the check and the insert one step against other
+        writers of the session (this default does not)."""
+        if superseded(self.get_compactions(session_id)):
+            return False
+        self.add_compaction(session_id, row)
+        return True
 
     @abstractmethod
     def get_compactions(self, session_id: str) -> list[CompactionRow]:

@@ -6,7 +6,7 @@ import sqlite3
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from ..errors import StoreError
 from .._time import now_us
@@ -541,6 +541,13 @@ class SqliteStore(Store):
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (session_id, *row),
             )
+
+    def add_compaction_unless(
+        self, session_id: str, row: CompactionRow, superseded: Callable[[list[CompactionRow]], bool]
+    ) -> bool:
+        # One write transaction: no other connection stores a compaction between check and insert.
+        with self._write():
+            return super().add_compaction_unless(session_id, row, superseded)
 
     def get_compactions(self, session_id: str) -> list[CompactionRow]:
         with self._connection() as conn:
