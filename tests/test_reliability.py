@@ -37,7 +37,7 @@ def _text(message_id: str, role: str = "user", text: str | None = None) -> dict[
 
 def _run_workers(script: str, args: list[list[str]], timeout: float = 300) -> None:
     """Run one ``python -c script`` per argument list, released together; each must exit 0."""
-    start_at = str(time.time() + 2.0)
+    start_at = str(time.time() + 1.5)
     workers = [
         subprocess.Popen(
             [sys.executable, "-c", script, start_at, *worker_args],
@@ -61,9 +61,9 @@ _APPEND_WORKER = textwrap.dedent(
     import sys, time
     from sessions_core import Session
     start_at, path, session_id, prefix, count = sys.argv[1:6]
-    session = Session(path).for_session(session_id)
     while time.time() < float(start_at):
         time.sleep(0.001)
+    session = Session(path).for_session(session_id)  # opened together: the file may be new
     for i in range(int(count)):
         result = session.append_message(
             {"id": f"{prefix}-{i}", "role": "user", "parts": [{"type": "text", "text": f"from {prefix} number {i}"}]}
@@ -594,3 +594,15 @@ def test_compactions_by_sessions_on_one_file_alongside_appends_keep_one_overlay_
     finally:
         for session in (writer, *compactors):
             session.close()
+
+
+
+@pytest.mark.slow
+def test_processes_opening_a_new_file_together(tmp_path: Path) -> None:
+    """Switching a new file to WAL races with the other openers; SQLite may report "database is
+    locked" at once rather than wait, which must not reach the caller."""
+    for round_ in range(6):
+        path = tmp_path / f"new{round_}.db"
+        _run_workers(_APPEND_WORKER, [[str(path), f"s{w}", f"p{w}", "5"] for w in range(8)])
+        for w in range(8):
+            assert _rows(path, f"s{w}") and len(_rows(path, f"s{w}")) == 5

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
@@ -315,12 +316,26 @@ class SqliteStore(Store):
         )
         self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         if self.database != ":memory:" and not self.database.startswith("file::memory:"):
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._use_wal(timeout)
         self._conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
         self._conn.execute("PRAGMA foreign_keys = ON")
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.database!r})"
+
+    def _use_wal(self, timeout: float) -> None:
+        """Switch the file to WAL. The switch needs the file to itself and SQLite reports
+        "database is locked" at once instead of waiting (processes opening a new file together),
+        so retry until ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.005)
 
     # -- lifecycle -------------------------------------------------------------------------
 
