@@ -431,14 +431,15 @@ class Session(StoreOwner):
                     f"compaction function named the range {from_id!r} .. {result.to_message_id!r},"
                     " which does not lie on the branch in that order"
                 )
-            row = CompactionRow(str(uuid.uuid4()), result.summary, from_id, result.to_message_id, now_us())
-            stored = self.store.add_compaction_unless(
+            # The overlay's time is taken once the check has run: newest wins, so storage order
+            # must be the order in which compactions were checked.
+            row = self.store.add_compaction_unless(
                 self.session_id,
-                row,
+                lambda: CompactionRow(str(uuid.uuid4()), result.summary, from_id, result.to_message_id, now_us()),
                 lambda compactions: self._superseded(compactions, visible, from_id, result.to_message_id, leaf, position),
             )
             self._estimate_cache = None
-            if not stored:
+            if row is None:
                 return None
             self._emit(SessionEvent("compact", self.session_id, compaction=_compaction(row)))
             self._warned_noop = False

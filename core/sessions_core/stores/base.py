@@ -296,15 +296,20 @@ class Store(ABC):
         """Store a compaction overlay."""
 
     def add_compaction_unless(
-        self, session_id: str, row: CompactionRow, superseded: Callable[[list[CompactionRow]], bool]
-    ) -> bool:
-        """Store ``row`` unless ``superseded(every compaction of the session)`` is true; whether
-        it was stored. A store that can makes the check and the insert one step against other
-        writers of the session (this default does not)."""
+        self,
+        session_id: str,
+        make_row: Callable[[], CompactionRow],
+        superseded: Callable[[list[CompactionRow]], bool],
+    ) -> CompactionRow | None:
+        """Store ``make_row()`` unless ``superseded(every compaction of the session)`` is true;
+        the row stored, or ``None``. The row is made after the check, so its ``created_at``
+        orders it after every compaction the check saw. A store that can makes the check and the
+        insert one step against other writers of the session (this default does not)."""
         if superseded(self.get_compactions(session_id)):
-            return False
+            return None
+        row = make_row()
         self.add_compaction(session_id, row)
-        return True
+        return row
 
     @abstractmethod
     def get_compactions(self, session_id: str) -> list[CompactionRow]:

@@ -558,11 +558,14 @@ class SqliteStore(Store):
             )
 
     def add_compaction_unless(
-        self, session_id: str, row: CompactionRow, superseded: Callable[[list[CompactionRow]], bool]
-    ) -> bool:
+        self,
+        session_id: str,
+        make_row: Callable[[], CompactionRow],
+        superseded: Callable[[list[CompactionRow]], bool],
+    ) -> CompactionRow | None:
         # One write transaction: no other connection stores a compaction between check and insert.
         with self._write():
-            return super().add_compaction_unless(session_id, row, superseded)
+            return super().add_compaction_unless(session_id, make_row, superseded)
 
     def get_compactions(self, session_id: str) -> list[CompactionRow]:
         with self._connection() as conn:
