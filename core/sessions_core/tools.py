@@ -21,7 +21,7 @@ UNLOADED_PREFIX = "[skill unloaded:"
 
 
 class _ArgumentError(ValueError):
-    pass
+    """Tool arguments that do not fit the tool's JSON schema."""
 
 
 @dataclass(frozen=True)
