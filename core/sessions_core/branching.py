@@ -6,8 +6,8 @@ store's keys).
 The active branch of a session is the path to its latest leaf. To make an empty branch, or an
 interior message, the active one, a *head marker* is appended: a ``system`` message with no
 parts and ``metadata["sessionsMarker"]`` set (``"reset"`` as a new root, ``"head"`` under the
-message to continue from). Markers are never shown: readers drop them with
-:func:`without_markers` (``raw_history`` and the adapters do).
+message to continue from). Markers are never shown: ``Session`` history reads skip them, and
+raw reads drop them with :func:`without_markers`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ._async import run_in_thread
 from ._time import now_us
-from .messages import MessageInput, SessionMessage, parse_message
+from .messages import MARKER_KEY, MessageInput, SessionMessage, is_marker, parse_message
 from .session import Session
 
 __all__ = [
@@ -36,17 +36,9 @@ __all__ = [
     "without_markers",
 ]
 
-MARKER_KEY = "sessionsMarker"
-
-
 def head_marker(kind: str = "head") -> SessionMessage:
     """A new head marker (``kind`` is ``"reset"`` for a new empty root, else ``"head"``)."""
     return SessionMessage(id=f"marker_{uuid.uuid4().hex}", role="system", parts=[], metadata={MARKER_KEY: kind})
-
-
-def is_marker(message: SessionMessage) -> bool:
-    """Whether ``message`` is a head marker (never shown to a model or a user)."""
-    return message.role == "system" and not message.parts and MARKER_KEY in message.metadata
 
 
 def without_markers(messages: Iterable[SessionMessage]) -> list[SessionMessage]:

@@ -32,6 +32,7 @@ Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 
 COMPACTION_ID_PREFIX = "compaction_"
+MARKER_KEY = "sessionsMarker"
 
 
 class _PartBase(BaseModel):
@@ -222,6 +223,12 @@ def parse_message(message: MessageInput) -> SessionMessage:
         ident = message.get("id")
         label = f"invalid message {ident!r}" if isinstance(ident, str) and ident else "invalid message"
         raise MessageValidationError(f"{label}: {_describe(error)}") from None
+
+
+def is_marker(message: SessionMessage) -> bool:
+    """Whether ``message`` is a head marker (``sessions_core.branching``): a ``system`` message
+    with no parts that only moves the active branch, never shown to a model or a user."""
+    return message.role == "system" and not message.parts and MARKER_KEY in message.metadata
 
 
 def text_content(message: SessionMessage) -> str:

@@ -23,6 +23,7 @@ from .messages import (
     MessageInput,
     SessionMessage,
     TextPart,
+    is_marker,
     message_from_storage,
     parse_message,
     storage_json,
@@ -381,7 +382,7 @@ class Session(StoreOwner):
             return _ReadPlan([], [], self.store.fetch_chunk_rows)
         path = self.store.path(self.session_id, leaf)
         compactions = self.store.get_compactions(self.session_id) if path and not raw else []
-        return _ReadPlan(path, compactions, self.store.fetch_chunk_rows)
+        return _ReadPlan(path, compactions, self.store.fetch_chunk_rows, hide_markers=not raw)
 
     # -- compactions -----------------------------------------------------------------------
 
@@ -808,7 +809,10 @@ class _Chunk:
 class _ReadPlan:
     """A path (ids only) with its overlays applied, read in bounded chunks."""
 
-    def __init__(self, path: Sequence[PathEntry], overlays: Sequence[CompactionRow], chunk_rows: int) -> None:
+    def __init__(
+        self, path: Sequence[PathEntry], overlays: Sequence[CompactionRow], chunk_rows: int, *, hide_markers: bool = True
+    ) -> None:
+        self.hide_markers = hide_markers
         self.seqs = array("q", (entry.seq for entry in path))
         self.segments: list[Segment] = plan_overlays([entry.id for entry in path], overlays)
         self.chunk_rows = chunk_rows
@@ -835,7 +839,7 @@ class _ReadPlan:
         for item in chunk.items:
             if isinstance(item, int):
                 message = _parse_row(rows.get(self.seqs[item]))
-                if message is not None:
+                if message is not None and not (self.hide_markers and is_marker(message)):
                     yield message
             else:
                 yield summary_message(item)

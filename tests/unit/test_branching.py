@@ -108,3 +108,17 @@ def test_ensure_session_registers_a_chosen_id():
         manager.append("alice", msg("u1", "hello there"))
         assert [i.id for i in manager.list()] == ["alice"]
         assert [hit.session_id for hit in manager.search("hello")] == ["alice"]
+
+
+def test_session_history_reads_never_show_head_markers():
+    from sessions_core import Session
+    from sessions_core.branching import soft_reset
+
+    session = Session()
+    session.append_message({"id": "a", "role": "user", "parts": [{"type": "text", "text": "x"}]})
+    marker = soft_reset(session)
+    session.append_message({"id": "b", "role": "user", "parts": [{"type": "text", "text": "y"}]})
+    assert [m.id for m in session.get_history()] == ["b"]
+    assert [m.id for m in session.history(newest_first=True)] == ["b"]
+    assert [m.id for m in session.get_recent_history(10_000).messages] == ["b"]
+    assert [m.id for m in session.get_history(raw=True)] == [marker.id, "b"]
