@@ -16,7 +16,7 @@ def to_us(moment: datetime) -> int:
 
 
 def from_us(value: int) -> datetime:
-    return EPOCH + timedelta(microseconds=value)
+    return EPOCH + timedelta(0, 0, value)  # positional: measurably faster on the read path
 
 
 def now_us() -> int:
