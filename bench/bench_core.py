@@ -433,6 +433,16 @@ def bench_append(tmp: Path, rounds: int, per_round: int, do_profile: bool) -> di
     apply_schema(floor_conn)
     floor = FloorAppender(floor_conn)
     contenders = {"ours": ours_session.append_message, "explicit": explicit.append, "floor": floor.append}
+    # Breakdown: the store's INSERT alone (records prepared beforehand), where the private helper allows.
+    prepare = ours_prepare(ours_session)
+    store_session = None
+    if prepare is not None:
+        from sessions_core import LATEST
+
+        store_session = Session(SqliteStore(tmp / "append_store.db")).for_session(SESSION)
+        records = {m["id"]: prepare(m) for m in messages}
+        store = store_session.store
+        contenders["store"] = lambda m: store.insert_message(SESSION, records[m["id"]], LATEST)
 
     warm, rest = messages[:per_round], messages[per_round:]
     for m in warm:  # compile statements, create the tables' first pages
@@ -442,7 +452,7 @@ def bench_append(tmp: Path, rounds: int, per_round: int, do_profile: bool) -> di
     order = list(contenders)
     for r in range(rounds):
         batch = rest[r * per_round:(r + 1) * per_round]
-        for name in order[r % 3:] + order[:r % 3]:  # rotate who goes first
+        for name in order[r % len(order):] + order[:r % len(order)]:  # rotate who goes first
             timings[name].append(per_item_us(contenders[name], batch))
     stored = floor_conn.execute("SELECT count(*) FROM session_messages").fetchone()[0]
     assert stored == len(messages), stored
@@ -451,8 +461,10 @@ def bench_append(tmp: Path, rounds: int, per_round: int, do_profile: bool) -> di
     extra: dict[str, Any] = {"rounds_ours_us": timings["ours"], "rounds_floor_us": timings["floor"],
                              "appends_per_round": per_round, "rounds": rounds,
                              "ours_explicit_parent_us": statistics.median(timings["explicit"])}
+    if "store" in timings:
+        extra["ours_store_insert_only_us"] = statistics.median(timings["store"])
+        store_session.close()
     # Breakdown: the Python work before SQL, ours vs the floor's, on the same messages.
-    prepare = ours_prepare(ours_session)
     sample = messages[:2000]
     extra["floor_prepare_us"] = statistics.median(per_item_us(floor_prepare, sample) for _ in range(5))
     if prepare is not None:
@@ -775,8 +787,10 @@ def main(argv: list[str] | None = None) -> int:
                   f" {f['floor_ratio']:.2f}x)")
         if "ours_explicit_parent_us" in f:
             prep = f.get("ours_prepare_us")
-            print(f"  (append parts: ours with an explicit parent {fmt(f['ours_explicit_parent_us'])} us; Python before SQL: "
-                  f"ours {fmt(prep) if prep else '?'} us vs floor {fmt(f['floor_prepare_us'])} us)")
+            store = f.get("ours_store_insert_only_us")
+            print(f"  (append parts: ours with an explicit parent {fmt(f['ours_explicit_parent_us'])} us; the store's"
+                  f" insert_message alone (record prepared) {fmt(store) if store else '?'} us; Python before SQL:"
+                  f" ours {fmt(prep) if prep else '?'} us vs floor {fmt(f['floor_prepare_us'])} us)")
         if "fts_matches" in f:
             print(f"  ({f['figure']}: query {f['query']!r}, {f['fts_matches']:,} FTS matches;"
                   f" ours - floor = {(f['ours'] - f['baseline']) * 1000:+,.0f} us; ranking every match by hand:"
