@@ -213,7 +213,8 @@ class Session(StoreOwner):
             if parsed is message:  # the caller's object: never changed behind their back
                 parsed = parsed.model_copy()
             parsed.created_at = from_us(record.created_at_us)
-        self._emit(SessionEvent("append", self.session_id, message=parsed, parent_id=inserted.parent_id, inserted=True))
+        if self._listeners:
+            self._emit(SessionEvent("append", self.session_id, message=parsed, parent_id=inserted.parent_id, inserted=True))
         self._track_estimate(record, inserted.parent_id)
         self._maybe_auto_compact(record.id)
         return AppendResult(True, parsed)
