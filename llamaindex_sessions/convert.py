@@ -19,6 +19,7 @@ one ``tool`` message per result, so :func:`to_chat_messages` may return several 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from pathlib import Path
@@ -167,10 +168,8 @@ def _kwargs_tool_calls(kwargs: Mapping[str, Any]) -> list[tuple[str | None, str,
             continue
         arguments = function.get("arguments", call.get("arguments"))
         if isinstance(arguments, str):
-            try:
+            with contextlib.suppress(ValueError):  # not JSON: kept as the raw string the model sent
                 arguments = json.loads(arguments) if arguments.strip() else {}
-            except ValueError:
-                pass
         calls.append((call.get("id"), name, arguments))
     return calls
 
@@ -318,11 +317,8 @@ def _part_block(part: Any) -> Any | None:
 
 def _role(message: SessionMessage, li: Mapping[str, Any]) -> MessageRole:
     original = li.get("role")
-    if isinstance(original, str):
-        try:
-            return MessageRole(original)
-        except ValueError:
-            pass
+    if isinstance(original, str) and original in MessageRole._value2member_map_:
+        return MessageRole(original)
     return MessageRole(message.role)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import uuid
@@ -68,10 +69,8 @@ class _Handle:
 
     def __del__(self) -> None:
         if self.owns:
-            try:
+            with contextlib.suppress(Exception):  # interpreter shutdown: nothing left to report to
                 self.session.close()
-            except Exception:
-                pass
 
 
 _handles: "weakref.WeakValueDictionary[str, _Handle]" = weakref.WeakValueDictionary()

@@ -66,7 +66,7 @@ class ScriptedServer:
                 self.wfile.write(data)
 
             def log_message(self, *args: Any) -> None:
-                pass
+                """Keep the test output quiet."""
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.httpd.server_address[1]

@@ -14,6 +14,7 @@ loads them; ``main()`` names the extra to install when they are missing.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -205,10 +206,8 @@ class StoreHandle:
 
     def close(self) -> None:
         while self._close:
-            try:
+            with contextlib.suppress(Exception):  # closing never hides the command's own outcome
                 self._close.pop()()
-            except Exception:  # closing never hides the command's own outcome
-                pass
 
 
 def summary_of(store: Store, session_id: str) -> SessionSummary:

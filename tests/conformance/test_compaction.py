@@ -145,16 +145,14 @@ def scripted_conversation(count: int, seed: int) -> list[dict[str, Any]]:
     while len(messages) < count:
         turn: list[tuple[str, tuple[str, ...], str]] = [("user", (), text(3, 30))]
         kind = rng.random()
-        if kind < 0.35:
-            pass
-        elif kind < 0.7:
+        if 0.35 <= kind < 0.7:  # below 0.35: a plain exchange, no tool call
             batch = new_calls(rng.randint(1, 3))
             turn.append(("call", tuple(batch), text(0, 8)))
             if rng.random() < 0.5:
                 turn.append(("result", tuple(batch), text(10, 80)))
             else:
                 turn += [("result", (c,), text(10, 60)) for c in batch]
-        else:
+        elif kind >= 0.7:
             first, second, third = new_calls(3)
             turn += [
                 ("call", (first, second), text(0, 8)),

@@ -62,7 +62,7 @@ class FakeOpenAI:
                 self.wfile.write(data)
 
             def log_message(self, *args):
-                pass
+                """Keep the test output quiet."""
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

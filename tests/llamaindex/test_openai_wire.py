@@ -72,7 +72,7 @@ class ChatServer:
                 self.wfile.write(data)
 
             def log_message(self, *args: Any) -> None:
-                pass
+                """Keep the test output quiet."""
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
