@@ -381,12 +381,7 @@ class SessionMemory(BaseMemory):
         if not converted:
             return
         with self._handle.lock:
-            parent: Any = None
-            for i, message in enumerate(converted):
-                if i == 0:
-                    parent = self.session.append_message(message).message.id
-                else:
-                    parent = self.session.append_message(message, parent).message.id
+            self.session.append_messages(converted)  # one transaction for the turn
             self._stale = True
         if converted[-1].role == "assistant":
             self._maybe_compact()

@@ -17,7 +17,7 @@ from ._time import from_us, now_us, to_us
 from .attachments import extract_blobs, restore_blobs
 from .compaction import CompactContext, CompactResult
 from .context import ContextBlock, ContextBlocks, ContextConfig, render_system_prompt
-from .errors import CompactionError, MessageTooLargeError, SessionsError
+from .errors import CompactionError, MessageTooLargeError, MessageValidationError, SessionsError
 from .messages import (
     COMPACTION_ID_PREFIX,
     MessageInput,
@@ -218,6 +218,65 @@ class Session(StoreOwner):
         self._track_estimate(record, inserted.parent_id)
         self._maybe_auto_compact(record.id)
         return AppendResult(True, parsed)
+
+    def append_messages(
+        self,
+        messages: Iterable[MessageInput],
+        parent_id: "str | None | _Latest" = LATEST,
+        *,
+        source: str | None = None,
+    ) -> list[AppendResult]:
+        """Store messages as a chain in one transaction: the first under ``parent_id`` (default:
+        the latest leaf; ``None``: a new root), each next one under the previous one.
+
+        Returns one ``AppendResult`` per message, as ``append_message`` would. Every message is
+        validated first: a malformed one raises ``MessageValidationError`` and nothing is stored.
+        An id already stored is not stored again and the chain continues from it; ``compaction_``
+        ids are skipped. Subscribers get the events ``append_message`` sends, after the batch is
+        stored; the automatic compaction check runs once, after the batch.
+        """
+        if isinstance(messages, (SessionMessage, Mapping, str, bytes)):
+            raise TypeError("append_messages takes a list of messages (append_message takes one)")
+        batch: list[tuple[SessionMessage, MessageRecord | None]] = []
+        for index, message in enumerate(messages):
+            try:
+                parsed = self._accept(message, source)
+                if parsed.id.startswith(COMPACTION_ID_PREFIX):
+                    batch.append((parsed, None))
+                    continue
+                created = parsed.created_at
+                record = self._record(parsed, to_us(created) if created else now_us())
+            except MessageValidationError as error:
+                raise MessageValidationError(f"messages[{index}]: {error}") from None
+            if created is None:
+                if parsed is message:  # the caller's object: never changed behind their back
+                    parsed = parsed.model_copy()
+                parsed.created_at = from_us(record.created_at_us)
+            batch.append((parsed, record))
+        records = [record for _, record in batch if record is not None]
+        if not records:
+            return [AppendResult(False, parsed) for parsed, _ in batch]
+        outcomes = iter(self.store.insert_messages(self.session_id, records, parent_id))
+        results: list[AppendResult] = []
+        last: MessageRecord | None = None
+        for parsed, record in batch:
+            if record is None:
+                results.append(AppendResult(False, parsed))
+                continue
+            inserted = next(outcomes)
+            if inserted is None:
+                stored = self.get_message(parsed.id) or parsed
+                self._emit(SessionEvent("append", self.session_id, message=stored, inserted=False))
+                results.append(AppendResult(False, stored))
+                continue
+            if self._listeners:
+                self._emit(SessionEvent("append", self.session_id, message=parsed, parent_id=inserted.parent_id, inserted=True))
+            self._track_estimate(record, inserted.parent_id)
+            last = record
+            results.append(AppendResult(True, parsed))
+        if last is not None:
+            self._maybe_auto_compact(last.id)
+        return results
 
     def import_message(
         self, message: MessageInput, *, parent_id: str | None, created_at: datetime
@@ -718,6 +777,7 @@ class Session(StoreOwner):
     # -- async twins -----------------------------------------------------------------------
 
     aappend_message = async_twin(append_message)
+    aappend_messages = async_twin(append_messages)
     aimport_message = async_twin(import_message)
     aupdate_message = async_twin(update_message)
     adelete_messages = async_twin(delete_messages)

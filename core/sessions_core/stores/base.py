@@ -234,6 +234,18 @@ class Store(ABC):
         """
 
     @abstractmethod
+    def insert_messages(
+        self, session_id: str, records: Sequence[MessageRecord], parent_id: "str | None | _Latest"
+    ) -> "list[Inserted | None]":
+        """Store ``records`` as a chain in ONE transaction: the first under ``parent_id`` (as
+        :meth:`insert_message` resolves it), each next one under the previous record's id.
+
+        Per record, the result is what :meth:`insert_message` returns. A record whose id already
+        exists in this session is not stored again (``None``) and the chain continues from that
+        stored message. If anything fails, nothing of the batch is stored. ``[]`` stores nothing.
+        """
+
+    @abstractmethod
     def update_message(self, session_id: str, record: MessageRecord) -> bool:
         """Replace the content, role, text and token estimate of an existing message, keeping
         its parent and creation time. Return ``False`` (and change nothing) if it does not exist."""

@@ -224,6 +224,46 @@ class PostgresStore(Store):
 
         return self._run(work)
 
+    def insert_messages(
+        self, session_id: str, records: Sequence[MessageRecord], parent_id: str | None | _Latest
+    ) -> list[Inserted | None]:
+        if not records:
+            return []
+        first = records[0].insert_params(session_id)
+        if parent_id is LATEST:
+            first_sql = _INSERT.replace("{parent}", f"({_LATEST_LEAF})")
+        else:
+            first_sql = _INSERT.replace("{parent}", "%(parent)s")
+            first["parent"] = parent_id
+        rest = [
+            {**record.insert_params(session_id), "parent": previous.id}
+            for previous, record in zip(records, records[1:])
+        ]
+
+        def work(conn: psycopg.Connection) -> list[Inserted | None]:
+            _lock_session(conn, session_id)
+            _index_lookups_only(conn)
+            rows = [conn.execute(self.q(first_sql), first).fetchone()]
+            if rest:
+                # Pipelined: one round trip for the chain; each statement sees the rows the
+                # previous ones inserted (same transaction), so depths and totals chain up.
+                with conn.cursor() as cursor:
+                    cursor.executemany(self.q(_INSERT.replace("{parent}", "%(parent)s")), rest, returning=True)
+                    while True:
+                        rows.append(cursor.fetchone())
+                        if not cursor.nextset():
+                            break
+            results: list[Inserted | None] = []
+            for record, row in zip(records, rows, strict=True):
+                if row is None:
+                    results.append(None)
+                    continue
+                self._link_blobs(conn, row[4], record)
+                results.append(Inserted(row[0], PathTotals(*row[1:4])))
+            return results
+
+        return self._run(work)
+
     def update_message(self, session_id: str, record: MessageRecord) -> bool:
         def work(conn: psycopg.Connection) -> bool:
             _lock_session(conn, session_id)

@@ -429,6 +429,33 @@ class SqliteStore(Store):
                     _link_blobs(conn, row[4], record)
         return None if row is None else Inserted(row[0], PathTotals(*row[1:4]))
 
+    def insert_messages(
+        self, session_id: str, records: Sequence[MessageRecord], parent_id: str | None | _Latest
+    ) -> list[Inserted | None]:
+        if not records:
+            return []
+        results: list[Inserted | None] = []
+        parent = parent_id
+        # One statement per record (the cached prepared insert) in one write transaction: each
+        # needs the previous one's row for its depth and path totals, which executemany cannot
+        # return, and the commit, not the statements, is what a message-by-message append pays for.
+        with self._write() as conn:
+            for record in records:
+                params = record.insert_params(session_id)
+                if parent is LATEST:
+                    row = conn.execute(_INSERT_UNDER_LATEST, params).fetchone()
+                else:
+                    params["parent"] = parent
+                    row = conn.execute(_INSERT_UNDER_PARENT, params).fetchone()
+                if row is None:
+                    results.append(None)
+                else:
+                    if record.blobs:
+                        _link_blobs(conn, row[4], record)
+                    results.append(Inserted(row[0], PathTotals(*row[1:4])))
+                parent = record.id
+        return results
+
     def update_message(self, session_id: str, record: MessageRecord) -> bool:
         with self._write() as conn:
             old = conn.execute(
