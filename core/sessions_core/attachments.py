@@ -93,7 +93,12 @@ def _reference(part: object) -> tuple[str, str] | None:
 
 
 def referenced_digests(messages: Iterable[SessionMessage]) -> set[str]:
-    return {ref[0] for m in messages for ref in map(_reference, m.parts) if ref is not None}
+    return {
+        ref[0]
+        for m in messages
+        for part in m.parts
+        if isinstance(part, FilePart) and (ref := _reference(part)) is not None
+    }
 
 
 def restore_blobs(

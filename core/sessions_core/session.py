@@ -341,7 +341,9 @@ class Session(StoreOwner):
             role=message.role,
             content=storage_json(stored),
             text=text_content(message),
-            tokens=self._count([message]),
+            # A ``compaction_`` row (only an import can store one) is never shown, so it adds
+            # nothing to the running token totals that the estimate reads.
+            tokens=0 if message.id.startswith(COMPACTION_ID_PREFIX) else self._count([message]),
             created_at_us=created_at_us,
             blobs=blobs,
         )
@@ -542,8 +544,11 @@ class Session(StoreOwner):
         return history + self._prompt_tokens()
 
     def _history_tokens(self, leaf_id: str) -> int:
+        overlays = self.store.get_compactions(self.session_id)
+        if not overlays:  # the leaf row carries the running total of its path
+            totals = self.store.path_totals(self.session_id, leaf_id)
+            return totals.tokens if totals is not None else 0
         path = self.store.path(self.session_id, leaf_id)
-        overlays = self.store.get_compactions(self.session_id) if path else []
         total = 0
         for segment in plan_overlays([entry.id for entry in path], overlays):
             if segment.overlay is None:
