@@ -239,13 +239,11 @@ class SessionManager(StoreOwner):
         self, session_id: str, messages: Iterable[MessageInput], parent_id: str | None = None
     ) -> str | None:
         """Append messages as a chain starting under ``parent_id`` (``None``: a new root); each
-        becomes the parent of the next. Returns the last id (``parent_id`` for none)."""
-        session = self.get_session(session_id)
-        parent = parent_id
-        for message in messages:
-            parent = session.append_message(message, parent).message.id
+        becomes the parent of the next, all in one transaction (``Session.append_messages``).
+        Returns the last id (``parent_id`` for none)."""
+        results = self.get_session(session_id).append_messages(list(messages), parent_id)
         self._touch(session_id)
-        return parent
+        return results[-1].message.id if results else parent_id
 
     def get_history(self, session_id: str, leaf_id: str | None = None) -> list[SessionMessage]:
         return self.get_session(session_id).get_history(leaf_id)
