@@ -608,6 +608,9 @@ FLOOR_WINDOW_START = """
     SELECT rowid FROM session_messages_fts WHERE session_messages_fts MATCH ?
     ORDER BY rowid DESC LIMIT 1 OFFSET ?
 """
+FLOOR_MATCH_COUNT_PROBE = """
+    SELECT rowid FROM session_messages_fts WHERE session_messages_fts MATCH ? LIMIT 1 OFFSET ?
+"""
 FLOOR_WINDOW_SEARCH = """
     SELECT m.session_id, m.id, m.role, m.text_content, m.created_at
     FROM session_messages_fts f JOIN session_messages m ON m.seq = f.rowid
@@ -637,9 +640,11 @@ class FloorSearch:
         return self.conn.execute(FLOOR_SEARCH, (expression, SESSION)).fetchall()
 
     def window(self, expression: str) -> list[tuple[Any, ...]]:
-        oldest = self.conn.execute(
-            FLOOR_WINDOW_START, (f'session_token : "{self.token}" AND {expression}', self.window_size - 1)
-        ).fetchone()
+        oldest = self.conn.execute(FLOOR_MATCH_COUNT_PROBE, (expression, self.window_size - 1)).fetchone()
+        if oldest is not None:  # more matches than the window holds: find the window's start
+            oldest = self.conn.execute(
+                FLOOR_WINDOW_START, (f'session_token : "{self.token}" AND {expression}', self.window_size - 1)
+            ).fetchone()
         return self.conn.execute(
             FLOOR_WINDOW_SEARCH, (expression, oldest[0] if oldest else 0, SESSION)
         ).fetchall()

@@ -432,7 +432,8 @@ else:
     from sessions_core.stores.postgres import PostgresStore
     session = Session(PostgresStore(r.POSTGRES_URL, schema=target)).for_session({session!r})
 session.get_token_estimate()  # connected, schema checked
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+import os
+before = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024  # KiB resident now
 tracemalloc.start()
 count = sum(1 for _ in session.history())
 _, peak = tracemalloc.get_traced_memory()
@@ -569,58 +570,141 @@ def plot(cells: list[dict[str, Any]], target: Path) -> None:
     fig.savefig(target, dpi=110)
 
 
+METRICS = [
+    ("append_one_us", "append, a commit per message", "µs"),
+    ("append_batched_us", "append, batched (1,000 per call)", "µs/msg"),
+    ("read_all_ms", "full-history read", "ms/session"),
+    ("read_recent_ms", f"recent-history read (last {RECENT})", "ms"),
+    ("threshold_check_ms", "compaction threshold check", "ms"),
+]
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The README tables of a report: per metric, every subject per workload, and ratios."""
+    cells = report.get("matrix", [])
+    lines: list[str] = []
+    subjects = list(dict.fromkeys(r["subject"] for r in cells))
+    layouts = sorted({(r["messages"], r["sessions"]) for r in cells}, key=lambda k: (k[1], k[0]))
+    by = {(r["subject"], r["messages"], r["sessions"]): r for r in cells}
+    for metric, title, unit in METRICS:
+        lines += [f"**{title}** ({unit}; in brackets: ours on SQLite over the floor, and each peer over ours)", "",
+                  "| workload | " + " | ".join(subjects) + " |", "|---" * (len(subjects) + 1) + "|"]
+        for n, sessions in layouts:
+            ours = by.get(("ours: SQLite", n, sessions))
+            cols = []
+            for name in subjects:
+                row = by.get((name, n, sessions))
+                if row is None:
+                    cols.append("")
+                    continue
+                value = row[metric]
+                text = f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+                if name == "ours: SQLite":
+                    text += f" ({value / by[(Floor.name, n, sessions)][metric]:.2f}x)"
+                elif row["kind"] == "peer" and ours:
+                    text += f" ({value / ours[metric]:.1f}x)"
+                cols.append(text)
+            lines.append(f"| {n:,} msgs, {sessions} session{'s' if sessions > 1 else ''} | " + " | ".join(cols) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def isolated(arguments: list[str]) -> Any:
+    """Run one part of the report in a fresh interpreter and return what it wrote: each part
+    starts with a small heap, so no part pays for the objects an earlier one left behind."""
+    with tempfile.TemporaryDirectory(prefix="bench-part-") as tmp_name:
+        out = Path(tmp_name) / "part.json"
+        subprocess.run([sys.executable, str(Path(__file__).resolve()), *arguments, "--part-out", str(out)], check=True)
+        return json.loads(out.read_text())
+
+
+def run_part(part: str, args: argparse.Namespace, log: Callable[[str], None]) -> Any:
+    """One part, in this process (``--part``): a matrix cell ``N:S``, or a named phase."""
+    with_postgres = not args.no_postgres
+    with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp_name:
+        tmp = Path(tmp_name)
+        if ":" in part:
+            n, sessions = (int(x) for x in part.split(":"))
+            return run_cell(tmp, n, sessions, with_postgres, log)
+        if part == "path":
+            return path_read(tmp, 10_000, log)
+        if part == "search-postgres":
+            return search_postgres(100_000, log)
+        if part.startswith("search"):
+            return search(tmp, int(part[len("search"):]), log)
+        if part == "tokens":
+            return token_counting(10_000, log)
+        if part == "memory":
+            return memory(tmp, 100_000, with_postgres, log)
+    raise ValueError(f"unknown part {part!r}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="1k and 10k only, search over 100k")
     parser.add_argument("--no-postgres", action="store_true", help="skip ours on PostgreSQL")
-    parser.add_argument("--only", action="append", choices=["matrix", "path", "search", "tokens", "memory"])
+    parser.add_argument("--only", action="append", choices=["matrix", "path", "search", "tokens", "memory"],
+                        help="run these parts and update them in an existing results file")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--table", type=Path, default=None, help="print the README tables of a results file and exit")
+    parser.add_argument("--part", help=argparse.SUPPRESS)
+    parser.add_argument("--part-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    sizes = (1_000, 10_000) if args.quick else (1_000, 10_000, 100_000)
-    search_sizes = (100_000,) if args.quick else (100_000, 1_000_000)
-    with_postgres = not args.no_postgres
-    only = set(args.only or ["matrix", "path", "search", "tokens", "memory"])
-    out_path = args.out or RESULTS / ("report-quick.json" if args.quick else "report.json")
     started = time.perf_counter()
 
     def log(text: str) -> None:
         print(f"[{time.perf_counter() - started:6.0f}s] {text}", flush=True)
 
-    report: dict[str, Any] = {
+    if args.table:
+        print(markdown(json.loads(args.table.read_text())))
+        return 0
+    if args.part:
+        args.part_out.write_text(json.dumps(run_part(args.part, args, log), default=str))
+        return 0
+    sizes = (1_000, 10_000) if args.quick else (1_000, 10_000, 100_000)
+    search_sizes = (100_000,) if args.quick else (100_000, 1_000_000)
+    with_postgres = not args.no_postgres
+    only = set(args.only or ["matrix", "path", "search", "tokens", "memory"])
+    out_path = args.out or RESULTS / ("report-quick.json" if args.quick else "report.json")
+    common = ["--no-postgres"] if args.no_postgres else []
+
+    # A partial run (--only) updates its parts of an earlier report in place.
+    report: dict[str, Any] = json.loads(out_path.read_text()) if args.only and out_path.exists() else {}
+    report |= {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": {"python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
                     "cpus": os.cpu_count(), "platform": platform.platform()},
     }
-    with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp_name:
-        tmp = Path(tmp_name)
-        if "matrix" in only:
-            cells = []
-            for n in sizes:
-                for sessions in (1, 100):
-                    log(f"{n:,} messages in {sessions} session{'s' if sessions > 1 else ''}")
-                    cells += run_cell(tmp, n, sessions, with_postgres, log)
-            report["matrix"] = cells
-            report["ratios"] = summarise(cells)
-            plot(cells, out_path.with_suffix(".png"))
-        if "path" in only:
-            log("path read")
-            report["path_read"] = path_read(tmp, 10_000, log)
-        if "search" in only:
-            report["search"] = []
-            for n in search_sizes:
-                log(f"search over {n:,} messages")
-                report["search"] += search(tmp, n, log)
-            if with_postgres:
-                report["search"] += search_postgres(100_000, log)
-            kinds = [f["ours"] for f in report["search"] if "(PostgreSQL)" not in f["figure"]
-                     and f["messages"] == search_sizes[-1]]
-            report["search_p50_ms"] = median(kinds)
-        if "tokens" in only:
-            log("token counting")
-            report["tokens"] = token_counting(10_000, log)
-        if "memory" in only:
-            log("memory")
-            report["memory"] = memory(tmp, 100_000, with_postgres, log)
+    for n in search_sizes:  # built once, outside any timing
+        core.cached_db(n, label=f"{n:,}-message search database")
+    if "matrix" in only:
+        cells = []
+        for n in sizes:
+            for sessions in (1, 100):
+                log(f"{n:,} messages in {sessions} session{'s' if sessions > 1 else ''}")
+                cells += isolated(["--part", f"{n}:{sessions}", *common])
+        report["matrix"] = cells
+        report["ratios"] = summarise(cells)
+        plot(cells, out_path.with_suffix(".png"))
+    if "path" in only:
+        log("path read")
+        report["path_read"] = isolated(["--part", "path", *common])
+    if "search" in only:
+        report["search"] = []
+        for n in search_sizes:
+            log(f"search over {n:,} messages")
+            report["search"] += isolated(["--part", f"search{n}", *common])
+        if with_postgres:
+            report["search"] += isolated(["--part", "search-postgres", *common])
+        kinds = [f["ours"] for f in report["search"] if "(PostgreSQL)" not in f["figure"]
+                 and f["messages"] == search_sizes[-1]]
+        report["search_p50_ms"] = median(kinds)
+    if "tokens" in only:
+        log("token counting")
+        report["tokens"] = isolated(["--part", "tokens", *common])
+    if "memory" in only:
+        log("memory")
+        report["memory"] = isolated(["--part", "memory", *common])
     report["targets"] = targets(report)
     for target in report["targets"]:
         log(f"  {'PASS' if target['pass'] else 'MISS'}  {target['target']}: {target['measured']}")

@@ -734,7 +734,8 @@ class SqliteStore(Store):
     def search_messages(self, session_ids: Sequence[str] | None, query: str, limit: int) -> list[SearchRow]:
         """Ranks only the ``SEARCH_CANDIDATES`` most recent matches when there are more (bm25
         over every match of a frequent word costs ~100 ms at 1M messages): the session filter
-        runs inside the index, and the window is found without scoring."""
+        runs inside the index, and the window is found without scoring. When the whole index
+        holds fewer matches than that, all of them are ranked, without looking for a window."""
         expression = match_all_words(query)
         if expression is None or limit <= 0 or (session_ids is not None and not session_ids):
             return []
@@ -746,11 +747,17 @@ class SqliteStore(Store):
             where = f" AND m.session_id IN ({','.join('?' * len(session_ids))})"
             params = list(session_ids)
         with self._connection() as conn:
-            oldest = conn.execute(
-                "SELECT rowid FROM session_messages_fts WHERE session_messages_fts MATCH ?"
-                " ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-                (window_match, SEARCH_CANDIDATES - 1),
+            # Fewer matches than the window in the whole index: rank them all (cheap), no window.
+            oldest = many = conn.execute(
+                "SELECT rowid FROM session_messages_fts WHERE session_messages_fts MATCH ? LIMIT 1 OFFSET ?",
+                (text_match, SEARCH_CANDIDATES - 1),
             ).fetchone()
+            if many is not None:
+                oldest = conn.execute(
+                    "SELECT rowid FROM session_messages_fts WHERE session_messages_fts MATCH ?"
+                    " ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+                    (window_match, SEARCH_CANDIDATES - 1),
+                ).fetchone()
             # Ranking with the session token in the expression would score it too (5x slower).
             rows = conn.execute(
                 "SELECT m.session_id, m.id, m.role, m.text_content, m.created_at"
