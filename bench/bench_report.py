@@ -433,12 +433,15 @@ else:
     session = Session(PostgresStore(r.POSTGRES_URL, schema=target)).for_session({session!r})
 session.get_token_estimate()  # connected, schema checked
 import os
-before = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024  # KiB resident now
+def resident_kib():
+    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+before = resident_kib()
+count = sum(1 for _ in session.history())  # RSS first, without tracemalloc's own bookkeeping
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 tracemalloc.start()
-count = sum(1 for _ in session.history())
+assert sum(1 for _ in session.history()) == count
 _, peak = tracemalloc.get_traced_memory()
 tracemalloc.stop()
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 tracemalloc.start()
 full = len(session.get_history())
 _, full_peak = tracemalloc.get_traced_memory()
@@ -552,13 +555,15 @@ def plot(cells: list[dict[str, Any]], target: Path) -> None:
     panels = [("append_one_us", "append, one commit per message (µs)"),
               ("append_batched_us", "append, batched (µs per message)"),
               ("read_all_us_per_message", "full-history read (µs per message)")]
+    names = list(dict.fromkeys(r["subject"] for r in cells))
+    colours = {name: f"C{i}" for i, name in enumerate(names)}  # one colour per subject, a line style per layout
     for ax, (metric, title) in zip(axes, panels):
         for sessions, style in ((1, "-o"), (100, "--s")):
-            names = sorted({r["subject"] for r in cells if r["sessions"] == sessions})
             for name in names:
                 points = sorted((r["messages"], r[metric]) for r in cells if r["subject"] == name and r["sessions"] == sessions)
                 if points:
-                    ax.plot(*zip(*points), style, label=f"{name} ({sessions} session{'s' if sessions > 1 else ''})")
+                    ax.plot(*zip(*points), style, color=colours[name],
+                            label=f"{name} ({sessions} session{'s' if sessions > 1 else ''})")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("messages stored")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 import json
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal, Mapping, Union
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
     BaseModel,

@@ -10,7 +10,8 @@ import uuid
 from array import array
 from datetime import datetime
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence
 
 from ._async import async_twin, call, call_with_timeout, run_in_thread
 from ._time import from_us, now_us, to_us
