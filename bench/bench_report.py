@@ -420,24 +420,23 @@ def token_counting(n: int, log: Callable[[str], None]) -> dict[str, Any]:
 
 
 MEMORY_PROBE = """
-import json, resource, sys, tracemalloc
-sys.path.insert(0, {here!r})
-import bench_report as r
+import json, sys, tracemalloc
 from sessions_core import Session
-mode, target = sys.argv[1], sys.argv[2]
+mode, target, postgres_url = sys.argv[1], sys.argv[2], sys.argv[3]
 if mode == "sqlite":
     from sessions_core.stores.sqlite import SqliteStore
     session = Session(SqliteStore(target)).for_session({session!r})
 else:
     from sessions_core.stores.postgres import PostgresStore
-    session = Session(PostgresStore(r.POSTGRES_URL, schema=target)).for_session({session!r})
+    session = Session(PostgresStore(postgres_url, schema=target)).for_session({session!r})
 session.get_token_estimate()  # connected, schema checked
 import os
 def resident_kib():
     return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
 before = resident_kib()
 count = sum(1 for _ in session.history())  # RSS first, without tracemalloc's own bookkeeping
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# The address space's high-water mark (ru_maxrss would carry the parent's over exec).
+after = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
 tracemalloc.start()
 assert sum(1 for _ in session.history()) == count
 _, peak = tracemalloc.get_traced_memory()
@@ -455,7 +454,7 @@ def memory(tmp: Path, n: int, with_postgres: bool, log: Callable[[str], None]) -
     allocations by tracemalloc; the whole process, SQLite's page cache included, by max RSS)."""
     source, _ = core.cached_db(n)
     path = core.copy_db(source, tmp / "memory.db")
-    script = MEMORY_PROBE.format(here=str(HERE), session=core.SESSION)
+    script = MEMORY_PROBE.format(session=core.SESSION)
     out: dict[str, Any] = {}
     targets = [("sqlite", str(path))]
     if with_postgres:
@@ -468,7 +467,8 @@ def memory(tmp: Path, n: int, with_postgres: bool, log: Callable[[str], None]) -
             session.append_messages([json.loads(c) for c in contents[i:i + 5_000]])
         targets.append(("postgres", subject.schema))
     for mode, target in targets:
-        proc = subprocess.run([sys.executable, "-c", script, mode, target], capture_output=True, text=True, check=True)
+        proc = subprocess.run([sys.executable, "-c", script, mode, target, POSTGRES_URL],
+                              capture_output=True, text=True, check=True)
         out[mode] = json.loads(proc.stdout)
         log(f"    streaming {n:,} messages ({mode}): peak {out[mode]['stream_peak_python_mb']:.1f} MB of Python"
             f" allocations, max RSS +{out[mode]['stream_peak_rss_delta_mb']:.1f} MB"

@@ -417,7 +417,7 @@ class Session(StoreOwner):
         window = self.store.path_tail(
             self.session_id, leaf, max(0, int(max_bytes)), max(1, int(min_recent_messages))
         )
-        plan = _ReadPlan(window, self.store.get_compactions(self.session_id), self.store.fetch_chunk_rows)
+        plan = _ReadPlan.of_entries(window, self.store.get_compactions(self.session_id), self.store.fetch_chunk_rows)
         messages = self._restore(
             [
                 message
@@ -442,10 +442,10 @@ class Session(StoreOwner):
     def _plan(self, leaf_id: str | None, raw: bool = False) -> "_ReadPlan":
         leaf = self._leaf_id(leaf_id)
         if leaf is None:
-            return _ReadPlan([], [], self.store.fetch_chunk_rows)
-        path = self.store.path(self.session_id, leaf)
-        compactions = self.store.get_compactions(self.session_id) if path and not raw else []
-        return _ReadPlan(path, compactions, self.store.fetch_chunk_rows, hide_markers=not raw)
+            return _ReadPlan(array("q"), [], [], self.store.fetch_chunk_rows)
+        seqs, ids = self.store.path_ids(self.session_id, leaf)
+        compactions = self.store.get_compactions(self.session_id) if ids and not raw else []
+        return _ReadPlan(seqs, ids, compactions, self.store.fetch_chunk_rows, hide_markers=not raw)
 
     # -- compactions -----------------------------------------------------------------------
 
@@ -877,12 +877,22 @@ class _ReadPlan:
     """A path (ids only) with its overlays applied, read in bounded chunks."""
 
     def __init__(
-        self, path: Sequence[PathEntry], overlays: Sequence[CompactionRow], chunk_rows: int, *, hide_markers: bool = True
+        self,
+        seqs: array,
+        ids: Sequence[str],
+        overlays: Sequence[CompactionRow],
+        chunk_rows: int,
+        *,
+        hide_markers: bool = True,
     ) -> None:
         self.hide_markers = hide_markers
-        self.seqs = array("q", (entry.seq for entry in path))
-        self.segments: list[Segment] = plan_overlays([entry.id for entry in path], overlays)
+        self.seqs = seqs
+        self.segments: list[Segment] = plan_overlays(ids, overlays)
         self.chunk_rows = chunk_rows
+
+    @classmethod
+    def of_entries(cls, path: Sequence[PathEntry], overlays: Sequence[CompactionRow], chunk_rows: int) -> "_ReadPlan":
+        return cls(array("q", (entry.seq for entry in path)), [entry.id for entry in path], overlays, chunk_rows)
 
     def chunks(self, newest_first: bool) -> Iterator[_Chunk]:
         items: list[Any] = []

@@ -9,6 +9,8 @@ in a worker thread for its async twins.
 
 from __future__ import annotations
 
+from array import array
+
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Iterable, NamedTuple, Sequence
@@ -280,6 +282,12 @@ class Store(ABC):
     @abstractmethod
     def path(self, session_id: str, leaf_id: str) -> list[PathEntry]:
         """The path root -> ``leaf_id`` without content; ``[]`` if the id is not in this session."""
+
+    def path_ids(self, session_id: str, leaf_id: str) -> tuple[array, list[str]]:
+        """The path root -> ``leaf_id`` as row numbers (an ``array('q')``) and ids, in order: what
+        a read needs, without a tuple per message (a 100,000-message path: ~7 MB, not ~25)."""
+        path = self.path(session_id, leaf_id)
+        return array("q", (entry.seq for entry in path)), [entry.id for entry in path]
 
     @abstractmethod
     def path_tail(self, session_id: str, leaf_id: str, max_bytes: int, min_rows: int) -> list[PathEntry]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+from array import array
 import zlib
 from contextlib import contextmanager
 from importlib import resources
@@ -397,6 +398,20 @@ class PostgresStore(Store):
     def path(self, session_id: str, leaf_id: str) -> list[PathEntry]:
         return [PathEntry(*row) for row in self._walk(_PATH, {"s": session_id, "leaf": leaf_id})]
 
+    def path_ids(self, session_id: str, leaf_id: str) -> tuple[array, list[str]]:
+        def work(conn: psycopg.Connection) -> tuple[array, list[str]]:
+            _index_lookups_only(conn)
+            seqs: array = array("q")
+            ids: list[str] = []
+            cursor = conn.execute(self.q(_PATH_IDS), {"s": session_id, "leaf": leaf_id})
+            while rows := cursor.fetchmany(5_000):  # Python rows a batch at a time
+                for seq, message_id in rows:
+                    seqs.append(seq)
+                    ids.append(message_id)
+            return seqs, ids
+
+        return self._run(work)
+
     def path_tail(self, session_id: str, leaf_id: str, max_bytes: int, min_rows: int) -> list[PathEntry]:
         params = {"s": session_id, "leaf": leaf_id, "max_bytes": max_bytes, "min_rows": min_rows}
         return [PathEntry(*row) for row in self._walk(_PATH_TAIL, params)]
@@ -746,6 +761,16 @@ _PATH = """
         FROM path JOIN {s}.session_messages m ON m.session_id = %(s)s AND m.id = path.parent_id
     )
     SELECT seq, id, role, size, tokens FROM path ORDER BY n DESC
+"""
+
+_PATH_IDS = """
+    WITH RECURSIVE path(seq, id, parent_id, n) AS (
+        SELECT seq, id, parent_id, 0 FROM {s}.session_messages WHERE session_id = %(s)s AND id = %(leaf)s
+        UNION ALL
+        SELECT m.seq, m.id, m.parent_id, path.n + 1
+        FROM path JOIN {s}.session_messages m ON m.session_id = %(s)s AND m.id = path.parent_id
+    )
+    SELECT seq, id FROM path ORDER BY n DESC
 """
 
 _PATH_TAIL = """

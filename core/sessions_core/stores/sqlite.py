@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from array import array
 import threading
 import time
 from contextlib import contextmanager
@@ -276,6 +277,16 @@ _PATH = """
     SELECT seq, id, role, size, tokens FROM path ORDER BY n DESC
 """
 
+_PATH_IDS = """
+    WITH RECURSIVE path(seq, id, parent_id, n) AS (
+        SELECT seq, id, parent_id, 0 FROM session_messages WHERE session_id = :s AND id = :leaf
+        UNION ALL
+        SELECT m.seq, m.id, m.parent_id, path.n + 1
+        FROM path JOIN session_messages m ON m.session_id = :s AND m.id = path.parent_id
+    )
+    SELECT seq, id FROM path ORDER BY n DESC
+"""
+
 _PATH_TAIL = """
     WITH RECURSIVE tail(seq, id, parent_id, role, size, tokens, n, used) AS (
         SELECT seq, id, parent_id, role, bytes, tokens, 1, bytes FROM session_messages
@@ -540,6 +551,15 @@ class SqliteStore(Store):
         with self._connection() as conn:
             rows = conn.execute(_PATH, {"s": session_id, "leaf": leaf_id}).fetchall()
         return [PathEntry(*row) for row in rows]
+
+    def path_ids(self, session_id: str, leaf_id: str) -> tuple[array, list[str]]:
+        seqs: array = array("q")
+        ids: list[str] = []
+        with self._connection() as conn:
+            for seq, message_id in conn.execute(_PATH_IDS, {"s": session_id, "leaf": leaf_id}):
+                seqs.append(seq)
+                ids.append(message_id)
+        return seqs, ids
 
     def path_tail(self, session_id: str, leaf_id: str, max_bytes: int, min_rows: int) -> list[PathEntry]:
         params = {"s": session_id, "leaf": leaf_id, "max_bytes": max_bytes, "min_rows": min_rows}
