@@ -13,7 +13,7 @@ ratios within the run) and ``bench/results/report.png`` (cost against history le
 from __future__ import annotations
 
 import argparse
-import asyncio
+import functools
 import gc
 import json
 import os
@@ -205,9 +205,9 @@ class Peer:
     def __init__(self, key: str, path: Path) -> None:
         self.impl = peers.PEERS[key](path)
         self.name = key
-        self.convert = self.impl.convert
-        for method in ("prepare", "append_one", "append_batch", "read_all", "read_recent"):
-            setattr(self, method, getattr(self.impl, method))
+
+    def __getattr__(self, name: str) -> Any:  # convert, prepare, append_*, read_*: the peer's own
+        return getattr(self.impl, name)
 
     def threshold_check(self, session_id: str) -> int:
         messages = self.impl.read_all(session_id)
@@ -221,17 +221,16 @@ class Peer:
         self.impl.close()
 
 
-_LLAMAINDEX_MEMORY: Any = None
+@functools.lru_cache(maxsize=1)
+def _llamaindex_memory() -> Any:
+    from llama_index.core.memory import Memory
+
+    return Memory.from_defaults(session_id="bench-token-count")
 
 
 def llamaindex_token_count(messages: list[Any]) -> int:
     """LlamaIndex ``Memory``'s own estimate (its default tokenizer: tiktoken)."""
-    global _LLAMAINDEX_MEMORY
-    if _LLAMAINDEX_MEMORY is None:
-        from llama_index.core.memory import Memory
-
-        _LLAMAINDEX_MEMORY = Memory.from_defaults(session_id="bench-token-count")
-    return _LLAMAINDEX_MEMORY._estimate_token_count(messages)
+    return _llamaindex_memory()._estimate_token_count(messages)
 
 
 def as_shipped_append_us(tmp: Path, key: str, messages: list[Any]) -> float:
