@@ -337,7 +337,7 @@ class LlamaIndexSQLAlchemy(_AsyncPeer):
     signature = staticmethod(signature_of_llamaindex)
 
     def prepare(self, session_id: str) -> None:
-        pass  # nothing per session
+        """Nothing to build per session: the store keys every row by its session id."""
 
     def append_one(self, session_id: str, message) -> None:
         self._run(self.store.add_message(session_id, message))

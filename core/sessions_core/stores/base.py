@@ -82,6 +82,17 @@ class MessageRow(NamedTuple):
     content: str
 
 
+# The tables that hold rows of a session, and the column naming it: what inspection counts.
+SUMMARY_SOURCES = (
+    ("session_messages", "session_id"),
+    ("session_compactions", "session_id"),
+    ("context_blocks", "session_id"),
+    ("cached_prompts", "session_id"),
+    ("search_entries", "session_id"),
+    ("sessions", "storage_id"),
+)
+
+
 class PathEntry(NamedTuple):
     """One row of a path, without its content."""
 

@@ -21,6 +21,7 @@ from ..errors import StoreError
 from ..fts import query_terms
 from .base import (
     LATEST,
+    SUMMARY_SOURCES,
     CompactionRow,
     Inserted,
     MessageRecord,
@@ -604,7 +605,7 @@ class PostgresStore(Store):
     def session_summaries(self, session_ids: Sequence[str] | None = None) -> list[SessionSummary]:
         where = "" if session_ids is None else " WHERE {column} = ANY(%(ids)s)"
         ids = " UNION ".join(
-            f"SELECT {column} FROM {{s}}.{table}" + where.format(column=column) for table, column in _SUMMARY_SOURCES
+            f"SELECT {column} FROM {{s}}.{table}" + where.format(column=column) for table, column in SUMMARY_SOURCES
         )
         rows = self._all(_SUMMARIES.replace("{ids}", ids), {"ids": list(session_ids or ())})
         return [
@@ -667,7 +668,7 @@ class PostgresStore(Store):
         return self._run(work)
 
     def stats(self) -> StoreStats:
-        ids = " UNION ".join(f"SELECT {column} FROM {{s}}.{table}" for table, column in _SUMMARY_SOURCES)
+        ids = " UNION ".join(f"SELECT {column} FROM {{s}}.{table}" for table, column in SUMMARY_SOURCES)
 
         def work(conn: psycopg.Connection) -> StoreStats:
             counts = conn.execute(
@@ -825,15 +826,6 @@ _FORK_COMPACTIONS = _PATH_SEQS + """
 
 
 # -- inspection and transfer -------------------------------------------------------------------
-
-_SUMMARY_SOURCES = (
-    ("session_messages", "session_id"),
-    ("session_compactions", "session_id"),
-    ("context_blocks", "session_id"),
-    ("cached_prompts", "session_id"),
-    ("search_entries", "session_id"),
-    ("sessions", "storage_id"),
-)
 
 _SUMMARIES = (
     "WITH ids(session_id) AS ({ids}),"

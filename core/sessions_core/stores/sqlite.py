@@ -15,6 +15,7 @@ from .._time import now_us
 from ..fts import match_all_words
 from .base import (
     LATEST,
+    SUMMARY_SOURCES,
     CompactionRow,
     Inserted,
     MessageRecord,
@@ -801,10 +802,10 @@ class SqliteStore(Store):
                 where, params = "", []
                 if chunk is not None:
                     where = f" WHERE {{column}} IN ({','.join('?' * len(chunk))})"
-                    params = chunk * len(_SUMMARY_SOURCES)
+                    params = chunk * len(SUMMARY_SOURCES)
                 ids = " UNION ".join(
                     f"SELECT {column} FROM {table}" + where.format(column=column)
-                    for table, column in _SUMMARY_SOURCES
+                    for table, column in SUMMARY_SOURCES
                 )
                 rows = conn.execute(_SUMMARIES.format(ids=ids), params).fetchall()
                 for row in rows:
@@ -860,7 +861,7 @@ class SqliteStore(Store):
             return cursor.rowcount == 1
 
     def stats(self) -> StoreStats:
-        ids = " UNION ".join(f"SELECT {column} FROM {table}" for table, column in _SUMMARY_SOURCES)
+        ids = " UNION ".join(f"SELECT {column} FROM {table}" for table, column in SUMMARY_SOURCES)
         with self._connection() as conn:
             counts = conn.execute(
                 f"SELECT (SELECT count(*) FROM ({ids})), (SELECT count(*) FROM sessions),"
@@ -916,15 +917,6 @@ def _statements(script: str) -> list[str]:
 
 
 # -- inspection and transfer -------------------------------------------------------------------
-
-_SUMMARY_SOURCES = (
-    ("session_messages", "session_id"),
-    ("session_compactions", "session_id"),
-    ("context_blocks", "session_id"),
-    ("cached_prompts", "session_id"),
-    ("search_entries", "session_id"),
-    ("sessions", "storage_id"),
-)
 
 _SUMMARIES = (
     "WITH ids(session_id) AS ({ids}),"
