@@ -33,7 +33,7 @@ from .messages import (
 from .models import AppendResult, Compaction, RecentHistory, SearchResult, SessionEvent
 from .overlays import Segment, plan_overlays
 from .providers import StorePromptCache, bind_provider
-from .stores.base import LATEST, CompactionRow, MessageRecord, MessageRow, PathEntry, Store, _Latest
+from .stores.base import LATEST, CompactionRow, Inserted, MessageRecord, MessageRow, PathEntry, Store, _Latest
 from .stores.sqlite import SqliteStore
 from .tokens import estimate_message_tokens, estimate_tokens
 from .tools import Tool, context_tools, loaded_skills_in_history, unloaded_skill_rewrite
@@ -200,25 +200,13 @@ class Session(StoreOwner):
         stored. ``source="client"`` strips the reserved metadata keys and enforces
         ``max_message_bytes``.
         """
-        parsed = self._accept(message, source)
-        if parsed.id.startswith(COMPACTION_ID_PREFIX):
+        parsed, record = self._prepare(message, source)
+        if record is None:
             return AppendResult(False, parsed)
-        created = parsed.created_at
-        record = self._record(parsed, to_us(created) if created else now_us())
-        inserted = self.store.insert_message(self.session_id, record, parent_id)
-        if inserted is None:
-            stored = self.get_message(parsed.id) or parsed
-            self._emit(SessionEvent("append", self.session_id, message=stored, inserted=False))
-            return AppendResult(False, stored)
-        if created is None:
-            if parsed is message:  # the caller's object: never changed behind their back
-                parsed = parsed.model_copy()
-            parsed.created_at = from_us(record.created_at_us)
-        if self._listeners:
-            self._emit(SessionEvent("append", self.session_id, message=parsed, parent_id=inserted.parent_id, inserted=True))
-        self._track_estimate(record, inserted.parent_id)
-        self._maybe_auto_compact(record.id)
-        return AppendResult(True, parsed)
+        result = self._appended(parsed, record, self.store.insert_message(self.session_id, record, parent_id))
+        if result.inserted:
+            self._maybe_auto_compact(record.id)
+        return result
 
     def append_messages(
         self,
@@ -241,43 +229,44 @@ class Session(StoreOwner):
         batch: list[tuple[SessionMessage, MessageRecord | None]] = []
         for index, message in enumerate(messages):
             try:
-                parsed = self._accept(message, source)
-                if parsed.id.startswith(COMPACTION_ID_PREFIX):
-                    batch.append((parsed, None))
-                    continue
-                created = parsed.created_at
-                record = self._record(parsed, to_us(created) if created else now_us())
+                batch.append(self._prepare(message, source))
             except MessageValidationError as error:
                 raise MessageValidationError(f"messages[{index}]: {error}") from None
-            if created is None:
-                if parsed is message:  # the caller's object: never changed behind their back
-                    parsed = parsed.model_copy()
-                parsed.created_at = from_us(record.created_at_us)
-            batch.append((parsed, record))
         records = [record for _, record in batch if record is not None]
-        if not records:
-            return [AppendResult(False, parsed) for parsed, _ in batch]
-        outcomes = iter(self.store.insert_messages(self.session_id, records, parent_id))
-        results: list[AppendResult] = []
-        last: MessageRecord | None = None
-        for parsed, record in batch:
-            if record is None:
-                results.append(AppendResult(False, parsed))
-                continue
-            inserted = next(outcomes)
-            if inserted is None:
-                stored = self.get_message(parsed.id) or parsed
-                self._emit(SessionEvent("append", self.session_id, message=stored, inserted=False))
-                results.append(AppendResult(False, stored))
-                continue
-            if self._listeners:
-                self._emit(SessionEvent("append", self.session_id, message=parsed, parent_id=inserted.parent_id, inserted=True))
-            self._track_estimate(record, inserted.parent_id)
-            last = record
-            results.append(AppendResult(True, parsed))
+        outcomes = iter(self.store.insert_messages(self.session_id, records, parent_id) if records else [])
+        results = [
+            AppendResult(False, parsed) if record is None else self._appended(parsed, record, next(outcomes))
+            for parsed, record in batch
+        ]
+        last = next((r.message.id for r in reversed(results) if r.inserted), None)
         if last is not None:
-            self._maybe_auto_compact(last.id)
+            self._maybe_auto_compact(last)
         return results
+
+    def _prepare(self, message: MessageInput, source: str | None) -> tuple[SessionMessage, MessageRecord | None]:
+        """The validated message, with its creation time, and the record to store (``None`` for
+        a ``compaction_`` id: a summary echoed back, never stored)."""
+        parsed = self._accept(message, source)
+        if parsed.id.startswith(COMPACTION_ID_PREFIX):
+            return parsed, None
+        created = parsed.created_at
+        record = self._record(parsed, to_us(created) if created else now_us())
+        if created is None:
+            if parsed is message:  # the caller's object: never changed behind their back
+                parsed = parsed.model_copy()
+            parsed.created_at = from_us(record.created_at_us)
+        return parsed, record
+
+    def _appended(self, parsed: SessionMessage, record: MessageRecord, inserted: Inserted | None) -> AppendResult:
+        """The result of one insert, announced to subscribers and counted in the estimate."""
+        if inserted is None:
+            stored = self.get_message(parsed.id) or parsed
+            self._emit(SessionEvent("append", self.session_id, message=stored, inserted=False))
+            return AppendResult(False, stored)
+        if self._listeners:
+            self._emit(SessionEvent("append", self.session_id, message=parsed, parent_id=inserted.parent_id, inserted=True))
+        self._track_estimate(record, inserted.parent_id)
+        return AppendResult(True, parsed)
 
     def import_message(
         self, message: MessageInput, *, parent_id: str | None, created_at: datetime
