@@ -614,6 +614,26 @@ def test_deeply_nested_messages_round_trip_or_are_refused(store: Any, depth: int
     assert [m.id for m in session.get_history()] == ["seed", "deep"]
 
 
+def test_long_digit_runs_and_lone_surrogates(store: Any) -> None:
+    """A 10,000-digit string is text like any other and reads back; an unpaired surrogate cannot
+    be written as UTF-8 and is refused with ``MessageValidationError``, storing nothing."""
+    session = seeded_session(store)
+    digits = {"id": "digits", "role": "user", "parts": [{"type": "text", "text": "7" * 10_000}],
+              "metadata": {"n": "1" * 5_000, "small": 12345}}
+    session.append_message(digits)
+    stored = session.get_message("digits")
+    assert stored is not None and stored.to_dict() == {**digits, "createdAt": stored.to_dict()["createdAt"]}
+    for where in ("text", "metadata"):
+        message = {"id": "lone", "role": "user", "parts": [{"type": "text", "text": "ok"}], "metadata": {}}
+        if where == "text":
+            message["parts"][0]["text"] = "half \ud800 a pair"
+        else:
+            message["metadata"] = {"k": "\udfff"}
+        with pytest.raises(MessageValidationError, match="cannot be stored as JSON"):
+            session.append_message(message)
+    assert session.get_message("lone") is None and session.get_path_length() == 2
+
+
 @pytest.mark.parametrize(
     "args", ["[" * 100_000, '{"label": "notes", "content": ' + "[" * 100_000, "{" * 50_000], ids=["list", "value", "object"]
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta, timezone
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -20,4 +21,4 @@ def from_us(value: int) -> datetime:
 
 
 def now_us() -> int:
-    return to_us(datetime.now(timezone.utc))
+    return time.time_ns() // 1000

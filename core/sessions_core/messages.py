@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from datetime import datetime, timezone
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Union
@@ -237,11 +238,21 @@ def text_content(message: SessionMessage) -> str:
     return " ".join(p.text for p in message.parts if isinstance(p, TextPart))
 
 
+_to_json = SessionMessage.__pydantic_serializer__.to_json
+# A run of digits longer than ``int`` reads back (``sys.get_int_max_str_digits``' default).
+_OVERLONG_DIGITS = re.compile(r"\d{4301}")
+
+
 def storage_json(message: SessionMessage) -> str:
     """The stored JSON of a message: its camelCase shape without ``createdAt`` (a column of its own)."""
     try:
-        data = message.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"created_at"})
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        data = _to_json(message, by_alias=True, exclude_unset=True, exclude={"created_at"}).decode()
+        if len(data) <= 4301 or not _OVERLONG_DIGITS.search(data):
+            return data
+        # An integer too long to read back, or only digits in a string: the json module,
+        # which writes the same JSON as pydantic-core, tells them apart (it refuses the first).
+        dumped = message.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"created_at"})
+        return json.dumps(dumped, ensure_ascii=False, separators=(",", ":"))
     except ValueError as error:  # nested deeper than pydantic serialises, an int too long to write...
         raise MessageValidationError(f"invalid message {message.id!r}: cannot be stored as JSON ({error})") from None
 
