@@ -15,14 +15,7 @@ def query_terms(query: str) -> list[str]:
     """The distinct searchable words of ``query``, in order, at most ``MAX_QUERY_TERMS``."""
     if not isinstance(query, str):
         return []
-    seen: dict[str, None] = {}
-    for match in _WORD.finditer(query):
-        word = match.group(0).lower()
-        if word not in seen:
-            seen[word] = None
-            if len(seen) == MAX_QUERY_TERMS:
-                break
-    return list(seen)
+    return list(dict.fromkeys(map(str.lower, _WORD.findall(query))))[:MAX_QUERY_TERMS]
 
 
 def quote_term(term: str) -> str:

@@ -319,7 +319,10 @@ class SessionManager(StoreOwner):
         """Messages of every session of this manager containing every word of ``query``
         (stemmed), best first; each result names its session."""
         rows = self.store.search_sessions(self.namespace, query, limit)
-        return [SearchResult(r.id, r.role, r.content, from_us(r.created_at_us), r.session_id) for r in rows]
+        return [
+            SearchResult(id_, role, content, from_us(created_at_us), session_id)
+            for session_id, id_, role, content, created_at_us in rows
+        ]
 
     def tools(self) -> list[Tool]:
         """``[session_search]``: search past conversations across every session."""

@@ -420,7 +420,10 @@ class Session(StoreOwner):
         """Messages of this session (every branch) containing every word of ``query``,
         stemmed, best match first. A query with no searchable word gives ``[]``."""
         rows = self.store.search_messages([self.session_id], query, limit)
-        return [SearchResult(r.id, r.role, r.content, from_us(r.created_at_us), r.session_id) for r in rows]
+        return [
+            SearchResult(id_, role, content, from_us(created_at_us), session_id)
+            for session_id, id_, role, content, created_at_us in rows
+        ]
 
     def _leaf_id(self, leaf_id: str | None) -> str | None:
         if leaf_id:

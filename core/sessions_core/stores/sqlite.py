@@ -7,6 +7,7 @@ from array import array
 import threading
 import time
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -320,6 +321,7 @@ class SqliteStore(Store):
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.database = str(path)
         self._lock = threading.RLock()
+        self._connected = _Connected(self)
         self._auto_setup = auto_setup
         self._ready = False
         self._closed = False
@@ -380,18 +382,19 @@ class SqliteStore(Store):
     def _schema_version(self) -> int:
         return self._conn.execute("PRAGMA user_version").fetchone()[0]
 
-    @contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._check_open()
-            if not self._ready:
-                if not self._auto_setup:
-                    if self._schema_version() < len(MIGRATIONS):
-                        raise StoreError(f"{self!r}: schema missing; call setup() first")
-                    self._ready = True
-                else:
-                    self.setup()
-            yield self._conn
+    def _connection(self) -> "_Connected":
+        """``with self._connection() as conn``: the store's lock held, open, schema ready."""
+        return self._connected
+
+    def _ensure_ready(self) -> None:
+        self._check_open()
+        if not self._ready:
+            if not self._auto_setup:
+                if self._schema_version() < len(MIGRATIONS):
+                    raise StoreError(f"{self!r}: schema missing; call setup() first")
+                self._ready = True
+            else:
+                self.setup()
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -763,10 +766,9 @@ class SqliteStore(Store):
         text_match = window_match = f"text_content : ({expression})"
         where, params = "", []
         if session_ids is not None:
-            tokens = " OR ".join(f'"{_session_token(s)}"' for s in dict.fromkeys(session_ids))
-            window_match = f"session_token : ({tokens}) AND {text_match}"
-            where = f" AND m.session_id IN ({','.join('?' * len(session_ids))})"
             params = list(session_ids)
+            tokens, where = _session_filter(tuple(params))
+            window_match = f"session_token : ({tokens}) AND {text_match}"
         with self._connection() as conn:
             # Fewer matches than the window in the whole index: rank them all (cheap), no window.
             oldest = many = conn.execute(
@@ -786,7 +788,7 @@ class SqliteStore(Store):
                 f" WHERE session_messages_fts MATCH ? AND f.rowid >= ?{where} ORDER BY f.rank LIMIT ?",
                 [text_match, oldest[0] if oldest else 0, *params, limit],
             ).fetchall()
-        return [SearchRow(*row) for row in rows]
+        return list(map(SearchRow._make, rows))
 
     # -- inspection and transfer -----------------------------------------------------------
 
@@ -879,9 +881,39 @@ SEARCH_CANDIDATES = 2_000
 """Matches ranked at most per search: the most recent ones when a query matches more."""
 
 
+class _Connected:
+    """The store's connection under its lock (a class, not ``@contextmanager``: this runs around
+    every statement, and a generator-based manager costs three times as much)."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> sqlite3.Connection:
+        store = self._store
+        store._lock.acquire()
+        try:
+            store._ensure_ready()
+        except BaseException:
+            store._lock.release()
+            raise
+        return store._conn
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._store._lock.release()
+
+
 def _session_token(session_id: str) -> str:
     """The indexed token naming a session (the ``session_token`` column's value)."""
     return "s" + session_id.encode("utf-8").hex()
+
+
+@lru_cache(maxsize=256)
+def _session_filter(session_ids: tuple[str, ...]) -> tuple[str, str]:
+    """The sessions' tokens as an FTS5 alternative, and the SQL condition on the row."""
+    tokens = " OR ".join(f'"{_session_token(s)}"' for s in dict.fromkeys(session_ids))
+    return tokens, f" AND m.session_id IN ({','.join('?' * len(session_ids))})"
 
 
 def _link_blobs(conn: sqlite3.Connection, seq: int, record: MessageRecord) -> None:
