@@ -1,7 +1,7 @@
 """The performance report: every store on the same workload, in one run.
 
-    python bench/bench_report.py            # full run (~10 min; builds the 1M search database once)
-    python bench/bench_report.py --quick    # 1k and 10k only, search over 100k (~2 min)
+    python bench/bench_report.py            # full run (~25 min; builds the 1M search database once)
+    python bench/bench_report.py --quick    # 1k and 10k only, search over 100k (~5 min)
 
 Subjects: ours on SQLite (file, WAL) and on PostgreSQL; LangChain's ``SQLChatMessageHistory``;
 LlamaIndex's ``SQLAlchemyChatStore`` and ``Memory``; and the raw ``sqlite3`` floor with our schema
@@ -42,6 +42,7 @@ RESULTS = HERE / "results"
 POSTGRES_URL = os.environ.get("SESSIONS_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 RECENT = 50  # messages in a "recent history" read
 APPEND_BUDGET_S = 2.0  # time spent timing single appends per subject and size (at least 5 appends)
+APPEND_SAMPLES = 1_000  # single appends timed at most: several WAL checkpoints' worth, so each subject pays its share
 
 
 def median(values: list[float]) -> float:
@@ -261,8 +262,13 @@ def make_subjects(tmp: Path, tag: str, with_postgres: bool) -> list[Any]:
 def workload(n: int, sessions: int) -> dict[str, list[dict[str, Any]]]:
     """``n`` messages over ``sessions`` conversations (each its own generator)."""
     per = n // sessions
-    return {f"s{i:03d}": core.take(core.ChatGenerator(core.SEED + i, prefix=f"s{i:03d}-"), per + 200)
+    return {f"s{i:03d}": core.take(core.ChatGenerator(core.SEED + i, prefix=f"s{i:03d}-"), per + extra_per_session(sessions))
             for i in range(sessions)}
+
+
+def extra_per_session(sessions: int) -> int:
+    """Messages kept back from each session for the single appends."""
+    return -(-APPEND_SAMPLES // sessions)
 
 
 def run_cell(tmp: Path, n: int, sessions: int, with_postgres: bool, log: Callable[[str], None]) -> list[dict[str, Any]]:
@@ -282,10 +288,11 @@ def run_cell(tmp: Path, n: int, sessions: int, with_postgres: bool, log: Callabl
                 subject.append_batch(sid, msgs[i:i + batch])
         row["append_batched_us"] = (time.perf_counter() - started) / n * 1e6
         # One commit per message, into the filled store, round-robin over the sessions.
-        extra = iter([(sid, m) for i in range(per, per + 200) for sid, msgs in converted.items() for m in [msgs[i]]])
+        extra = iter([(sid, m) for i in range(per, per + extra_per_session(sessions))
+                      for sid, msgs in converted.items() for m in [msgs[i]]])
         times: list[float] = []
         started = time.perf_counter()
-        while len(times) < 200 and (len(times) < 5 or time.perf_counter() - started < APPEND_BUDGET_S):
+        while len(times) < APPEND_SAMPLES and (len(times) < 5 or time.perf_counter() - started < APPEND_BUDGET_S):
             sid, message = next(extra)
             times.append(core.timed(lambda: subject.append_one(sid, message)) * 1e6)
         row["append_one_us"] = statistics.mean(times)
