@@ -91,3 +91,22 @@ def test_a_fork_keeps_its_payloads(make_manager):
     fork = manager.fork(info.id, "m0", "copy")
     manager.delete(info.id)
     assert manager.get_history(fork.id)[0].parts[1].data == PNG
+
+
+def test_a_batch_stores_its_payloads_once_and_reads_them_back(make_session):
+    s = make_session()
+    store = _store(s)
+    s.append_message(msg("m0"))
+    results = s.append_messages(
+        [file_message("a", PNG), msg("m1"), file_message("b", B64), file_message("a", B64), file_message("c", PNG)]
+    )
+    assert [r.inserted for r in results] == [True, True, True, False, True]
+    assert ids(s.get_history("b")) == ["m0", "a", "m1", "b"]
+    assert ids(s.get_history()) == ["m0", "a", "c"]  # the chain went on from the stored "a"
+    assert [m.parts[1].data for m in s.get_history() if len(m.parts) > 1] == [PNG, PNG]
+    assert s.get_message("b").parts[1].data == B64
+    assert set(store.get_blobs([DIGEST])) == {DIGEST}
+    s.delete_messages(["a", "b"])
+    assert store.get_blobs([DIGEST]) == {DIGEST: PNG}
+    s.delete_messages(["c"])
+    assert store.get_blobs([DIGEST]) == {}

@@ -218,6 +218,16 @@ _INSERT = """
 _INSERT_UNDER_LATEST = _INSERT.format(parent=f"({_LATEST_LEAF})")
 _INSERT_UNDER_PARENT = _INSERT.format(parent=":parent")
 
+_INSERT_ROW = """
+    INSERT INTO session_messages (
+        session_id, id, parent_id, role, created_at, tokens, bytes,
+        depth, path_tokens, path_bytes, text_content, content
+    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+_POSITION = "id, depth, path_tokens, path_bytes"
+_POSITION_OF = f"SELECT {_POSITION} FROM session_messages WHERE session_id = ? AND id = ?"
+_POSITION_OF_LATEST_LEAF = f"SELECT {_POSITION} FROM session_messages WHERE session_id = :s AND id = ({_LATEST_LEAF})"
+
 _SESSION_COLUMNS = ", ".join(SessionRow._fields)
 _SESSION_MARKS = ", ".join("?" * len(SessionRow._fields))
 
@@ -450,25 +460,40 @@ class SqliteStore(Store):
         if not records:
             return []
         results: list[Inserted | None] = []
-        parent = parent_id
-        # One statement per record (the cached prepared insert) in one write transaction: each
-        # needs the previous one's row for its depth and path totals, which executemany cannot
-        # return, and the commit, not the statements, is what a message-by-message append pays for.
+        rows: list[tuple[object, ...]] = []
         with self._write() as conn:
+            # The chain's positions are computed here from the first parent and the rows already
+            # stored, and written by one executemany: no parent lookup per row.
+            known = {row[0]: row[1:] for row in _stored_positions(conn, session_id, [r.id for r in records])}
+            if parent_id is LATEST:
+                parent = conn.execute(_POSITION_OF_LATEST_LEAF, {"s": session_id}).fetchone()
+            elif parent_id is None:
+                parent = None
+            else:
+                parent = conn.execute(_POSITION_OF, (session_id, parent_id)).fetchone()
             for record in records:
-                params = record.insert_params(session_id)
-                if parent is LATEST:
-                    row = conn.execute(_INSERT_UNDER_LATEST, params).fetchone()
-                else:
-                    params["parent"] = parent
-                    row = conn.execute(_INSERT_UNDER_PARENT, params).fetchone()
-                if row is None:
+                position = known.get(record.id)
+                if position is not None:  # stored already (before or earlier in this batch)
                     results.append(None)
+                    parent = (record.id, *position)
+                    continue
+                size = record.size
+                if parent is None:
+                    parent_key, depth, tokens, total_bytes = None, 1, record.tokens, size
                 else:
-                    if record.blobs:
-                        _link_blobs(conn, row[4], record)
-                    results.append(Inserted(row[0], PathTotals(*row[1:4])))
-                parent = record.id
+                    parent_key, depth = parent[0], parent[1] + 1
+                    tokens, total_bytes = parent[2] + record.tokens, parent[3] + size
+                rows.append((session_id, record.id, parent_key, record.role, record.created_at_us, record.tokens,
+                             size, depth, tokens, total_bytes, record.text, record.content))
+                results.append(Inserted(parent_key, PathTotals(depth, tokens, total_bytes)))
+                known[record.id] = (depth, tokens, total_bytes)
+                parent = (record.id, depth, tokens, total_bytes)
+            conn.executemany(_INSERT_ROW, rows)
+            with_blobs = [r for r, result in zip(records, results) if result is not None and r.blobs]
+            if with_blobs:
+                seqs = dict(_stored_seqs(conn, session_id, [r.id for r in with_blobs]))
+                for record in with_blobs:
+                    _link_blobs(conn, seqs[record.id], record)
         return results
 
     def update_message(self, session_id: str, record: MessageRecord) -> bool:
@@ -914,6 +939,29 @@ def _session_filter(session_ids: tuple[str, ...]) -> tuple[str, str]:
     """The sessions' tokens as an FTS5 alternative, and the SQL condition on the row."""
     tokens = " OR ".join(f'"{_session_token(s)}"' for s in dict.fromkeys(session_ids))
     return tokens, f" AND m.session_id IN ({','.join('?' * len(session_ids))})"
+
+
+def _stored_positions(conn: sqlite3.Connection, session_id: str, ids: list[str]) -> list[tuple]:
+    """``(id, depth, path_tokens, path_bytes)`` of the given ids stored in the session."""
+    return _rows_for_ids(conn, f"SELECT {_POSITION} FROM session_messages", session_id, ids)
+
+
+def _stored_seqs(conn: sqlite3.Connection, session_id: str, ids: list[str]) -> list[tuple]:
+    return _rows_for_ids(conn, "SELECT id, seq FROM session_messages", session_id, ids)
+
+
+def _rows_for_ids(conn: sqlite3.Connection, select: str, session_id: str, ids: list[str]) -> list[tuple]:
+    rows: list[tuple] = []
+    unique = list(dict.fromkeys(ids))
+    for start in range(0, len(unique), _IDS_PER_STATEMENT):
+        chunk = unique[start:start + _IDS_PER_STATEMENT]
+        rows += conn.execute(
+            f"{select} WHERE session_id = ? AND id IN ({','.join('?' * len(chunk))})", (session_id, *chunk)
+        ).fetchall()
+    return rows
+
+
+_IDS_PER_STATEMENT = 500
 
 
 def _link_blobs(conn: sqlite3.Connection, seq: int, record: MessageRecord) -> None:
