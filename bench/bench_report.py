@@ -287,6 +287,9 @@ def run_cell(tmp: Path, n: int, sessions: int, with_postgres: bool, log: Callabl
             for i in range(0, per, batch):
                 subject.append_batch(sid, msgs[i:i + batch])
         row["append_batched_us"] = (time.perf_counter() - started) / n * 1e6
+        # The build's pages written back now, so that no subject's single appends wait behind
+        # the write-back of a build (its own or the previous subject's) at a checkpoint's fsync.
+        os.sync()
         # One commit per message, into the filled store, round-robin over the sessions.
         extra = iter([(sid, m) for i in range(per, per + extra_per_session(sessions))
                       for sid, msgs in converted.items() for m in [msgs[i]]])
@@ -525,7 +528,7 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     if cells:
         ratios = [by[("ours: SQLite", n, s)]["append_one_us"] / by[(Floor.name, n, s)]["append_one_us"] for n, s in layouts]
         check("append (a commit per message) within 1.5x of the floor", ", ".join(f"{r:.2f}x" for r in ratios),
-              median(ratios) <= 1.5)
+              max(ratios) <= 1.5)
         for peer in ("langchain-sql", "llamaindex-sqlalchemy"):
             for metric, goal, label in (("append_one_us", 5, "append"), ("read_all_ms", 3, "full-history read")):
                 speedups = [by[(peer, n, s)][metric] / by[("ours: SQLite", n, s)][metric] for n, s in layouts]
