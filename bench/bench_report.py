@@ -27,7 +27,7 @@ import time
 import tracemalloc
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -43,6 +43,7 @@ POSTGRES_URL = os.environ.get("SESSIONS_BENCH_POSTGRES_URL", "postgresql://postg
 RECENT = 50  # messages in a "recent history" read
 APPEND_BUDGET_S = 2.0  # time spent timing single appends per subject and size (at least 5 appends)
 APPEND_SAMPLES = 1_000  # single appends timed at most: several WAL checkpoints' worth, so each subject pays its share
+APPEND_ROUNDS = 5  # the single appends are timed in rounds, the subjects taking turns
 
 
 def median(values: list[float]) -> float:
@@ -272,10 +273,17 @@ def extra_per_session(sessions: int) -> int:
 
 
 def run_cell(tmp: Path, n: int, sessions: int, with_postgres: bool, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Every subject on one workload: each builds its store (batched append) and is read at the
+    nominal size; then the single appends run in rounds, the subjects taking turns, so that the
+    machine's noise falls on all of them alike."""
     data = workload(n, sessions)
     per = n // sessions
-    rows: list[dict[str, Any]] = []
-    for subject in make_subjects(tmp, f"{n}-{sessions}", with_postgres):
+    subjects = make_subjects(tmp, f"{n}-{sessions}", with_postgres)
+    rows: dict[str, dict[str, Any]] = {}
+    singles: dict[str, Iterator[tuple[str, Any]]] = {}
+    sids = list(data)
+    probe = sids[: min(len(sids), 10)]  # read a sample of sessions when there are many
+    for subject in subjects:
         row: dict[str, Any] = {"subject": subject.name, "kind": subject.kind, "messages": n, "sessions": sessions}
         converted = {sid: [subject.convert(m) for m in msgs] for sid, msgs in data.items()}
         for sid in converted:
@@ -287,37 +295,43 @@ def run_cell(tmp: Path, n: int, sessions: int, with_postgres: bool, log: Callabl
             for i in range(0, per, batch):
                 subject.append_batch(sid, msgs[i:i + batch])
         row["append_batched_us"] = (time.perf_counter() - started) / n * 1e6
-        # The build's pages written back now, so that no subject's single appends wait behind
-        # the write-back of a build (its own or the previous subject's) at a checkpoint's fsync.
+        # Kept back for the single appends, round-robin over the sessions.
+        singles[subject.name] = iter([(sid, msgs[i]) for i in range(per, per + extra_per_session(sessions))
+                                      for sid, msgs in converted.items()])
+        if subject.kind == "peer" and sessions == 1 and n == 1_000:
+            row["append_one_us_as_shipped"] = as_shipped_append_us(tmp, subject.name, converted[sids[0]][:40])
+        del converted
+        # The build's pages written back now, so that no later timing waits behind their
+        # write-back at a checkpoint's fsync.
         os.sync()
-        # One commit per message, into the filled store, round-robin over the sessions.
-        extra = iter([(sid, m) for i in range(per, per + extra_per_session(sessions))
-                      for sid, msgs in converted.items() for m in [msgs[i]]])
-        times: list[float] = []
-        started = time.perf_counter()
-        while len(times) < APPEND_SAMPLES and (len(times) < 5 or time.perf_counter() - started < APPEND_BUDGET_S):
-            sid, message = next(extra)
-            times.append(core.timed(lambda: subject.append_one(sid, message)) * 1e6)
-        row["append_one_us"] = statistics.mean(times)
-        row["append_one_count"] = len(times)
-        sids = list(converted)
-        probe = sids[: min(len(sids), 10)]  # read a sample of sessions when there are many
         reads = repeat(lambda: [subject.read_all(sid) for sid in probe], reps=5, budget_s=4.0)
         row["read_all_ms"] = median(reads) * 1000 / len(probe)
-        row["read_all_us_per_message"] = median(reads) * 1e6 / sum(per + len(times) // len(sids) + 1 for _ in probe)
+        row["read_all_us_per_message"] = median(reads) * 1e6 / (per * len(probe))
         recent = repeat(lambda: [subject.read_recent(sid, RECENT) for sid in probe], reps=7, budget_s=2.0)
         row["read_recent_ms"] = median(recent) * 1000 / len(probe)
         check = repeat(lambda: subject.threshold_check(sids[0]), reps=7, budget_s=2.0)
         row["threshold_check_ms"] = median(check) * 1000
+        rows[subject.name] = row
+    # One commit per message, into the filled stores.
+    times: dict[str, list[float]] = {subject.name: [] for subject in subjects}
+    for r in range(APPEND_ROUNDS):
+        for subject in subjects[r % len(subjects):] + subjects[:r % len(subjects)]:
+            taken = times[subject.name]
+            quota = len(taken) + APPEND_SAMPLES // APPEND_ROUNDS
+            started = time.perf_counter()
+            while len(taken) < quota and (not taken or time.perf_counter() - started < APPEND_BUDGET_S / APPEND_ROUNDS):
+                sid, message = next(singles[subject.name])
+                taken.append(core.timed(lambda: subject.append_one(sid, message)) * 1e6)
+    for subject in subjects:
+        row = rows[subject.name]
+        row["append_one_us"] = statistics.mean(times[subject.name])
+        row["append_one_count"] = len(times[subject.name])
         assert len(subject.read_all(sids[0])) >= per, f"{subject.name} lost messages"
         subject.close()
-        if subject.kind == "peer" and sessions == 1 and n == 1_000:
-            row["append_one_us_as_shipped"] = as_shipped_append_us(tmp, subject.name, converted[sids[0]][:40])
-        rows.append(row)
         log(f"    {subject.name:24s} batched {row['append_batched_us']:8.1f} µs/msg | one {row['append_one_us']:9.1f} µs"
             f" | read_all {row['read_all_ms']:9.2f} ms/session | recent {row['read_recent_ms']:8.2f} ms"
             f" | threshold {row['threshold_check_ms']:8.3f} ms")
-    return rows
+    return list(rows.values())
 
 
 # ------------------------------------------------------------------------------------------------
