@@ -211,6 +211,9 @@ def _describe(error: ValidationError) -> str:
     return "; ".join(problems) + (f"; and {more} more" if more > 0 else "")
 
 
+_validate_python = SessionMessage.__pydantic_validator__.validate_python  # ``model_validate`` without its frame
+
+
 def parse_message(message: MessageInput) -> SessionMessage:
     """Validate a ``SessionMessage`` or a dict of its shape; raise ``MessageValidationError``."""
     if isinstance(message, SessionMessage):
@@ -220,7 +223,7 @@ def parse_message(message: MessageInput) -> SessionMessage:
             f"invalid message: expected a SessionMessage or a dict, got {type(message).__name__}"
         )
     try:
-        return SessionMessage.model_validate(message)
+        return _validate_python(message)
     except ValidationError as error:
         ident = message.get("id")
         label = f"invalid message {ident!r}" if isinstance(ident, str) and ident else "invalid message"

@@ -39,9 +39,10 @@ LATEST = _Latest()
 """Attach a new message to the session's latest leaf (``None`` starts a new root)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MessageRecord:
-    """What a store writes for one message; computed by the caller."""
+    """What a store writes for one message; computed by the caller, never changed after (not
+    frozen only because a frozen dataclass costs four times as much to build, once per append)."""
 
     id: str
     role: str
