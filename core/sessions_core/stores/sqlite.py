@@ -934,7 +934,7 @@ def _session_token(session_id: str) -> str:
     return "s" + session_id.encode("utf-8").hex()
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=32)
 def _session_filter(session_ids: tuple[str, ...]) -> tuple[str, str]:
     """The sessions' tokens as an FTS5 alternative, and the SQL condition on the row."""
     tokens = " OR ".join(f'"{_session_token(s)}"' for s in dict.fromkeys(session_ids))
