@@ -822,7 +822,7 @@ class SqliteStore(Store):
             chunks: list[list[str] | None] = [None]
         else:
             wanted = list(dict.fromkeys(session_ids))
-            chunks = [wanted[i : i + 500] for i in range(0, len(wanted), 500)]
+            chunks = [wanted[i : i + _IDS_PER_STATEMENT] for i in range(0, len(wanted), _IDS_PER_STATEMENT)]
         summaries: list[SessionSummary] = []
         with self._connection() as conn:
             for chunk in chunks:
@@ -905,6 +905,8 @@ class SqliteStore(Store):
 SEARCH_CANDIDATES = 2_000
 """Matches ranked at most per search: the most recent ones when a query matches more."""
 
+_IDS_PER_STATEMENT = 500  # ids bound in one IN (...) list, well under SQLite's variable limit
+
 
 class _Connected:
     """The store's connection under its lock (a class, not ``@contextmanager``: this runs around
@@ -960,8 +962,6 @@ def _rows_for_ids(conn: sqlite3.Connection, select: str, session_id: str, ids: l
         ).fetchall()
     return rows
 
-
-_IDS_PER_STATEMENT = 500
 
 
 def _link_blobs(conn: sqlite3.Connection, seq: int, record: MessageRecord) -> None:
