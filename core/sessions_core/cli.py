@@ -338,7 +338,7 @@ def message_preview(message: SessionMessage | None, width: int = 80) -> str:
 
 
 def _last_activity(summary: SessionSummary) -> int | None:
-    times = [t for t in (summary.last_created_at_us, summary.registry and summary.registry.updated_at) if t]
+    times = [t for t in (summary.last_created_at_us, summary.registry and summary.registry.updated_at_us) if t]
     return max(times) if times else None
 
 
@@ -622,8 +622,8 @@ def cmd_stats(handle: StoreHandle, as_json: bool) -> None:
 
 def _registry_json(row: SessionRow) -> dict[str, Any]:
     data = row._asdict()
-    data["created_at"] = _iso(row.created_at)
-    data["updated_at"] = _iso(row.updated_at)
+    data["created_at"] = _iso(row.created_at_us)
+    data["updated_at"] = _iso(row.updated_at_us)
     return data
 
 

@@ -54,8 +54,8 @@ def _info(row: SessionRow | None) -> SessionInfo | None:
         row.output_tokens,
         row.estimated_cost,
         row.end_reason,
-        from_us(row.created_at),
-        from_us(row.updated_at),
+        from_us(row.created_at_us),
+        from_us(row.updated_at_us),
     )
 
 
@@ -163,7 +163,7 @@ class SessionManager(StoreOwner):
         return f":{session_id}" if ":" in session_id else session_id
 
     def _touch(self, session_id: str) -> None:
-        self.store.update_session_row(self.namespace, session_id, SessionChanges(updated_at=now_us()))
+        self.store.update_session_row(self.namespace, session_id, SessionChanges(updated_at_us=now_us()))
 
     # -- registry --------------------------------------------------------------------------
 
@@ -194,7 +194,7 @@ class SessionManager(StoreOwner):
 
     def rename(self, session_id: str, name: str) -> SessionInfo | None:
         """Rename a session; ``None`` (and nothing changed) if it is not registered."""
-        self.store.update_session_row(self.namespace, session_id, SessionChanges(name=name, updated_at=now_us()))
+        self.store.update_session_row(self.namespace, session_id, SessionChanges(name=name, updated_at_us=now_us()))
         return self.get(session_id)
 
     def delete(self, session_id: str) -> bool:
@@ -283,7 +283,7 @@ class SessionManager(StoreOwner):
         """End a session (``end_reason="compaction"``) and start a child holding ``summary``."""
         old = self.get(session_id)
         self.store.update_session_row(
-            self.namespace, session_id, SessionChanges(end_reason="compaction", updated_at=now_us())
+            self.namespace, session_id, SessionChanges(end_reason="compaction", updated_at_us=now_us())
         )
         info = self.create(
             name or (old.name if old else None) or "Compacted",
@@ -310,7 +310,7 @@ class SessionManager(StoreOwner):
         self.store.update_session_row(
             self.namespace,
             session_id,
-            SessionChanges(input_tokens=input_tokens, output_tokens=output_tokens, estimated_cost=cost, updated_at=now_us()),
+            SessionChanges(input_tokens=input_tokens, output_tokens=output_tokens, estimated_cost=cost, updated_at_us=now_us()),
         )
 
     # -- search and tools ------------------------------------------------------------------

@@ -152,8 +152,15 @@ class SessionRow(NamedTuple):
     output_tokens: int
     estimated_cost: float
     end_reason: str | None
-    created_at: int
-    updated_at: int
+    created_at_us: int
+    updated_at_us: int
+
+
+SESSION_COLUMNS = (
+    "namespace", "id", "storage_id", "name", "parent_session_id", "model", "source",
+    "input_tokens", "output_tokens", "estimated_cost", "end_reason", "created_at", "updated_at",
+)
+"""The ``sessions`` table's columns, in ``SessionRow`` order."""
 
 
 class SessionChanges(NamedTuple):
@@ -164,7 +171,7 @@ class SessionChanges(NamedTuple):
     input_tokens: int = 0
     output_tokens: int = 0
     estimated_cost: float = 0.0
-    updated_at: int = 0
+    updated_at_us: int = 0
 
 
 # -- inspection and transfer rows (see the last section of ``Store``) ------------------------
@@ -422,8 +429,15 @@ class Store(ABC):
         """
 
 
-    # -- inspection and transfer (read-only, for tools such as the ``sessions`` CLI) --------
-    # A consistent picture needs no concurrent writers; pages never hold more than ``limit`` rows.
+class InspectableStore(Store):
+    """A store that can also be listed, paged through, exported into and counted: what the
+    ``sessions`` CLI and ``export_session`` / ``import_records`` need, and ``Session`` does not.
+
+    Optional: a store that lacks it works with ``Session`` and ``SessionManager``; tools that
+    need it raise ``StoreError`` (see :func:`inspectable`). A consistent picture needs no
+    concurrent writers; pages never hold more than ``limit`` rows.
+    """
+
 
     @abstractmethod
     def session_summaries(self, session_ids: Sequence[str] | None = None) -> list[SessionSummary]:
@@ -462,3 +476,14 @@ class Store(ABC):
     @abstractmethod
     def stats(self) -> StoreStats:
         """Row counts of the whole store, its schema version and size."""
+
+
+def inspectable(store: Store) -> InspectableStore:
+    """``store`` if it can be inspected, else ``StoreError`` saying what it lacks."""
+    if isinstance(store, InspectableStore):
+        return store
+    from ..errors import StoreError
+
+    raise StoreError(
+        f"{store!r} cannot be listed, exported or counted: it does not implement InspectableStore"
+    )

@@ -21,6 +21,7 @@ from ..errors import StoreError
 from ..fts import query_terms
 from .base import (
     LATEST,
+    SESSION_COLUMNS,
     SUMMARY_SOURCES,
     CompactionRow,
     Inserted,
@@ -31,7 +32,7 @@ from .base import (
     SearchRow,
     SessionChanges,
     SessionRow,
-    Store,
+    InspectableStore,
     _Latest,
 )
 from .base import BlockRow, SearchEntryRow, SessionSummary, StoreStats
@@ -72,7 +73,7 @@ def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
-class PostgresStore(Store):
+class PostgresStore(InspectableStore):
     """A PostgreSQL database shared by many processes.
 
     ``conninfo_or_pool`` is a ``postgresql://`` URL or libpq string (the store opens and later
@@ -716,9 +717,9 @@ def _redact(conninfo: str) -> str:
 
 
 _ROW = "id, parent_id, role, created_at, content"
-_SESSION_COLUMNS = ", ".join(SessionRow._fields)
+_SESSION_COLUMNS = ", ".join(SESSION_COLUMNS)
 _REGISTER = (
-    f"INSERT INTO {{s}}.sessions ({_SESSION_COLUMNS}) VALUES ({', '.join(['%s'] * len(SessionRow._fields))})"
+    f"INSERT INTO {{s}}.sessions ({_SESSION_COLUMNS}) VALUES ({', '.join(['%s'] * len(SESSION_COLUMNS))})"
 )
 
 _LATEST_LEAF = """
@@ -832,7 +833,7 @@ _SUMMARIES = (
     " counts AS (SELECT session_id, count(*) AS n, min(created_at) AS first, max(created_at) AS last"
     " FROM {s}.session_messages WHERE session_id IN (SELECT session_id FROM ids) GROUP BY session_id)"
     " SELECT ids.session_id, coalesce(c.n, 0), c.first, c.last, "
-    + ", ".join(f"r.{field}" for field in SessionRow._fields)
+    + ", ".join(f"r.{field}" for field in SESSION_COLUMNS)
     + " FROM ids LEFT JOIN counts c ON c.session_id = ids.session_id"
     " LEFT JOIN {s}.sessions r ON r.storage_id = ids.session_id ORDER BY ids.session_id COLLATE \"C\""
 )

@@ -16,6 +16,7 @@ from .._time import now_us
 from ..fts import match_all_words
 from .base import (
     LATEST,
+    SESSION_COLUMNS,
     SUMMARY_SOURCES,
     CompactionRow,
     Inserted,
@@ -26,7 +27,7 @@ from .base import (
     SearchRow,
     SessionChanges,
     SessionRow,
-    Store,
+    InspectableStore,
     _Latest,
 )
 from .base import BlockRow, SearchEntryRow, SessionSummary, StoreStats
@@ -228,8 +229,8 @@ _POSITION = "id, depth, path_tokens, path_bytes"
 _POSITION_OF = f"SELECT {_POSITION} FROM session_messages WHERE session_id = ? AND id = ?"
 _POSITION_OF_LATEST_LEAF = f"SELECT {_POSITION} FROM session_messages WHERE session_id = :s AND id = ({_LATEST_LEAF})"
 
-_SESSION_COLUMNS = ", ".join(SessionRow._fields)
-_SESSION_MARKS = ", ".join("?" * len(SessionRow._fields))
+_SESSION_COLUMNS = ", ".join(SESSION_COLUMNS)
+_SESSION_MARKS = ", ".join("?" * len(SESSION_COLUMNS))
 
 _PATH_IDS = """
     WITH RECURSIVE path(seq, parent_id) AS (
@@ -312,7 +313,7 @@ _PATH_TAIL = """
 """
 
 
-class SqliteStore(Store):
+class SqliteStore(InspectableStore):
     """A SQLite database file, or ``":memory:"``.
 
     ``synchronous="NORMAL"`` (the default) with WAL survives a crash of the process: every
@@ -1003,7 +1004,7 @@ _SUMMARIES = (
     " counts AS (SELECT session_id, count(*) AS n, min(created_at) AS first, max(created_at) AS last"
     " FROM session_messages WHERE session_id IN (SELECT session_id FROM ids) GROUP BY session_id)"
     " SELECT ids.session_id, coalesce(c.n, 0), c.first, c.last, "
-    + ", ".join(f"s.{field}" for field in SessionRow._fields)
+    + ", ".join(f"s.{field}" for field in SESSION_COLUMNS)
     + " FROM ids LEFT JOIN counts c ON c.session_id = ids.session_id"
     " LEFT JOIN sessions s ON s.storage_id = ids.session_id"
 )
