@@ -9,11 +9,11 @@ in a worker thread for its async twins.
 
 from __future__ import annotations
 
-from array import array
-
 from abc import ABC, abstractmethod
+from array import array
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, NamedTuple, Sequence
+from typing import NamedTuple
 
 from ..attachments import Blob
 
@@ -21,9 +21,9 @@ from ..attachments import Blob
 class _Latest:
     """The sentinel default of ``parent_id``: attach to the latest leaf."""
 
-    _instance: "_Latest | None" = None
+    _instance: _Latest | None = None
 
-    def __new__(cls) -> "_Latest":
+    def __new__(cls) -> _Latest:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -244,8 +244,8 @@ class Store(ABC):
 
     @abstractmethod
     def insert_message(
-        self, session_id: str, record: MessageRecord, parent_id: "str | None | _Latest"
-    ) -> "Inserted | None":
+        self, session_id: str, record: MessageRecord, parent_id: str | None | _Latest
+    ) -> Inserted | None:
         """Store ``record`` under ``parent_id`` atomically; ``None`` if it was not inserted.
 
         ``LATEST`` resolves to the session's latest leaf at the moment of the insert (a root when
@@ -256,8 +256,8 @@ class Store(ABC):
 
     @abstractmethod
     def insert_messages(
-        self, session_id: str, records: Sequence[MessageRecord], parent_id: "str | None | _Latest"
-    ) -> "list[Inserted | None]":
+        self, session_id: str, records: Sequence[MessageRecord], parent_id: str | None | _Latest
+    ) -> list[Inserted | None]:
         """Store ``records`` as a chain in ONE transaction: the first under ``parent_id`` (as
         :meth:`insert_message` resolves it), each next one under the previous record's id.
 

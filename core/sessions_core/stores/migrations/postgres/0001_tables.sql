@@ -1,12 +1,3 @@
--- session-memory: PostgreSQL schema.
---
--- PostgresStore.setup() applies these migrations itself (under an advisory lock, so many
--- processes may run it at once). If your role cannot create tables, have an administrator run
--- this file once, replacing {schema} by your schema name (e.g. public), then open the store with
--- auto_setup=False. Migrations are append-only: each block below runs once, in order, and
--- {schema}.session_memory_schema records how many have run.
-
--- migration 1
 CREATE TABLE IF NOT EXISTS {schema}.session_memory_schema (
     version INTEGER NOT NULL
 );
@@ -92,28 +83,3 @@ CREATE TABLE {schema}.sessions (
 CREATE INDEX sessions_updated ON {schema}.sessions (namespace, updated_at, seq);
 
 UPDATE {schema}.session_memory_schema SET version = 1;
-
--- migration 2
-CREATE TABLE {schema}.blobs (
-    digest TEXT    PRIMARY KEY,
-    size   INTEGER NOT NULL,
-    data   BYTEA   NOT NULL
-);
-CREATE TABLE {schema}.message_blobs (
-    message_seq BIGINT NOT NULL REFERENCES {schema}.session_messages (seq) ON DELETE CASCADE,
-    digest      TEXT   NOT NULL,
-    PRIMARY KEY (message_seq, digest)
-);
-CREATE INDEX message_blobs_digest ON {schema}.message_blobs (digest);
-CREATE FUNCTION {schema}.collect_blob() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM {schema}.blobs b
-    WHERE b.digest = OLD.digest
-      AND NOT EXISTS (SELECT 1 FROM {schema}.message_blobs l WHERE l.digest = OLD.digest);
-    RETURN NULL;
-END;
-$$;
-CREATE TRIGGER blobs_collect AFTER DELETE ON {schema}.message_blobs
-FOR EACH ROW EXECUTE FUNCTION {schema}.collect_blob();
-
-UPDATE {schema}.session_memory_schema SET version = 2;

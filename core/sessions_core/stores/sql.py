@@ -1,0 +1,618 @@
+"""The SQL both stores run, written once, and the store built on it.
+
+Statements are written for both backends: named parameters (``:name``), plain table names, and
+two fragments a dialect fills in, ``{random_id}`` (a new random text id) and ``{rowid}`` (the
+registry's insertion order). A dialect compiles each statement once (:meth:`SqlStore.compile`)
+and supplies only what really differs: connections and transactions, locking, list binding,
+schema versions, full-text search and the batch insert.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+from importlib import resources
+from typing import Any, TypeVar
+
+from .._time import now_us
+from .base import (
+    LATEST,
+    SESSION_COLUMNS,
+    SUMMARY_SOURCES,
+    BlockRow,
+    CompactionRow,
+    Inserted,
+    InspectableStore,
+    MessageRecord,
+    MessageRow,
+    PathEntry,
+    PathTotals,
+    SearchEntryRow,
+    SessionChanges,
+    SessionRow,
+    SessionSummary,
+    StoreStats,
+    _Latest,
+)
+
+T = TypeVar("T")
+
+SESSION_TABLES = tuple(table for table, column in SUMMARY_SOURCES if column == "session_id")
+"""The tables whose rows belong to one session (by ``session_id``); the registry is apart."""
+
+TABLES = (*SESSION_TABLES, "sessions", "blobs", "message_blobs")
+"""Every table of the schema (what a dialect qualifies with its schema)."""
+
+
+def load_migrations(dialect: str) -> tuple[str, ...]:
+    """The dialect's migrations, in order (``migrations/<dialect>/NNNN_name.sql``): append-only,
+    a released file is never edited, and its position is the schema version it brings."""
+    folder = resources.files(__package__).joinpath("migrations", dialect)
+    files = sorted((entry for entry in folder.iterdir() if entry.name.endswith(".sql")), key=lambda f: f.name)
+    return tuple(entry.read_text(encoding="utf-8") for entry in files)
+
+
+# -- statements ---------------------------------------------------------------------------------
+
+ROW = "id, parent_id, role, created_at, content"
+POSITION = "depth, path_tokens, path_bytes"
+
+LATEST_LEAF = """
+    SELECT m.id FROM session_messages m
+    WHERE m.session_id = :s AND NOT EXISTS (
+        SELECT 1 FROM session_messages c WHERE c.session_id = m.session_id AND c.parent_id = m.id
+    )
+    ORDER BY m.created_at DESC, m.seq DESC LIMIT 1
+"""
+
+MESSAGE_COLUMNS = """session_id, id, parent_id, role, created_at, tokens, bytes,
+        depth, path_tokens, path_bytes, text_content, content"""
+
+_INSERT = f"""
+    INSERT INTO session_messages ({MESSAGE_COLUMNS})
+    SELECT :s, :id, p.id, :role, :created_at, :tokens, :bytes,
+           coalesce(p.depth, 0) + 1, coalesce(p.path_tokens, 0) + :tokens,
+           coalesce(p.path_bytes, 0) + :bytes, :text, :content
+    FROM (SELECT 1) AS one LEFT JOIN session_messages p ON p.session_id = :s AND p.id = {{parent}}
+    WHERE true
+    ON CONFLICT (session_id, id) DO NOTHING
+    RETURNING parent_id, {POSITION}, seq
+"""
+INSERT_UNDER_LATEST = _INSERT.format(parent=f"({LATEST_LEAF})")
+INSERT_UNDER_PARENT = _INSERT.format(parent=":parent")
+
+LINK_BLOB = [
+    "INSERT INTO blobs (digest, size, data) VALUES (:digest, :size, :data) ON CONFLICT (digest) DO NOTHING",
+    "INSERT INTO message_blobs (message_seq, digest) VALUES (:seq, :digest) ON CONFLICT DO NOTHING",
+]
+
+MESSAGE_SIZE = "SELECT tokens, bytes, seq FROM session_messages WHERE session_id = :s AND id = :id"
+UNLINK_BLOBS = "DELETE FROM message_blobs WHERE message_seq = :seq"
+UPDATE_MESSAGE = """
+    UPDATE session_messages SET role = :role, tokens = :tokens, bytes = :bytes, text_content = :text,
+    content = :content WHERE session_id = :s AND id = :id
+"""
+DELETE_MESSAGE = f"DELETE FROM session_messages WHERE session_id = :s AND id = :id RETURNING {POSITION}"
+ORPHAN_CHILDREN = "UPDATE session_messages SET parent_id = NULL WHERE session_id = :s AND parent_id = :id RETURNING id"
+
+SHIFT_SUBTREE = """
+    WITH RECURSIVE sub(id) AS (
+        SELECT CAST(:root AS TEXT)
+        UNION ALL
+        SELECT m.id FROM session_messages m JOIN sub ON m.session_id = :s AND m.parent_id = sub.id
+    )
+    UPDATE session_messages
+    SET depth = depth + :depth, path_tokens = path_tokens + :tokens, path_bytes = path_bytes + :bytes
+    WHERE session_id = :s AND id IN (SELECT id FROM sub)
+"""
+
+CLEAR_MESSAGES = "DELETE FROM session_messages WHERE session_id = :s"
+CLEAR_COMPACTIONS = "DELETE FROM session_compactions WHERE session_id = :s"
+
+GET_MESSAGE = f"SELECT {ROW} FROM session_messages WHERE session_id = :s AND id = :id"
+GET_LATEST_LEAF = f"SELECT {ROW} FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})"
+CHILDREN = f"SELECT {ROW} FROM session_messages WHERE session_id = :s AND parent_id = :id ORDER BY created_at, seq"
+PATH_TOTALS = f"SELECT {POSITION} FROM session_messages WHERE session_id = :s AND id = :id"
+FETCH_ROWS = f"SELECT seq, {ROW} FROM session_messages WHERE seq {{values}}"
+GET_BLOBS = "SELECT digest, data FROM blobs WHERE digest {values}"
+
+PATH = """
+    WITH RECURSIVE path(seq, id, parent_id, role, size, tokens, n) AS (
+        SELECT seq, id, parent_id, role, bytes, tokens, 0 FROM session_messages
+        WHERE session_id = :s AND id = :leaf
+        UNION ALL
+        SELECT m.seq, m.id, m.parent_id, m.role, m.bytes, m.tokens, path.n + 1
+        FROM path JOIN session_messages m ON m.session_id = :s AND m.id = path.parent_id
+    )
+    SELECT seq, id, role, size, tokens FROM path ORDER BY n DESC
+"""
+
+PATH_IDS = """
+    WITH RECURSIVE path(seq, id, parent_id, n) AS (
+        SELECT seq, id, parent_id, 0 FROM session_messages WHERE session_id = :s AND id = :leaf
+        UNION ALL
+        SELECT m.seq, m.id, m.parent_id, path.n + 1
+        FROM path JOIN session_messages m ON m.session_id = :s AND m.id = path.parent_id
+    )
+    SELECT seq, id FROM path ORDER BY n DESC
+"""
+
+PATH_TAIL = """
+    WITH RECURSIVE tail(seq, id, parent_id, role, size, tokens, n, used) AS (
+        SELECT seq, id, parent_id, role, bytes, tokens, 1, CAST(bytes AS BIGINT) FROM session_messages
+        WHERE session_id = :s AND id = :leaf
+        UNION ALL
+        SELECT m.seq, m.id, m.parent_id, m.role, m.bytes, m.tokens, tail.n + 1, tail.used + m.bytes
+        FROM tail JOIN session_messages m ON m.session_id = :s AND m.id = tail.parent_id
+        WHERE tail.n < :min_rows OR tail.used + m.bytes <= :max_bytes
+    )
+    SELECT seq, id, role, size, tokens FROM tail ORDER BY n DESC
+"""
+
+_COMPACTION = "id, summary, from_message_id, to_message_id, created_at"
+ADD_COMPACTION = f"""
+    INSERT INTO session_compactions (session_id, {_COMPACTION})
+    VALUES (:s, :id, :summary, :from_message_id, :to_message_id, :created_at) ON CONFLICT (id) DO NOTHING
+"""
+GET_COMPACTIONS = f"SELECT {_COMPACTION} FROM session_compactions WHERE session_id = :s ORDER BY created_at, seq"
+
+GET_BLOCK = "SELECT content FROM context_blocks WHERE session_id = :s AND label = :label"
+SET_BLOCK = """
+    INSERT INTO context_blocks (session_id, label, updated_at, content) VALUES (:s, :label, :now, :content)
+    ON CONFLICT (session_id, label) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at
+"""
+GET_CACHED_PROMPT = "SELECT prompt FROM cached_prompts WHERE session_id = :s"
+SET_CACHED_PROMPT = """
+    INSERT INTO cached_prompts (session_id, updated_at, prompt) VALUES (:s, :now, :prompt)
+    ON CONFLICT (session_id) DO UPDATE SET prompt = excluded.prompt, updated_at = excluded.updated_at
+"""
+SET_SEARCH_ENTRY = """
+    INSERT INTO search_entries (session_id, label, key, created_at, updated_at, content)
+    VALUES (:s, :label, :key, :now, :now, :content) ON CONFLICT (session_id, label, key) DO UPDATE
+    SET content = excluded.content, updated_at = excluded.updated_at
+"""
+COUNT_SEARCH_ENTRIES = "SELECT count(*) FROM search_entries WHERE session_id = :s AND label = :label"
+
+_SESSION_FIELDS = ", ".join(SESSION_COLUMNS)
+REGISTER_SESSION = (
+    f"INSERT INTO sessions ({_SESSION_FIELDS}) VALUES ({', '.join(':' + name for name in SESSION_COLUMNS)})"
+)
+GET_SESSION = f"SELECT {_SESSION_FIELDS} FROM sessions WHERE namespace = :ns AND id = :id"
+LIST_SESSIONS = f"SELECT {_SESSION_FIELDS} FROM sessions WHERE namespace = :ns ORDER BY updated_at DESC, {{rowid}} DESC"
+UPDATE_SESSION = """
+    UPDATE sessions SET name = coalesce(:name, name), end_reason = coalesce(:end_reason, end_reason),
+    input_tokens = input_tokens + :input_tokens, output_tokens = output_tokens + :output_tokens,
+    estimated_cost = estimated_cost + :estimated_cost, updated_at = :updated_at WHERE namespace = :ns AND id = :id
+"""
+UNREGISTER_SESSION = "DELETE FROM sessions WHERE namespace = :ns AND id = :id RETURNING storage_id"
+DELETE_SESSION_ROWS = tuple(f"DELETE FROM {table} WHERE session_id = :s" for table in SESSION_TABLES)
+
+_PATH_SEQS = """
+    WITH RECURSIVE path(seq, parent_id) AS (
+        SELECT seq, parent_id FROM session_messages WHERE session_id = :s AND id = :leaf
+        UNION ALL
+        SELECT m.seq, m.parent_id FROM path JOIN session_messages m ON m.session_id = :s AND m.id = path.parent_id
+    )
+"""
+FORK = (
+    _PATH_SEQS
+    + f"""
+    INSERT INTO session_messages ({MESSAGE_COLUMNS})
+    SELECT :dst, m.id, m.parent_id, m.role, m.created_at, m.tokens, m.bytes,
+           m.depth, m.path_tokens, m.path_bytes, m.text_content, m.content
+    FROM session_messages m WHERE m.seq IN (SELECT seq FROM path) ORDER BY m.depth
+    """,
+    _PATH_SEQS
+    + """
+    INSERT INTO message_blobs (message_seq, digest)
+    SELECT copy.seq, link.digest
+    FROM message_blobs link
+    JOIN session_messages original ON original.seq = link.message_seq
+    JOIN session_messages copy ON copy.session_id = :dst AND copy.id = original.id
+    WHERE link.message_seq IN (SELECT seq FROM path)
+    """,
+    _PATH_SEQS
+    + """
+    , ids(id) AS (SELECT m.id FROM session_messages m WHERE m.seq IN (SELECT seq FROM path))
+    INSERT INTO session_compactions (session_id, id, from_message_id, to_message_id, created_at, summary)
+    SELECT :dst, {random_id}, c.from_message_id, c.to_message_id, c.created_at, c.summary
+    FROM session_compactions c
+    WHERE c.session_id = :s AND c.from_message_id IN (SELECT id FROM ids) AND c.to_message_id IN (SELECT id FROM ids)
+    ORDER BY c.created_at, c.seq
+    """,
+)
+"""Copy a path into another session: its messages, their payload links, the overlays on it."""
+
+SUMMARIES = (
+    "WITH ids(session_id) AS ({ids}),"
+    " counts AS (SELECT session_id, count(*) AS n, min(created_at) AS first, max(created_at) AS last"
+    " FROM session_messages WHERE session_id IN (SELECT session_id FROM ids) GROUP BY session_id)"
+    " SELECT ids.session_id, coalesce(c.n, 0), c.first, c.last, "
+    + ", ".join(f"r.{column}" for column in SESSION_COLUMNS)
+    + " FROM ids LEFT JOIN counts c ON c.session_id = ids.session_id"
+    " LEFT JOIN sessions r ON r.storage_id = ids.session_id"
+)
+MESSAGE_PAGE = (
+    f"SELECT seq, {ROW} FROM session_messages WHERE session_id = :s{{after}} ORDER BY created_at, seq LIMIT :limit"
+)
+MESSAGE_PAGE_AFTER = " AND (created_at, seq) > (SELECT created_at, seq FROM session_messages WHERE seq = :after)"
+LIST_BLOCKS = "SELECT label, content, updated_at FROM context_blocks WHERE session_id = :s ORDER BY label"
+SEARCH_ENTRY_COUNTS = (
+    "SELECT label, count(*) FROM search_entries WHERE session_id = :s GROUP BY label ORDER BY label"
+)
+SEARCH_ENTRY_PAGE = (
+    "SELECT seq, label, key, content, created_at, updated_at FROM search_entries"
+    " WHERE session_id = :s{after} ORDER BY label, key LIMIT :limit"
+)
+SEARCH_ENTRY_PAGE_AFTER = " AND (label, key) > (SELECT label, key FROM search_entries WHERE seq = :after)"
+COUNTS = (
+    "SELECT (SELECT count(*) FROM ({ids}) AS ids), (SELECT count(*) FROM sessions),"
+    " (SELECT count(*) FROM session_messages), (SELECT count(*) FROM session_compactions),"
+    " (SELECT count(*) FROM context_blocks), (SELECT count(*) FROM cached_prompts),"
+    " (SELECT count(*) FROM search_entries)"
+)
+
+
+def _session_ids(where: str = "") -> str:
+    """Every session id holding rows, as a ``UNION`` (``where`` is formatted with ``column``)."""
+    return " UNION ".join(
+        f"SELECT {column} FROM {table}" + where.format(column=column) for table, column in SUMMARY_SOURCES
+    )
+
+
+class SqlStore(InspectableStore):
+    """Every ``Store`` method written once over SQL; subclasses are the dialects.
+
+    A dialect implements the hooks below and the search methods; it may override a method where
+    its backend does the job better (SQLite's set-based batch insert).
+    """
+
+    max_list: int = 500
+    """Values bound at most in one list (``{values}``); longer lists are read in chunks."""
+
+    def __init__(self) -> None:
+        self._compiled: dict[str, str] = {}
+        c = self.compile
+        self._insert_under_latest = c(INSERT_UNDER_LATEST)
+        self._insert_under_parent = c(INSERT_UNDER_PARENT)
+        self._link_blob = [c(sql) for sql in LINK_BLOB]
+        self._path_ids = c(PATH_IDS)
+
+    # -- the dialect's hooks ---------------------------------------------------------------
+
+    @abstractmethod
+    def _translate(self, sql: str) -> str:
+        """``sql`` in the backend's own syntax: placeholders, qualified tables, fragments."""
+
+    @abstractmethod
+    def _read(self, work: Callable[[Any], T], *, walk: bool = False) -> T:
+        """``work(connection)`` for reads. ``walk``: it walks the tree (plan it as index lookups)."""
+
+    @abstractmethod
+    def _write(
+        self,
+        work: Callable[[Any], T],
+        *,
+        lock: str | None = None,
+        walk: bool = False,
+        idempotent: bool = True,
+        one_statement: bool = False,
+    ) -> T:
+        """``work(connection)`` in one transaction. ``lock``: serialise it with the other writers
+        of that session. ``idempotent``: it may be retried after a dropped connection.
+        ``one_statement``: ``work`` runs a single statement (atomic without a transaction)."""
+
+    @abstractmethod
+    def _list(self, values: Sequence[Any], uses: int = 1) -> tuple[str, Any]:
+        """What replaces ``{values}`` (``IN (...)`` or ``= ANY(...)``), and the parameters of a
+        statement that binds the list ``uses`` times and nothing else."""
+
+    @abstractmethod
+    def _schema_version(self, conn: Any) -> int:
+        """The number of migrations applied."""
+
+    @abstractmethod
+    def _size_bytes(self, conn: Any) -> int | None:
+        """The database's size as the backend reports it."""
+
+    def _lock_session(self, conn: Any, session_id: str) -> None:
+        """Serialise the current transaction's writes to ``session_id`` (no-op by default)."""
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def compile(self, sql: str) -> str:
+        """``sql`` translated for this backend (cached)."""
+        compiled = self._compiled.get(sql)
+        if compiled is None:
+            compiled = self._compiled[sql] = self._translate(sql)
+        return compiled
+
+    def _one(self, sql: str, params: Any, *, walk: bool = False) -> Any:
+        sql = self.compile(sql)
+        return self._read(lambda conn: conn.execute(sql, params).fetchone(), walk=walk)
+
+    def _all(self, sql: str, params: Any, *, walk: bool = False) -> list[Any]:
+        sql = self.compile(sql)
+        return self._read(lambda conn: conn.execute(sql, params).fetchall(), walk=walk)
+
+    def _execute(self, sql: str, params: Any, *, idempotent: bool = True) -> int:
+        """Run one write statement; the number of rows it changed."""
+        sql = self.compile(sql)
+        return self._write(lambda conn: conn.execute(sql, params).rowcount, idempotent=idempotent, one_statement=True)
+
+    def _select_in(self, template: str, values: Sequence[Any]) -> list[Any]:
+        """Rows of ``template`` (each ``{values}`` in it bound to ``values``), in chunks."""
+        rows: list[Any] = []
+        uses = template.count("{values}")
+        for start in range(0, len(values), self.max_list):
+            fragment, params = self._list(values[start : start + self.max_list], uses)
+            sql = self.compile(template.replace("{values}", fragment))
+            rows += self._read(lambda conn, sql=sql, params=params: conn.execute(sql, params).fetchall())
+        return rows
+
+    def _link_blobs(self, conn: Any, seq: int, record: MessageRecord) -> None:
+        add_blob, add_link = self._link_blob
+        for blob in record.blobs:
+            conn.execute(add_blob, {"digest": blob.digest, "size": len(blob.data), "data": blob.data})
+            conn.execute(add_link, {"seq": seq, "digest": blob.digest})
+
+    def _shift_subtree(self, conn: Any, session_id: str, root_id: str, depth: int, tokens: int, size: int) -> None:
+        params = {"s": session_id, "root": root_id, "depth": depth, "tokens": tokens, "bytes": size}
+        conn.execute(self.compile(SHIFT_SUBTREE), params)
+
+    # -- message writes --------------------------------------------------------------------
+
+    def insert_message(
+        self, session_id: str, record: MessageRecord, parent_id: str | None | _Latest
+    ) -> Inserted | None:
+        params = record.insert_params(session_id)
+        if parent_id is LATEST:
+            sql = self._insert_under_latest
+        else:
+            sql = self._insert_under_parent
+            params["parent"] = parent_id
+
+        def work(conn: Any) -> Any:
+            row = conn.execute(sql, params).fetchone()
+            if row is not None and record.blobs:
+                self._link_blobs(conn, row[4], record)
+            return row
+
+        row = self._write(work, lock=session_id, walk=True, one_statement=not record.blobs)
+        return None if row is None else Inserted(row[0], PathTotals(row[1], row[2], row[3]))
+
+    def update_message(self, session_id: str, record: MessageRecord) -> bool:
+        def work(conn: Any) -> bool:
+            old = conn.execute(self.compile(MESSAGE_SIZE), {"s": session_id, "id": record.id}).fetchone()
+            if old is None:
+                return False
+            old_tokens, old_size, seq = old
+            conn.execute(self.compile(UNLINK_BLOBS), {"seq": seq})
+            self._link_blobs(conn, seq, record)
+            size = record.size
+            conn.execute(
+                self.compile(UPDATE_MESSAGE),
+                {"role": record.role, "tokens": record.tokens, "bytes": size, "text": record.text,
+                 "content": record.content, "s": session_id, "id": record.id},
+            )
+            if (record.tokens, size) != (old_tokens, old_size):
+                self._shift_subtree(conn, session_id, record.id, 0, record.tokens - old_tokens, size - old_size)
+            return True
+
+        return self._write(work, lock=session_id)
+
+    def delete_messages(self, session_id: str, ids: Iterable[str]) -> list[str]:
+        wanted = list(dict.fromkeys(ids))
+
+        def work(conn: Any) -> list[str]:
+            deleted = []
+            for message_id in wanted:
+                params = {"s": session_id, "id": message_id}
+                row = conn.execute(self.compile(DELETE_MESSAGE), params).fetchone()
+                if row is None:
+                    continue
+                for (child,) in conn.execute(self.compile(ORPHAN_CHILDREN), params).fetchall():
+                    self._shift_subtree(conn, session_id, child, -row[0], -row[1], -row[2])
+                deleted.append(message_id)
+            return deleted
+
+        return self._write(work, lock=session_id)
+
+    def clear_session(self, session_id: str) -> None:
+        def work(conn: Any) -> None:
+            conn.execute(self.compile(CLEAR_MESSAGES), {"s": session_id})
+            conn.execute(self.compile(CLEAR_COMPACTIONS), {"s": session_id})
+
+        self._write(work, lock=session_id)
+
+    # -- message reads ---------------------------------------------------------------------
+
+    def get_message(self, session_id: str, message_id: str) -> MessageRow | None:
+        row = self._one(GET_MESSAGE, {"s": session_id, "id": message_id})
+        return None if row is None else MessageRow(*row)
+
+    def latest_leaf(self, session_id: str) -> MessageRow | None:
+        row = self._one(GET_LATEST_LEAF, {"s": session_id}, walk=True)
+        return None if row is None else MessageRow(*row)
+
+    def children(self, session_id: str, message_id: str) -> list[MessageRow]:
+        return [MessageRow(*row) for row in self._all(CHILDREN, {"s": session_id, "id": message_id})]
+
+    def path(self, session_id: str, leaf_id: str) -> list[PathEntry]:
+        return [PathEntry(*row) for row in self._all(PATH, {"s": session_id, "leaf": leaf_id}, walk=True)]
+
+    def path_ids(self, session_id: str, leaf_id: str) -> tuple[array, list[str]]:
+        sql, params = self._path_ids, {"s": session_id, "leaf": leaf_id}
+
+        def work(conn: Any) -> tuple[array, list[str]]:
+            seqs: array = array("q")
+            ids: list[str] = []
+            cursor = conn.execute(sql, params)
+            while rows := cursor.fetchmany(5_000):  # Python rows a batch at a time
+                for seq, message_id in rows:
+                    seqs.append(seq)
+                    ids.append(message_id)
+            return seqs, ids
+
+        return self._read(work, walk=True)
+
+    def path_tail(self, session_id: str, leaf_id: str, max_bytes: int, min_rows: int) -> list[PathEntry]:
+        params = {"s": session_id, "leaf": leaf_id, "max_bytes": max_bytes, "min_rows": min_rows}
+        return [PathEntry(*row) for row in self._all(PATH_TAIL, params, walk=True)]
+
+    def path_totals(self, session_id: str, leaf_id: str) -> PathTotals | None:
+        row = self._one(PATH_TOTALS, {"s": session_id, "id": leaf_id})
+        return None if row is None else PathTotals(*row)
+
+    def fetch_rows(self, seqs: Sequence[int]) -> dict[int, MessageRow]:
+        if not seqs:
+            return {}
+        fragment, params = self._list(seqs)
+        sql = self.compile(FETCH_ROWS.replace("{values}", fragment))
+        rows = self._read(lambda conn: conn.execute(sql, params).fetchall())
+        return {row[0]: MessageRow(row[1], row[2], row[3], row[4], row[5]) for row in rows}
+
+    def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
+        if not digests:
+            return {}
+        return {digest: bytes(data) for digest, data in self._select_in(GET_BLOBS, list(digests))}
+
+    # -- compactions -----------------------------------------------------------------------
+
+    @staticmethod
+    def _compaction_params(session_id: str, row: CompactionRow) -> dict[str, Any]:
+        return {"s": session_id, "id": row.id, "summary": row.summary, "from_message_id": row.from_message_id,
+                "to_message_id": row.to_message_id, "created_at": row.created_at_us}
+
+    def add_compaction(self, session_id: str, row: CompactionRow) -> None:
+        self._execute(ADD_COMPACTION, self._compaction_params(session_id, row))
+
+    def add_compaction_unless(
+        self,
+        session_id: str,
+        make_row: Callable[[], CompactionRow],
+        superseded: Callable[[list[CompactionRow]], bool],
+    ) -> CompactionRow | None:
+        """The check and the insert in one transaction, serialised with the session's writers."""
+
+        def work(conn: Any) -> CompactionRow | None:
+            rows = conn.execute(self.compile(GET_COMPACTIONS), {"s": session_id}).fetchall()
+            if superseded([CompactionRow(*row) for row in rows]):
+                return None
+            row = make_row()
+            conn.execute(self.compile(ADD_COMPACTION), self._compaction_params(session_id, row))
+            return row
+
+        return self._write(work, lock=session_id)
+
+    def get_compactions(self, session_id: str) -> list[CompactionRow]:
+        return [CompactionRow(*row) for row in self._all(GET_COMPACTIONS, {"s": session_id})]
+
+    # -- context blocks --------------------------------------------------------------------
+
+    def get_block(self, session_id: str, label: str) -> str | None:
+        row = self._one(GET_BLOCK, {"s": session_id, "label": label})
+        return None if row is None else row[0]
+
+    def set_block(self, session_id: str, label: str, content: str) -> None:
+        self._execute(SET_BLOCK, {"s": session_id, "label": label, "now": now_us(), "content": content})
+
+    def get_cached_prompt(self, session_id: str) -> str | None:
+        row = self._one(GET_CACHED_PROMPT, {"s": session_id})
+        return None if row is None else row[0]
+
+    def set_cached_prompt(self, session_id: str, prompt: str) -> None:
+        self._execute(SET_CACHED_PROMPT, {"s": session_id, "now": now_us(), "prompt": prompt})
+
+    def set_search_entry(self, session_id: str, label: str, key: str, content: str) -> None:
+        params = {"s": session_id, "label": label, "key": key, "now": now_us(), "content": content}
+        self._execute(SET_SEARCH_ENTRY, params)
+
+    def count_search_entries(self, session_id: str, label: str) -> int:
+        return self._one(COUNT_SEARCH_ENTRIES, {"s": session_id, "label": label})[0]
+
+    # -- session registry ------------------------------------------------------------------
+
+    def register_session(self, row: SessionRow) -> None:
+        self._execute(REGISTER_SESSION, dict(zip(SESSION_COLUMNS, row)), idempotent=False)
+
+    def get_session_row(self, namespace: str, session_id: str) -> SessionRow | None:
+        row = self._one(GET_SESSION, {"ns": namespace, "id": session_id})
+        return None if row is None else SessionRow(*row)
+
+    def list_session_rows(self, namespace: str) -> list[SessionRow]:
+        return [SessionRow(*row) for row in self._all(LIST_SESSIONS, {"ns": namespace})]
+
+    def update_session_row(self, namespace: str, session_id: str, changes: SessionChanges) -> bool:
+        params = {
+            "name": changes.name, "end_reason": changes.end_reason, "input_tokens": changes.input_tokens,
+            "output_tokens": changes.output_tokens, "estimated_cost": changes.estimated_cost,
+            "updated_at": changes.updated_at_us, "ns": namespace, "id": session_id,
+        }
+        counters = changes.input_tokens or changes.output_tokens or changes.estimated_cost
+        return self._execute(UPDATE_SESSION, params, idempotent=not counters) == 1
+
+    def delete_session(self, namespace: str, session_id: str) -> bool:
+        def work(conn: Any) -> bool:
+            row = conn.execute(self.compile(UNREGISTER_SESSION), {"ns": namespace, "id": session_id}).fetchone()
+            if row is None:
+                return False
+            self._lock_session(conn, row[0])
+            for sql in DELETE_SESSION_ROWS:
+                conn.execute(self.compile(sql), {"s": row[0]})
+            return True
+
+        return self._write(work)
+
+    def fork_session(self, source_storage_id: str, leaf_id: str, row: SessionRow) -> None:
+        def work(conn: Any) -> None:
+            conn.execute(self.compile(REGISTER_SESSION), dict(zip(SESSION_COLUMNS, row)))
+            params = {"s": source_storage_id, "leaf": leaf_id, "dst": row.storage_id}
+            for sql in FORK:
+                conn.execute(self.compile(sql), params)
+
+        self._write(work, walk=True, idempotent=False)
+
+    # -- inspection and transfer -----------------------------------------------------------
+
+    def session_summaries(self, session_ids: Sequence[str] | None = None) -> list[SessionSummary]:
+        if session_ids is None:
+            rows = self._all(SUMMARIES.replace("{ids}", _session_ids()), {})
+        else:
+            template = SUMMARIES.replace("{ids}", _session_ids(" WHERE {column} {{values}}"))
+            rows = self._select_in(template, list(dict.fromkeys(session_ids)))
+        summaries = [
+            SessionSummary(row[0], row[1], row[2], row[3], None if row[4] is None else SessionRow(*row[4:]))
+            for row in rows
+        ]
+        summaries.sort(key=lambda summary: summary.session_id.encode("utf-8"))
+        return summaries
+
+    def message_rows(self, session_id: str, after_seq: int = 0, limit: int = 500) -> list[tuple[int, MessageRow]]:
+        sql = MESSAGE_PAGE.replace("{after}", MESSAGE_PAGE_AFTER if after_seq else "")
+        rows = self._all(sql, {"s": session_id, "after": after_seq, "limit": limit})
+        return [(row[0], MessageRow(*row[1:])) for row in rows]
+
+    def list_blocks(self, session_id: str) -> list[BlockRow]:
+        return [BlockRow(*row) for row in self._all(LIST_BLOCKS, {"s": session_id})]
+
+    def search_entry_counts(self, session_id: str) -> list[tuple[str, int]]:
+        return [(label, count) for label, count in self._all(SEARCH_ENTRY_COUNTS, {"s": session_id})]
+
+    def search_entry_rows(self, session_id: str, after_seq: int = 0, limit: int = 500) -> list[SearchEntryRow]:
+        sql = SEARCH_ENTRY_PAGE.replace("{after}", SEARCH_ENTRY_PAGE_AFTER if after_seq else "")
+        rows = self._all(sql, {"s": session_id, "after": after_seq, "limit": limit})
+        return [SearchEntryRow(*row) for row in rows]
+
+    def import_compaction(self, session_id: str, row: CompactionRow) -> bool:
+        return self._execute(ADD_COMPACTION, self._compaction_params(session_id, row)) == 1
+
+    def stats(self) -> StoreStats:
+        sql = self.compile(COUNTS.replace("{ids}", _session_ids()))
+
+        def work(conn: Any) -> StoreStats:
+            counts = conn.execute(sql, {}).fetchone()
+            return StoreStats(*counts, schema_version=self._schema_version(conn), size_bytes=self._size_bytes(conn))
+
+        return self._read(work)
