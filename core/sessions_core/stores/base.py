@@ -474,6 +474,11 @@ class InspectableStore(Store):
         stored (in any session: ids are unique in the store); ``True`` if it was stored."""
 
     @abstractmethod
+    def schema_version(self) -> int:
+        """How many migrations the database holds, read without creating or migrating anything
+        (``0`` for a database without the schema)."""
+
+    @abstractmethod
     def stats(self) -> StoreStats:
         """Row counts of the whole store, its schema version and size."""
 

@@ -160,6 +160,13 @@ class PostgresStore(SqlStore):
     def _schema_version(self, conn: psycopg.Connection) -> int:
         return _version(conn, self.schema)
 
+    def schema_version(self) -> int:
+        try:
+            with self._borrow() as conn, conn.transaction():
+                return _version(conn, self.schema)
+        except psycopg.Error as error:
+            raise StoreError(f"{self!r}: {error}") from error
+
     def _size_bytes(self, conn: psycopg.Connection) -> int:
         size = conn.execute(
             "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"

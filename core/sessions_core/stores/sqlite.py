@@ -143,6 +143,14 @@ class SqliteStore(SqlStore):
     def _schema_version(self, conn: sqlite3.Connection | None = None) -> int:
         return (conn or self._conn).execute("PRAGMA user_version").fetchone()[0]
 
+    def schema_version(self) -> int:
+        with self._lock:
+            self._check_open()
+            try:
+                return self._schema_version()
+            except sqlite3.Error as error:
+                raise self._failure(error) from error
+
     def _size_bytes(self, conn: sqlite3.Connection) -> int:
         return conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
 
