@@ -217,8 +217,10 @@ def test_a_store_without_inspection_raises_store_error():
     store.close()
 
 
-def test_into_must_name_a_session():
+def test_into_must_name_a_session_and_lines_are_not_one_string():
     store = SqliteStore(":memory:")
     with pytest.raises(ValueError, match="non-empty"):
         import_records(store, [], into="")
+    with pytest.raises(TypeError, match="not one string"):
+        import_records(store, record_line({"kind": "prompt", "session_id": "x", "prompt": "p"}))
     store.close()

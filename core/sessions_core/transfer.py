@@ -242,10 +242,13 @@ def import_records(
     ``ImportReport.present``). ``into`` imports the records of one session under another session
     id; ``dry_run`` only checks. ``records`` is read twice (check, then write): a one-shot
     iterator (a generator, an open file) is held in memory between the two, a list or
-    :class:`FileLines` is not. ``StoreError`` if the store cannot be inspected.
+    :class:`FileLines` is not. ``StoreError`` if the store cannot be inspected; ``ValueError``
+    for an empty ``into``; ``TypeError`` for one string instead of lines.
     """
     if into is not None and not into:
         raise ValueError("into must be a non-empty session id")
+    if isinstance(records, (str, bytes)):
+        raise TypeError("records must be an iterable of records or lines, not one string (split it into lines)")
     target = inspectable(store)
     if iter(records) is records:
         records = list(records)
