@@ -15,6 +15,20 @@ class MessageTooLargeError(SessionsError, ValueError):
     """A client-supplied message is larger than the configured maximum; nothing was stored."""
 
 
+class SessionNotFoundError(SessionsError, LookupError):
+    """The store holds nothing under the session id asked for."""
+
+
+class InvalidRecordError(SessionsError, ValueError):
+    """A record of an import is malformed; nothing was written. ``line`` is its 1-based position
+    in the input (blank lines counted), ``reason`` what is wrong with it."""
+
+    def __init__(self, line: int, reason: str) -> None:
+        super().__init__(f"line {line}: {reason}")
+        self.line = line
+        self.reason = reason
+
+
 class StoreError(SessionsError):
     """The storage backend failed or was misconfigured."""
 

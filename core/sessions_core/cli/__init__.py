@@ -1,0 +1,44 @@
+"""The ``sessions`` command line (extra ``cli``): inspect, search, export and import any store.
+
+``sessions --store URL COMMAND``: the store is a SQLite path or a ``postgresql://`` URL (default:
+``$SESSIONS_STORE``, else ``./sessions.db``). Commands: ``list``, ``show SESSION``,
+``search QUERY``, ``export SESSION``, ``import FILE``, ``blocks SESSION``, ``stats``. SESSION is
+the storage id (what ``Session.for_session`` takes; ``"namespace:id"`` for a manager's session).
+Export and import are :mod:`sessions_core.transfer`; this package parses options, opens the
+store and prints.
+
+Exit codes: 0 ok, 1 not found (unknown session, missing database) or the store failed, 2 usage
+or bad input (options, store URL, import file). Errors are one ``Error: ...`` line on stderr.
+
+click and rich are imported only when the command runs, so ``import sessions_core`` never
+loads them; ``main()`` names the extra to install when they are missing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from .commands import build_cli
+
+INSTALL_HINT = "pip install 'session-memory[cli]'"
+
+__all__ = ["build_cli", "main"]
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Run the ``sessions`` command (the console script and ``python -m sessions_core``)."""
+    try:
+        import click  # noqa: F401
+        import rich  # noqa: F401
+    except ImportError as error:
+        missing = f"the sessions command needs click and rich ({error.name} is missing)"
+        sys.stderr.write(f"Error: {missing}: {INSTALL_HINT}\n")
+        raise SystemExit(1) from None
+    try:
+        return build_cli().main(args=argv)
+    except BrokenPipeError:  # e.g. `sessions export x | head`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(1) from None

@@ -1,0 +1,135 @@
+"""The click wiring of the ``sessions`` command: options, help texts and error handling."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .inspect_commands import cmd_blocks, cmd_list, cmd_search, cmd_show, cmd_stats
+from .store import StoreHandle, error_for, one_line
+from .transfer_commands import cmd_export, cmd_import
+
+if TYPE_CHECKING:  # pragma: no cover
+    import click
+
+DEFAULT_STORE = "./sessions.db"
+
+
+def build_cli() -> click.Group:
+    """The click command group (imports click)."""
+    import click
+
+    class Group(click.Group):
+        def invoke(self, ctx: click.Context) -> Any:
+            try:
+                return super().invoke(ctx)
+            except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+                raise
+            except BrokenPipeError:
+                raise
+            except Exception as error:
+                handle = ctx.obj if isinstance(ctx.obj, StoreHandle) else None
+                if handle is not None and handle.debug:
+                    raise
+                message, code = error_for(error)
+                failure = click.ClickException(one_line(message))
+                failure.exit_code = code
+                raise failure from None
+
+    width_option = click.option(
+        "--width", type=click.IntRange(10, 2000), default=80, show_default=True, help="Characters of each preview."
+    )
+
+    @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+    @click.option(
+        "--store",
+        "store_url",
+        envvar="SESSIONS_STORE",
+        default=DEFAULT_STORE,
+        metavar="URL",
+        help="A SQLite file path or a postgresql:// URL (default: $SESSIONS_STORE, else ./sessions.db).",
+    )
+    @click.option(
+        "--schema", default=None, metavar="NAME", help="The PostgreSQL schema holding the tables (default: public)."
+    )
+    @click.option("--debug", is_flag=True, hidden=True, help="Show tracebacks.")
+    @click.version_option(package_name="session-memory", prog_name="sessions", message="%(prog)s %(version)s")
+    @click.pass_context
+    def cli(ctx: click.Context, store_url: str, schema: str | None, debug: bool) -> None:
+        """Inspect, search, export and import session-memory stores.
+
+        SESSION is a storage session id: what Session.for_session takes, "namespace:id" for a
+        session of a SessionManager with a namespace. Exit codes: 0 ok, 1 not found or store
+        failure, 2 usage or bad input.
+        """
+        handle = StoreHandle(store_url, schema, debug)
+        ctx.obj = handle
+        ctx.call_on_close(handle.close)
+
+    @cli.command("list")
+    @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+    @click.pass_obj
+    def list_command(handle: StoreHandle, as_json: bool) -> None:
+        """List every session with its name, messages, last activity and usage."""
+        cmd_list(handle, as_json)
+
+    @cli.command("show")
+    @click.argument("session")
+    @width_option
+    @click.pass_obj
+    def show_command(handle: StoreHandle, session: str, width: int) -> None:
+        """Print the message tree of SESSION (every branch; compactions marked).
+
+        * marks the messages of the active branch (the path to the latest leaf)."""
+        cmd_show(handle, session, width)
+
+    @cli.command("search")
+    @click.argument("query")
+    @click.option("--session", "sessions", multiple=True, metavar="SESSION", help="Only this session (repeatable).")
+    @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+    @width_option
+    @click.pass_obj
+    def search_command(handle: StoreHandle, query: str, sessions: tuple[str, ...], limit: int, width: int) -> None:
+        """Find messages containing every word of QUERY (stemmed), best first."""
+        cmd_search(handle, query, sessions, limit, width)
+
+    @cli.command("export")
+    @click.argument("session")
+    @click.option("-o", "--output", metavar="FILE", default=None, help="Write to FILE (default: stdout).")
+    @click.pass_obj
+    def export_command(handle: StoreHandle, session: str, output: str | None) -> None:
+        """Write SESSION as JSON Lines.
+
+        One record per line: the session (registry row), its messages (parents first), then its
+        compactions, context blocks, cached prompt and search entries."""
+        cmd_export(handle, session, output)
+
+    @cli.command("import")
+    @click.argument("file", metavar="FILE")
+    @click.option("--into", metavar="SESSION", default=None, help="Import into this session id instead.")
+    @click.option("--dry-run", is_flag=True, help="Check the file only; write nothing.")
+    @click.pass_obj
+    def import_command(handle: StoreHandle, file: str, into: str | None, dry_run: bool) -> None:
+        """Import a JSON Lines export (FILE, or - for stdin).
+
+        Idempotent: importing a file twice stores nothing twice.
+
+        Every line is checked before anything is written; a bad line names its number.
+        """
+        cmd_import(handle, file, into, dry_run)
+
+    @cli.command("blocks")
+    @click.argument("session")
+    @width_option
+    @click.pass_obj
+    def blocks_command(handle: StoreHandle, session: str, width: int) -> None:
+        """Show the context blocks, search entries and cached prompt of SESSION."""
+        cmd_blocks(handle, session, width)
+
+    @cli.command("stats")
+    @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
+    @click.pass_obj
+    def stats_command(handle: StoreHandle, as_json: bool) -> None:
+        """Count sessions, messages, compactions, blocks and search entries."""
+        cmd_stats(handle, as_json)
+
+    return cli

@@ -1,0 +1,307 @@
+"""The commands that read a store: ``list``, ``show``, ``search``, ``blocks`` and ``stats``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._time import from_us
+from ..messages import message_from_storage
+from ..stores.base import CompactionRow, InspectableStore, SessionSummary
+from ..tokens import estimate_tokens
+from .output import clip, console, emit, format_size, format_time, iso_time, message_preview, table, text
+from .store import StoreHandle, summary_of
+
+PAGE_ROWS = 500
+ROLE_STYLES = {"user": "green", "assistant": "blue", "tool": "magenta"}
+
+
+# -- list ----------------------------------------------------------------------------------------
+
+
+def _last_activity(summary: SessionSummary) -> int | None:
+    times = [t for t in (summary.last_created_at_us, summary.registry and summary.registry.updated_at_us) if t]
+    return max(times) if times else None
+
+
+def _summary_json(summary: SessionSummary) -> dict[str, Any]:
+    registry = summary.registry
+    last = _last_activity(summary)
+    return {
+        "session_id": summary.session_id,
+        "name": registry.name if registry else None,
+        "namespace": registry.namespace if registry else None,
+        "registry_id": registry.id if registry else None,
+        "messages": summary.message_count,
+        "first_message_at": None if summary.first_created_at_us is None else iso_time(summary.first_created_at_us),
+        "last_activity": None if last is None else iso_time(last),
+        "input_tokens": registry.input_tokens if registry else None,
+        "output_tokens": registry.output_tokens if registry else None,
+        "estimated_cost": registry.estimated_cost if registry else None,
+        "end_reason": registry.end_reason if registry else None,
+    }
+
+
+def cmd_list(handle: StoreHandle, as_json: bool) -> None:
+    store = handle.open()
+    summaries = sorted(store.session_summaries(), key=lambda s: (-(_last_activity(s) or 0), s.session_id))
+    if as_json:
+        sys.stdout.write(json.dumps([_summary_json(s) for s in summaries], ensure_ascii=False, indent=2) + "\n")
+        return
+    out = console()
+    if not summaries:
+        out.print("No sessions.")
+        return
+    grid = table(
+        out, "SESSION", "NAME", "NAMESPACE", "MESSAGES", "LAST ACTIVITY", "TOKENS IN", "TOKENS OUT", "COST",
+        right=("MESSAGES", "TOKENS IN", "TOKENS OUT", "COST"),
+    )
+    for summary in summaries:
+        registry = summary.registry
+        grid.add_row(
+            text(summary.session_id, "cyan"),
+            text(registry.name if registry else "-"),
+            text((registry.namespace or '""') if registry else "-"),
+            text(summary.message_count),
+            text(format_time(_last_activity(summary))),
+            text(registry.input_tokens if registry else "-"),
+            text(registry.output_tokens if registry else "-"),
+            text(f"{registry.estimated_cost:.4f}" if registry else "-"),
+        )
+    emit(out, grid)
+    out.print(f"{len(summaries)} session{'' if len(summaries) == 1 else 's'}")
+
+
+# -- show ----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Node:
+    id: str
+    parent_id: str | None
+    role: str
+    preview: str
+
+
+def _load_tree(
+    store: InspectableStore, session_id: str, width: int
+) -> tuple[dict[str, _Node], dict[str | None, list[str]]]:
+    """Every message of the session (ids, roles and previews only), read page by page."""
+    nodes: dict[str, _Node] = {}
+    after = 0
+    while True:
+        page = store.message_rows(session_id, after, PAGE_ROWS)
+        if not page:
+            break
+        for _seq, row in page:
+            message = message_from_storage(row.content, from_us(row.created_at_us))
+            nodes[row.id] = _Node(row.id, row.parent_id, row.role, message_preview(message, width))
+        after = page[-1][0]
+    children: dict[str | None, list[str]] = {}
+    for node in nodes.values():  # (created_at, seq) order, as Store.children gives them
+        parent = node.parent_id if node.parent_id in nodes else None
+        children.setdefault(parent, []).append(node.id)
+    return nodes, children
+
+
+def _ancestry(nodes: dict[str, _Node], leaf: str, stop: str | None = None) -> list[str]:
+    """Ids from ``leaf`` up to the root (or up to and including ``stop``), leaf first."""
+    chain: list[str] = []
+    current: str | None = leaf
+    seen: set[str] = set()
+    while current is not None and current in nodes and current not in seen:
+        seen.add(current)
+        chain.append(current)
+        if current == stop:
+            break
+        current = nodes[current].parent_id
+    return chain
+
+
+def cmd_show(handle: StoreHandle, session_id: str, width: int) -> None:
+    from rich.tree import Tree
+
+    store = handle.open()
+    summary = summary_of(store, session_id)
+    nodes, children = _load_tree(store, session_id, width)
+    compactions = store.get_compactions(session_id)
+    latest = store.latest_leaf(session_id)
+    active_leaf = latest.id if latest is not None else None
+    active = set(_ancestry(nodes, active_leaf)) if active_leaf else set()
+
+    # Which overlay summarises each message (the newest covering it), and where each starts.
+    covered_by: dict[str, str] = {}
+    starts: dict[str, list[CompactionRow]] = {}
+    detached: list[CompactionRow] = []
+    for compaction in compactions:
+        chain = _ancestry(nodes, compaction.to_message_id, stop=compaction.from_message_id)
+        if not chain or chain[-1] != compaction.from_message_id:
+            detached.append(compaction)
+            continue
+        for message_id in chain:
+            covered_by[message_id] = compaction.id
+        starts.setdefault(compaction.from_message_id, []).append(compaction)
+
+    out = console()
+    leaves = sum(1 for node_id in nodes if not children.get(node_id))
+    title = (
+        f"session {session_id}: {len(nodes)} message{'' if len(nodes) == 1 else 's'}, "
+        f"{leaves} lea{'f' if leaves == 1 else 'ves'}, "
+        f"{len(compactions)} compaction{'' if len(compactions) == 1 else 's'}"
+    )
+    if summary.registry is not None:
+        title += f"; name {summary.registry.name!r}"
+    if active_leaf:
+        title += f"; active leaf {active_leaf}"
+    tree = Tree(text(title, "bold"), guide_style="dim")
+    if not nodes:
+        tree.add(text("(no messages)", "dim"))
+
+    def label(node: _Node) -> Any:
+        from rich.text import Text
+
+        line = Text()
+        line.append("* " if node.id in active else "  ", style="bold yellow")
+        line.append(node.id, style="cyan")
+        line.append(f" {node.role}", style=ROLE_STYLES.get(node.role, "yellow"))
+        line.append(f": {node.preview}")
+        if node.id in covered_by:
+            line.append(f"  [summarised by compaction {covered_by[node.id]}]", style="dim")
+        if node.id == active_leaf:
+            line.append("  <- active leaf", style="bold yellow")
+        return line
+
+    def compaction_label(compaction: CompactionRow) -> Any:
+        return text(
+            f"~ compaction {compaction.id} ({format_time(compaction.created_at_us)}) covers "
+            f"{compaction.from_message_id} .. {compaction.to_message_id}: {clip(compaction.summary, width)}",
+            "italic",
+        )
+
+    def branch_label(kind: str, index: int, total: int, first: str, parent: str | None) -> Any:
+        where = f" from {parent}" if parent else ""
+        mark = " (active)" if first in active else ""
+        return text(f"{kind} {index}/{total}{where}{mark}", "bold yellow" if mark else "bold")
+
+    pending: deque[tuple[Any, str]] = deque()
+    roots = children.get(None, [])
+    if len(roots) == 1:
+        pending.append((tree, roots[0]))
+    for index, root in enumerate(roots if len(roots) > 1 else [], 1):
+        pending.append((tree.add(branch_label("root", index, len(roots), root, None)), root))
+    while pending:  # iterative: a long chain stays at one level, a fork nests its branches
+        container, current = pending.popleft()
+        while True:
+            for compaction in starts.get(current, ()):
+                container.add(compaction_label(compaction))
+            container.add(label(nodes[current]))
+            kids = children.get(current, [])
+            if len(kids) == 1:
+                current = kids[0]
+                continue
+            for index, kid in enumerate(kids, 1):
+                pending.append((container.add(branch_label("branch", index, len(kids), kid, current)), kid))
+            break
+    for compaction in detached:
+        tree.add(
+            text(
+                f"~ compaction {compaction.id} not applied: {compaction.from_message_id} .. "
+                f"{compaction.to_message_id} is not a range of one branch",
+                "dim",
+            )
+        )
+    emit(out, tree)
+
+
+# -- search --------------------------------------------------------------------------------------
+
+
+def cmd_search(handle: StoreHandle, query: str, sessions: tuple[str, ...], limit: int, width: int) -> None:
+    store = handle.open()
+    for session_id in sessions:
+        summary_of(store, session_id)
+    rows = store.search_messages(list(sessions) if sessions else None, query, limit)
+    out = console()
+    if not rows:
+        out.print("No matches.")
+        return
+    grid = table(out, "SESSION", "ID", "ROLE", "CREATED", "TEXT")
+    for row in rows:
+        grid.add_row(
+            text(row.session_id, "cyan"), text(row.id), text(row.role), text(format_time(row.created_at_us)),
+            text(clip(row.content, width)),
+        )
+    emit(out, grid)
+    out.print(f"{len(rows)} match{'' if len(rows) == 1 else 'es'}")
+
+
+# -- blocks --------------------------------------------------------------------------------------
+
+
+def cmd_blocks(handle: StoreHandle, session_id: str, width: int) -> None:
+    store = handle.open()
+    summary_of(store, session_id)
+    blocks = store.list_blocks(session_id)
+    counts = store.search_entry_counts(session_id)
+    prompt = store.get_cached_prompt(session_id)
+    out = console()
+    if blocks:
+        grid = table(out, "BLOCK", "TOKENS", "UPDATED", "CONTENT", right=("TOKENS",))
+        for block in blocks:
+            grid.add_row(
+                text(block.label, "cyan"), text(estimate_tokens(block.content)),
+                text(format_time(block.updated_at_us)), text(clip(block.content, width)),
+            )
+        emit(out, grid)
+    else:
+        out.print("No stored context blocks.")
+    if counts:
+        grid = table(out, "SEARCHABLE BLOCK", "ENTRIES", right=("ENTRIES",))
+        for label, count in counts:
+            grid.add_row(text(label, "cyan"), text(count))
+        emit(out, grid)
+    else:
+        out.print("No search entries.")
+    if prompt is None:
+        out.print("Cached prompt: no")
+    else:
+        out.print(f"Cached prompt: yes ({estimate_tokens(prompt)} tokens, {len(prompt)} characters)")
+
+
+# -- stats ---------------------------------------------------------------------------------------
+
+
+def cmd_stats(handle: StoreHandle, as_json: bool) -> None:
+    store = handle.open()
+    stats = store.stats()
+    data: dict[str, Any] = {
+        "store": handle.display,
+        "backend": "postgresql" if handle.is_postgres else "sqlite",
+        "schema_version": stats.schema_version,
+        "sessions": stats.sessions,
+        "registered_sessions": stats.registered_sessions,
+        "messages": stats.messages,
+        "compactions": stats.compactions,
+        "blocks": stats.blocks,
+        "cached_prompts": stats.cached_prompts,
+        "search_entries": stats.search_entries,
+        "database_bytes": stats.size_bytes,
+    }
+    if not handle.is_postgres and handle.url != ":memory:":
+        data["file_bytes"] = os.path.getsize(handle.url)
+        wal = Path(handle.url + "-wal")
+        data["wal_bytes"] = wal.stat().st_size if wal.exists() else 0
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        return
+    out = console()
+    grid = table(out, "STAT", "VALUE")
+    for key, value in data.items():
+        shown = format_size(value) if key.endswith("_bytes") else value
+        grid.add_row(text(key.replace("_", " ")), text(shown))
+    emit(out, grid)

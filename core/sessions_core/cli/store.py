@@ -1,0 +1,184 @@
+"""The store a command works on, and how a command's failure becomes one line and an exit code."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidRecordError, MessageValidationError, SessionsError, StoreError
+from ..stores.base import InspectableStore, SessionSummary, Store, inspectable
+
+
+class NotFound(Exception):
+    """Exit code 1: what the command names does not exist."""
+
+
+class BadInput(Exception):
+    """Exit code 2: the options, store URL or input file are wrong."""
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def error_for(error: BaseException) -> tuple[str, int]:
+    """The one-line message and exit code for an exception a command raised."""
+    if isinstance(error, NotFound):
+        return str(error), 1
+    if isinstance(error, (BadInput, MessageValidationError, InvalidRecordError)):
+        return str(error), 2
+    escaped = escaped_driver_error(error)
+    if escaped is not None:
+        return escaped, 1
+    if isinstance(error, (ImportError, SessionsError)):  # StoreError among them
+        return str(error), 1
+    if isinstance(error, OSError):
+        where = f": {error.filename}" if error.filename else ""
+        return f"{error.strerror or error}{where}", 1
+    return f"{type(error).__name__}: {error} (run with --debug for the traceback)", 1
+
+
+# -- driver errors that escape a store -----------------------------------------------------------
+# SqliteStore still lets sqlite3 errors escape (and PostgresStore a few psycopg ones). Once every
+# store raises StoreError with the driver's error chained, `escaped_driver_error` goes and
+# `not_a_sqlite_database` keeps only its StoreError branch.
+
+
+def escaped_driver_error(error: BaseException) -> str | None:
+    """The message for a database driver's own exception that reached the command."""
+    if isinstance(error, sqlite3.Error):
+        return f"SQLite: {error}"
+    if type(error).__module__.startswith("psycopg"):
+        return f"PostgreSQL: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
+    return None
+
+
+def not_a_sqlite_database(error: BaseException) -> sqlite3.DatabaseError | None:
+    """The SQLite error saying a file is no database, raised by ``SqliteStore`` or under its StoreError."""
+    cause = error.__cause__ if isinstance(error, StoreError) else error
+    return cause if isinstance(cause, sqlite3.DatabaseError) else None
+
+
+# -- the store -----------------------------------------------------------------------------------
+
+
+def redact(url: str) -> str:
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+def is_postgres_url(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+@dataclass
+class StoreHandle:
+    """The store a command works on, opened on first use and closed at the end."""
+
+    url: str
+    schema: str | None = None
+    debug: bool = False
+    store: InspectableStore | None = None
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def is_postgres(self) -> bool:
+        return is_postgres_url(self.url)
+
+    @property
+    def display(self) -> str:
+        if self.is_postgres:
+            return f"{redact(self.url)} (schema {self.schema or 'public'})"
+        return self.url
+
+    def check(self) -> None:
+        """Reject a bad store URL or option combination before doing anything."""
+        if not self.url:
+            raise BadInput("the store is empty: pass --store PATH or a postgresql:// URL")
+        if self.is_postgres:
+            return
+        if "://" in self.url:
+            raise BadInput(
+                f"unsupported store URL {redact(self.url)!r}: use a SQLite file path or a postgresql:// URL"
+            )
+        if self.schema is not None:
+            raise BadInput("--schema applies to PostgreSQL stores only")
+
+    def open(self, *, create: bool = False) -> InspectableStore:
+        """The store; a read (``create=False``) never creates a database or tables."""
+        if self.store is None:
+            self.check()
+            store = self._open_postgres(create) if self.is_postgres else self._open_sqlite(create)
+            self.store = inspectable(store)
+        return self.store
+
+    def _open_sqlite(self, create: bool) -> Store:
+        from ..stores.sqlite import SqliteStore
+
+        path = self.url
+        if path != ":memory:":
+            target = Path(path)
+            if target.is_dir():
+                raise BadInput(f"{path} is a directory, not a SQLite database")
+            if not target.exists() and not create:
+                raise NotFound(f"no SQLite database at {path} (pass --store or set SESSIONS_STORE)")
+            if not target.parent.exists():
+                raise NotFound(f"no such directory: {target.parent}")
+        try:
+            store = SqliteStore(path)
+            self.closers.append(store.close)
+            store.setup()
+        except Exception as error:
+            cause = not_a_sqlite_database(error)
+            if cause is None:
+                raise
+            raise BadInput(f"{path} is not a session-memory SQLite database ({cause})") from None
+        return store
+
+    def _open_postgres(self, create: bool) -> Store:
+        try:
+            import psycopg
+
+            from ..stores.postgres import PostgresStore
+        except ImportError:
+            raise StoreError(
+                "PostgreSQL stores need the postgres extra: pip install 'session-memory[postgres]'"
+            ) from None
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        except psycopg.Error as error:
+            detail = one_line(str(error)) or type(error).__name__
+            raise StoreError(f"cannot connect to {redact(self.url)}: {detail}") from None
+        self.closers.append(conn.close)
+        schema = self.schema or "public"
+        if not create and not postgres_schema_exists(conn, schema):
+            raise NotFound(f"no session-memory tables in schema {schema!r} of {redact(self.url)}")
+        store = PostgresStore(conn, schema=schema)
+        self.closers.append(store.close)
+        return store
+
+    def close(self) -> None:
+        while self.closers:
+            with contextlib.suppress(Exception):  # closing never hides the command's own outcome
+                self.closers.pop()()
+
+
+def postgres_schema_exists(conn: Any, schema: str) -> bool:
+    """Whether ``schema`` holds session-memory tables, asked without creating them.
+
+    No public store method reads the schema version without setting the schema up first
+    (``stats()`` runs setup), so this looks for the version table ``schema_sql()`` creates."""
+    table = '"' + schema.replace('"', '""') + '".session_memory_schema'
+    return conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is not None
+
+
+def summary_of(store: InspectableStore, session_id: str) -> SessionSummary:
+    """The session's summary; ``NotFound`` when the store holds nothing under that id."""
+    found = store.session_summaries([session_id])
+    if not found:
+        raise NotFound(f"unknown session {session_id!r} (see `sessions list`)")
+    return found[0]

@@ -1,0 +1,170 @@
+"""``export`` and ``import``: files, stdin and progress around :mod:`sessions_core.transfer`."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import InvalidRecordError
+from ..stores.base import InspectableStore
+from ..transfer import FileLines, ImportReport, export_session, import_records, record_line
+from .output import console, count_of, progress_bar
+from .store import BadInput, NotFound, StoreHandle, summary_of
+
+RECORD_LABELS = {
+    "message": ("message", "messages"),
+    "compaction": ("compaction", "compactions"),
+    "block": ("block", "blocks"),
+    "prompt": ("cached prompt", "cached prompts"),
+    "search_entry": ("search entry", "search entries"),
+    "session": ("registry row", "registry rows"),
+}
+"""How the import report names each kind of record, in the order it lists them."""
+
+
+def cmd_export(handle: StoreHandle, session_id: str, output: str | None) -> None:
+    store = handle.open()
+    summary = summary_of(store, session_id)
+    counts: dict[str, int] = {}
+    skipped: list[str] = []
+    records = export_session(store, session_id, on_skipped=skipped.append)
+    to_stdout = output in (None, "-")
+    if to_stdout:
+        stream: IO[str] = sys.stdout
+        temporary = None
+    else:
+        target = Path(output)
+        if not target.parent.exists():
+            raise NotFound(f"no such directory: {target.parent}")
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        stream = os.fdopen(descriptor, "w", encoding="utf-8", newline="\n")
+    progress = progress_bar()
+    try:
+        with progress:
+            task = progress.add_task("Exporting", total=summary.message_count or None)
+            for record in records:
+                stream.write(record_line(record))
+                counts[record["kind"]] = counts.get(record["kind"], 0) + 1
+                if record["kind"] == "message":
+                    progress.advance(task)
+        stream.flush()
+        if temporary is not None:
+            stream.close()
+            os.replace(temporary, output)
+            temporary = None
+    finally:
+        if temporary is not None:
+            stream.close()
+            os.unlink(temporary)
+    note = console(stderr=True)
+    parts = [
+        count_of(counts.get("message", 0), "message"),
+        count_of(counts.get("compaction", 0), "compaction"),
+        count_of(counts.get("block", 0), "block"),
+        count_of(counts.get("prompt", 0), "cached prompt"),
+        count_of(counts.get("search_entry", 0), "search entry", "search entries"),
+    ]
+    where = "" if to_stdout else f" to {output}"
+    note.print(f"Exported session {session_id}{where}: {', '.join(parts)}.")
+    if skipped:
+        note.print(f"Warning: left out {len(skipped)} unreadable message row(s): {', '.join(skipped[:5])}")
+
+
+class _ProgressLines:
+    """A file's lines (re-read at each pass of the import), advancing a progress bar by bytes."""
+
+    def __init__(self, path: str, progress: Any, passes: tuple[str, ...]) -> None:
+        self.lines = FileLines(path)
+        self.size = os.path.getsize(path)
+        self.progress = progress
+        self.passes = list(passes)
+
+    def __iter__(self) -> Iterator[bytes]:
+        label = self.passes.pop(0) if len(self.passes) > 1 else self.passes[0]
+        task = self.progress.add_task(label, total=self.size or None)
+        for line in self.lines:
+            yield line
+            self.progress.advance(task, len(line))
+
+
+def _spool_stdin() -> str:
+    """Standard input copied into a temporary file (an import reads its input twice)."""
+    descriptor, path = tempfile.mkstemp(prefix="sessions-import-", suffix=".jsonl")
+    with os.fdopen(descriptor, "wb") as stream:
+        reader = getattr(sys.stdin, "buffer", None)
+        if reader is not None:
+            for chunk in iter(lambda: reader.read(1 << 20), b""):
+                stream.write(chunk)
+        else:  # pragma: no cover - a text-only stdin
+            stream.write(sys.stdin.read().encode("utf-8"))
+    return path
+
+
+def cmd_import(handle: StoreHandle, source: str, into: str | None, dry_run: bool) -> None:
+    if into is not None and not into:
+        raise BadInput("--into needs a non-empty session id")
+    spooled = None
+    if source == "-":
+        spooled = _spool_stdin()
+        path, name = spooled, "<stdin>"
+    else:
+        path, name = source, source
+        if not os.path.exists(path):
+            raise NotFound(f"no such file: {source}")
+        if os.path.isdir(path):
+            raise BadInput(f"{source} is a directory")
+    try:
+        with progress_bar(counting_bytes=True) as progress:
+            report = _import(handle, path, progress, into, dry_run)
+    except InvalidRecordError as error:
+        raise BadInput(f"{name} line {error.line}: {error.reason}") from None
+    finally:
+        if spooled is not None:
+            os.unlink(spooled)
+    if report.records == 0:
+        raise BadInput(f"{name} holds no records")
+    if dry_run:
+        records = report.records
+        console().print(f"{name}: {records} valid record{'' if records == 1 else 's'}; nothing written (--dry-run).")
+        return
+    console().print(f"Imported into {', '.join(report.sessions)}: {_describe(report)}.")
+
+
+def _import(handle: StoreHandle, path: str, progress: Any, into: str | None, dry_run: bool) -> ImportReport:
+    """Check the file, then (unless ``dry_run``) import it. A store that does not exist yet is
+    created only once every line has been checked (against an empty store)."""
+    try:
+        store: InspectableStore | None = handle.open()
+    except NotFound:
+        store = None
+    if store is None:
+        from ..stores.sqlite import SqliteStore
+
+        empty = SqliteStore(":memory:")
+        try:
+            checked = import_records(empty, _ProgressLines(path, progress, ("Checking",)), into=into, dry_run=True)
+        finally:
+            empty.close()
+        if dry_run or checked.records == 0:
+            return checked
+        store = handle.open(create=True)
+    return import_records(store, _ProgressLines(path, progress, ("Checking", "Importing")), into=into, dry_run=dry_run)
+
+
+def _describe(report: ImportReport) -> str:
+    """``stored 9 messages, 1 compaction; already present: 1 block`` (or ``nothing new; ...``)."""
+    stored_parts, present_parts = [], []
+    for kind, (singular, plural) in RECORD_LABELS.items():
+        stored, present = report.stored.get(kind, 0), report.present.get(kind, 0)
+        if stored:
+            stored_parts.append(f"{stored} {singular if stored == 1 else plural}")
+        if present:
+            present_parts.append(f"{present} {singular if present == 1 else plural}")
+    described = f"stored {', '.join(stored_parts)}" if stored_parts else "nothing new"
+    if present_parts:
+        described += f"; already present: {', '.join(present_parts)}"
+    return described

@@ -1,0 +1,280 @@
+"""Export and import of sessions: the JSON Lines format ``sessions export`` writes and
+``sessions import`` reads, as a Python API.
+
+An export is one record (a JSON object) a line, each with a ``kind`` and the ``session_id``:
+``session`` (the format and the manager registry row, if any), every ``message`` (parents before
+children), then ``compaction``, ``block``, ``prompt`` and ``search_entry`` records. Both ends
+need a store with the optional inspection capability
+(:class:`~sessions_core.stores.base.InspectableStore`); another store raises ``StoreError``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ._time import from_us
+from .attachments import BLOB_PREFIX, restore_blobs
+from .errors import InvalidRecordError, MessageValidationError, SessionNotFoundError
+from .messages import parse_message
+from .stores.base import InspectableStore, MessageRow, SessionRow, SessionSummary, Store, inspectable
+from .transfer_records import (
+    EXPORT_FORMAT,
+    PAGE_ROWS,
+    RECORD_KINDS,
+    InvalidRecord,
+    Record,
+    RecordChecker,
+    RecordWriter,
+)
+
+__all__ = [
+    "EXPORT_FORMAT",
+    "RECORD_KINDS",
+    "FileLines",
+    "ImportReport",
+    "export_lines",
+    "export_session",
+    "import_records",
+    "record_line",
+]
+
+
+# -- export --------------------------------------------------------------------------------------
+
+
+def export_session(
+    store: Store, session_id: str, *, on_skipped: Callable[[str], None] | None = None
+) -> Iterator[dict[str, Any]]:
+    """The export records of one session, read page by page as they are iterated.
+
+    Messages come parents first, whatever their times. A message row that no longer parses
+    (every read skips it) is left out, ``on_skipped`` is called with its id, and its children
+    hang from its parent. Payloads kept outside the rows are put back inline (bytes as base64).
+    Raises at once, before anything is read: ``StoreError`` if the store cannot be inspected,
+    ``SessionNotFoundError`` if it holds nothing under ``session_id``.
+    """
+    source = inspectable(store)
+    found = source.session_summaries([session_id])
+    if not found:
+        raise SessionNotFoundError(f"unknown session {session_id!r}: the store holds nothing under that id")
+    return _records(source, found[0], on_skipped)
+
+
+def record_line(record: dict[str, Any]) -> str:
+    """One record as its line of the JSON Lines format (compact, UTF-8 text, ending in ``\\n``)."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def export_lines(
+    store: Store, session_id: str, *, on_skipped: Callable[[str], None] | None = None
+) -> Iterator[str]:
+    """:func:`export_session` as the lines of the file (what ``sessions export`` writes)."""
+    return map(record_line, export_session(store, session_id, on_skipped=on_skipped))
+
+
+def _iso(us: int) -> str:
+    return from_us(us).isoformat()
+
+
+def _registry_json(row: SessionRow) -> dict[str, Any]:
+    data = row._asdict()
+    data["created_at"] = _iso(row.created_at_us)
+    data["updated_at"] = _iso(row.updated_at_us)
+    return data
+
+
+def _records(
+    store: InspectableStore, summary: SessionSummary, on_skipped: Callable[[str], None] | None
+) -> Iterator[dict[str, Any]]:
+    session_id = summary.session_id
+    yield {
+        "kind": "session",
+        "format": EXPORT_FORMAT,
+        "session_id": session_id,
+        "exported_at": datetime.now(timezone.utc).isoformat(),
+        "registry": None if summary.registry is None else _registry_json(summary.registry),
+    }
+    yield from _message_records(store, session_id, on_skipped)
+    for compaction in store.get_compactions(session_id):
+        yield {
+            "kind": "compaction",
+            "session_id": session_id,
+            "id": compaction.id,
+            "from_message_id": compaction.from_message_id,
+            "to_message_id": compaction.to_message_id,
+            "created_at": _iso(compaction.created_at_us),
+            "summary": compaction.summary,
+        }
+    for block in store.list_blocks(session_id):
+        yield {
+            "kind": "block",
+            "session_id": session_id,
+            "label": block.label,
+            "content": block.content,
+            "updated_at": _iso(block.updated_at_us),
+        }
+    prompt = store.get_cached_prompt(session_id)
+    if prompt is not None:
+        yield {"kind": "prompt", "session_id": session_id, "prompt": prompt}
+    after = 0
+    while entries := store.search_entry_rows(session_id, after, PAGE_ROWS):
+        for entry in entries:
+            yield {
+                "kind": "search_entry",
+                "session_id": session_id,
+                "label": entry.label,
+                "key": entry.key,
+                "content": entry.content,
+                "created_at": _iso(entry.created_at_us),
+                "updated_at": _iso(entry.updated_at_us),
+            }
+        after = entries[-1].seq
+
+
+def _message_records(
+    store: InspectableStore, session_id: str, on_skipped: Callable[[str], None] | None
+) -> Iterator[dict[str, Any]]:
+    """The ``message`` records, each held back until its parent is written."""
+    emitted: set[str] = set()
+    dropped: dict[str, str | None] = {}  # an unreadable row's id -> its parent
+    waiting: dict[str, list[MessageRow]] = {}  # a parent not yet written -> its rows
+
+    def resolve(parent: str | None) -> str | None:
+        seen = set()
+        while parent in dropped and parent not in seen:
+            seen.add(parent)
+            parent = dropped[parent]
+        return parent
+
+    def release(row: MessageRow) -> Iterator[dict[str, Any]]:
+        stack = [row]
+        while stack:
+            current = stack.pop()
+            parent = resolve(current.parent_id)
+            if parent is not None and parent not in emitted:
+                waiting.setdefault(parent, []).append(current)
+                continue
+            try:
+                data = json.loads(current.content)
+                message = parse_message(data)
+                if BLOB_PREFIX in current.content:  # put payloads back (bytes are exported as base64)
+                    message = restore_blobs([message], store.get_blobs)[0]
+                    data = message.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"created_at"})
+            except (ValueError, MessageValidationError):
+                dropped[current.id] = parent
+                if on_skipped is not None:
+                    on_skipped(current.id)
+                stack.extend(reversed(waiting.pop(current.id, [])))
+                continue
+            emitted.add(current.id)
+            yield {
+                "kind": "message",
+                "session_id": session_id,
+                "id": current.id,
+                "parent_id": parent,
+                "created_at": _iso(current.created_at_us),
+                "message": data,
+            }
+            stack.extend(reversed(waiting.pop(current.id, [])))
+
+    after = 0
+    while page := store.message_rows(session_id, after, PAGE_ROWS):
+        for _seq, row in page:
+            yield from release(row)
+        after = page[-1][0]
+    while waiting:  # a parent that never came (deleted meanwhile): its children become roots
+        parent_id, rows = next(iter(waiting.items()))
+        del waiting[parent_id]
+        dropped[parent_id] = None
+        for row in rows:
+            yield from release(row)
+
+
+# -- import --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """What :func:`import_records` found and did."""
+
+    records: int
+    """Records read (blank lines are not records)."""
+    sessions: tuple[str, ...]
+    """The sessions the records go to, sorted."""
+    stored: dict[str, int] = field(default_factory=dict)
+    """Rows written, by record kind (``"session"`` counts registry rows); empty on a dry run."""
+    present: dict[str, int] = field(default_factory=dict)
+    """Rows that were stored already (nothing written), by record kind."""
+    dry_run: bool = False
+
+
+class FileLines:
+    """The lines of a file as ``bytes``, read afresh each time it is iterated: an input that
+    :func:`import_records` reads twice without holding it in memory."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = path
+
+    def __iter__(self) -> Iterator[bytes]:
+        with open(self.path, "rb") as stream:
+            yield from stream
+
+
+def import_records(
+    store: Store,
+    records: Iterable[dict[str, Any] | str | bytes],
+    *,
+    into: str | None = None,
+    dry_run: bool = False,
+) -> ImportReport:
+    """Import export records (dicts) or lines of an export (``str``, or UTF-8 ``bytes``) into ``store``.
+
+    Every record is checked before anything is written: the first bad one raises
+    ``InvalidRecordError`` naming its 1-based position (blank lines count, as lines of a file)
+    and the store is left as it was. A message's parent must be earlier in the input or stored
+    already. Ids, parents and times are kept; block and search-entry update times are those of the
+    import. Idempotent: what is stored already is not written again (it is counted in
+    ``ImportReport.present``). ``into`` imports the records of one session under another session
+    id; ``dry_run`` only checks. ``records`` is read twice (check, then write): a one-shot
+    iterator (a generator, an open file) is held in memory between the two, a list or
+    :class:`FileLines` is not. ``StoreError`` if the store cannot be inspected; ``ValueError``
+    for an empty ``into``; ``TypeError`` for one string instead of lines.
+    """
+    if into is not None and not into:
+        raise ValueError("into must be a non-empty session id")
+    if isinstance(records, (str, bytes)):
+        raise TypeError("records must be an iterable of records or lines, not one string (split it into lines)")
+    target = inspectable(store)
+    if iter(records) is records:
+        records = list(records)
+    checker = RecordChecker(target, into)
+    count, sessions = 0, set()
+    for record in _checked(checker, records):
+        count += 1
+        sessions.add(record.session_id)
+    if dry_run:
+        return ImportReport(count, tuple(sorted(sessions)), dry_run=True)
+    writer = RecordWriter(target)
+    stored: dict[str, int] = {}
+    present: dict[str, int] = {}
+    for record in _checked(RecordChecker(target, into), records):
+        outcome = writer.write(record)
+        if outcome is not None:
+            tally = stored if outcome else present
+            tally[record.kind] = tally.get(record.kind, 0) + 1
+    return ImportReport(count, tuple(sorted(sessions)), stored, present)
+
+
+def _checked(checker: RecordChecker, records: Iterable[Any]) -> Iterator[Record]:
+    for line, item in enumerate(records, 1):
+        try:
+            record = checker.check(line, item)
+        except InvalidRecord as error:
+            raise InvalidRecordError(line, str(error)) from None
+        if record is not None:
+            yield record

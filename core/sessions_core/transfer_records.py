@@ -1,0 +1,309 @@
+"""The records of the export format, one kind at a time: how each is checked and how it is
+written. :mod:`sessions_core.transfer` drives them; nothing here is called by users directly."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from ._time import to_us
+from .errors import MessageValidationError
+from .messages import SessionMessage, parse_message
+from .session import Session
+from .stores.base import CompactionRow, InspectableStore, SessionRow
+
+EXPORT_FORMAT = "session-memory/1"
+"""The ``format`` of an export's ``session`` record; an import refuses any other."""
+
+RECORD_KINDS = ("session", "message", "compaction", "block", "prompt", "search_entry")
+"""Every ``kind`` of record, in the order an export writes them."""
+
+PAGE_ROWS = 500
+"""Rows read per page when a whole session is read."""
+
+
+class InvalidRecord(Exception):
+    """What is wrong with one record (the caller adds where it is)."""
+
+
+@dataclass
+class Record:
+    """One checked record, with the session it goes to."""
+
+    kind: str
+    session_id: str
+    """The target session (``into`` when given, else the record's own ``session_id``)."""
+    data: dict[str, Any]
+    message: SessionMessage | None = None
+    created_at: datetime | None = None
+
+
+def parse_time(value: Any, name: str) -> datetime:
+    """An ISO 8601 time string as an aware datetime (UTC when it names no zone)."""
+    if not isinstance(value, str):
+        raise InvalidRecord(f"{name} must be an ISO 8601 time string")
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidRecord(f"{name} is not an ISO 8601 time: {value!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _string(data: dict[str, Any], name: str, *, optional: bool = False, empty: bool = True) -> str | None:
+    value = data.get(name)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise InvalidRecord(f"{name!r} must be a string" + ("" if name in data else " (missing)"))
+    if not empty and not value:
+        raise InvalidRecord(f"{name!r} must not be empty")
+    return value
+
+
+def _decode(item: Any) -> dict[str, Any] | None:
+    """The JSON object of one line (``str`` or UTF-8 ``bytes``) or record; ``None`` for a blank line."""
+    if isinstance(item, bytes):
+        try:
+            item = item.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise InvalidRecord(f"not UTF-8 ({error.reason})") from None
+    if isinstance(item, str):
+        if not item.strip():
+            return None
+        try:
+            item = json.loads(item)
+        except json.JSONDecodeError as error:
+            raise InvalidRecord(f"not valid JSON: {error.msg} at character {error.pos + 1}") from None
+    if not isinstance(item, dict):
+        raise InvalidRecord(f"expected a JSON object, got {type(item).__name__}")
+    return item
+
+
+class RecordChecker:
+    """Checks records in input order against what is earlier in the input and in ``store``."""
+
+    def __init__(self, store: InspectableStore, into: str | None) -> None:
+        self.store = store
+        self.into = into
+        self.source_session: str | None = None
+        self.seen: dict[tuple[str, str], tuple[int, str]] = {}  # (target, message id) -> (line, digest)
+        self.line = 0
+        self._checks: dict[str, Callable[[Record], None]] = {
+            "session": self._check_session,
+            "message": self._check_message,
+            "compaction": self._check_compaction,
+            "block": self._check_block,
+            "prompt": self._check_prompt,
+            "search_entry": self._check_search_entry,
+        }
+
+    def check(self, line: int, item: Any) -> Record | None:
+        """The checked record of input line ``line``; ``None`` for a blank line; else
+        :class:`InvalidRecord` (a malformed message included)."""
+        self.line = line
+        try:
+            return self._check(item)
+        except MessageValidationError as error:
+            raise InvalidRecord(str(error)) from None
+
+    def _check(self, item: Any) -> Record | None:
+        data = _decode(item)
+        if data is None:
+            return None
+        kind = data.get("kind")
+        if kind not in RECORD_KINDS:
+            raise InvalidRecord(f"unknown kind {kind!r} (expected one of {', '.join(RECORD_KINDS)})")
+        source = _string(data, "session_id")
+        assert source is not None
+        if self.into is not None:
+            if self.source_session is not None and source != self.source_session:
+                raise InvalidRecord(
+                    f"the input holds more than one session ({self.source_session!r}, {source!r});"
+                    " importing into one session needs the records of one session"
+                )
+            self.source_session = source
+        record = Record(kind, self.into if self.into is not None else source, data)
+        self._checks[kind](record)
+        return record
+
+    def _check_session(self, record: Record) -> None:
+        data = record.data
+        if data.get("format") != EXPORT_FORMAT:
+            raise InvalidRecord(f"unsupported format {data.get('format')!r} (this version reads {EXPORT_FORMAT!r})")
+        registry = data.get("registry")
+        if registry is None:
+            return
+        if not isinstance(registry, dict):
+            raise InvalidRecord("'registry' must be an object or null")
+        _string(registry, "name")
+        for name in ("parent_session_id", "model", "source", "end_reason", "namespace", "id"):
+            _string(registry, name, optional=True)
+        for name in ("input_tokens", "output_tokens"):
+            if not isinstance(registry.get(name, 0), int) or isinstance(registry.get(name, 0), bool):
+                raise InvalidRecord(f"registry {name!r} must be an integer")
+        if not isinstance(registry.get("estimated_cost", 0), (int, float)):
+            raise InvalidRecord("registry 'estimated_cost' must be a number")
+        for name in ("created_at", "updated_at"):
+            parse_time(registry.get(name), f"registry {name!r}")
+
+    def _check_message(self, record: Record) -> None:
+        data = record.data
+        message = parse_message(data.get("message")) if isinstance(data.get("message"), dict) else None
+        if message is None:
+            raise InvalidRecord("'message' must be a message object")
+        ident = _string(data, "id", optional=True)
+        if ident is not None and ident != message.id:
+            raise InvalidRecord(f"'id' {ident!r} differs from the message's id {message.id!r}")
+        parent = _string(data, "parent_id", optional=True, empty=False)
+        record.created_at = parse_time(data.get("created_at"), "'created_at'")
+        record.message = message
+        key = (record.session_id, message.id)
+        digest = hashlib.sha256(
+            json.dumps([parent, data["created_at"], data["message"]], sort_keys=True).encode()
+        ).hexdigest()
+        earlier = self.seen.get(key)
+        if earlier is not None:
+            if earlier[1] != digest:
+                raise InvalidRecord(f"message {message.id!r} appears again, different from line {earlier[0]}")
+            return
+        if parent is not None and (record.session_id, parent) not in self.seen:
+            if self.store.get_message(record.session_id, parent) is None:
+                raise InvalidRecord(
+                    f"message {message.id!r} has parent {parent!r}, which is neither earlier in the input"
+                    f" nor stored in session {record.session_id!r}"
+                )
+        self.seen[key] = (self.line, digest)
+
+    def _check_compaction(self, record: Record) -> None:
+        for name in ("id", "from_message_id", "to_message_id"):
+            _string(record.data, name, empty=False)
+        _string(record.data, "summary")
+        record.created_at = parse_time(record.data.get("created_at"), "'created_at'")
+
+    def _check_block(self, record: Record) -> None:
+        _string(record.data, "label", empty=False)
+        _string(record.data, "content")
+
+    def _check_prompt(self, record: Record) -> None:
+        _string(record.data, "prompt")
+
+    def _check_search_entry(self, record: Record) -> None:
+        _string(record.data, "label", empty=False)
+        _string(record.data, "key", empty=False)
+        _string(record.data, "content")
+
+
+class RecordWriter:
+    """Writes checked records into ``store``, each unless what it holds is stored already."""
+
+    def __init__(self, store: InspectableStore) -> None:
+        self.store = store
+        self.stored_compactions: dict[str, set[str]] = {}
+        self.stored_entries: dict[str, dict[tuple[str, str], bytes]] = {}
+        self._sessions: dict[str, Session] = {}
+        self._writes: dict[str, Callable[[Record], bool | None]] = {
+            "session": self._write_session,
+            "message": self._write_message,
+            "compaction": self._write_compaction,
+            "block": self._write_block,
+            "prompt": self._write_prompt,
+            "search_entry": self._write_search_entry,
+        }
+
+    def write(self, record: Record) -> bool | None:
+        """``True`` if the record was stored, ``False`` if it was there already, ``None`` if it
+        holds nothing to store (a ``session`` record without a registry row)."""
+        return self._writes[record.kind](record)
+
+    def _write_session(self, record: Record) -> bool | None:
+        registry = record.data.get("registry")
+        if registry is None:
+            return None
+        target = record.session_id
+        existing = self.store.session_summaries([target])
+        if existing and existing[0].registry is not None:
+            return False
+        if registry.get("storage_id") == target and registry.get("id"):
+            namespace, ident = registry.get("namespace") or "", registry["id"]
+        else:
+            namespace, ident = target.split(":", 1) if ":" in target else ("", target)
+        if self.store.get_session_row(namespace, ident) is not None:
+            return False
+        self.store.register_session(
+            SessionRow(
+                namespace, ident, target, registry["name"], registry.get("parent_session_id"),
+                registry.get("model"), registry.get("source"), int(registry.get("input_tokens", 0)),
+                int(registry.get("output_tokens", 0)), float(registry.get("estimated_cost", 0.0)),
+                registry.get("end_reason"), to_us(parse_time(registry["created_at"], "created_at")),
+                to_us(parse_time(registry["updated_at"], "updated_at")),
+            )
+        )
+        return True
+
+    def _write_message(self, record: Record) -> bool:
+        assert record.message is not None and record.created_at is not None
+        session = self._sessions.get(record.session_id)
+        if session is None:
+            session = self._sessions[record.session_id] = Session(self.store).for_session(record.session_id)
+        parent_id = record.data.get("parent_id")
+        return session.import_message(record.message, parent_id=parent_id, created_at=record.created_at).inserted
+
+    def _write_compaction(self, record: Record) -> bool:
+        data = record.data
+        target = record.session_id
+        ids = self.stored_compactions.get(target)
+        if ids is None:
+            ids = self.stored_compactions[target] = {c.id for c in self.store.get_compactions(target)}
+        assert record.created_at is not None
+        row = CompactionRow(
+            data["id"], data["summary"], data["from_message_id"], data["to_message_id"], to_us(record.created_at)
+        )
+        if row.id in ids:
+            return False
+        if not self.store.import_compaction(target, row):
+            # The id belongs to another session of this store (e.g. the original, when importing
+            # into another id): store a copy under an id derived from both, the same on every import.
+            row = row._replace(id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"session-memory:{target}:{row.id}")))
+            if row.id in ids or not self.store.import_compaction(target, row):
+                return False
+        ids.add(row.id)
+        return True
+
+    def _write_block(self, record: Record) -> bool:
+        label, content = record.data["label"], record.data["content"]
+        if self.store.get_block(record.session_id, label) == content:
+            return False
+        self.store.set_block(record.session_id, label, content)
+        return True
+
+    def _write_prompt(self, record: Record) -> bool:
+        prompt = record.data["prompt"]
+        if self.store.get_cached_prompt(record.session_id) == prompt:
+            return False
+        self.store.set_cached_prompt(record.session_id, prompt)
+        return True
+
+    def _write_search_entry(self, record: Record) -> bool:
+        data = record.data
+        target = record.session_id
+        entries = self.stored_entries.get(target)
+        if entries is None:  # what the session holds already, read once
+            entries = self.stored_entries[target] = {}
+            after = 0
+            while page := self.store.search_entry_rows(target, after, PAGE_ROWS):
+                entries.update(((e.label, e.key), hashlib.sha256(e.content.encode()).digest()) for e in page)
+                after = page[-1].seq
+        key, digest = (data["label"], data["key"]), hashlib.sha256(data["content"].encode()).digest()
+        if entries.get(key) == digest:
+            return False
+        self.store.set_search_entry(target, data["label"], data["key"], data["content"])
+        entries[key] = digest
+        return True
