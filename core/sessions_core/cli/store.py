@@ -8,7 +8,6 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..errors import InvalidRecordError, MessageValidationError, SessionsError, StoreError
 from ..stores.base import InspectableStore, SessionSummary, Store, inspectable
@@ -32,9 +31,6 @@ def error_for(error: BaseException) -> tuple[str, int]:
         return str(error), 1
     if isinstance(error, (BadInput, MessageValidationError, InvalidRecordError)):
         return str(error), 2
-    escaped = escaped_driver_error(error)
-    if escaped is not None:
-        return escaped, 1
     if isinstance(error, (ImportError, SessionsError)):  # StoreError among them
         return str(error), 1
     if isinstance(error, OSError):
@@ -43,24 +39,9 @@ def error_for(error: BaseException) -> tuple[str, int]:
     return f"{type(error).__name__}: {error} (run with --debug for the traceback)", 1
 
 
-# -- driver errors that escape a store -----------------------------------------------------------
-# SqliteStore still lets sqlite3 errors escape (and PostgresStore a few psycopg ones). Once every
-# store raises StoreError with the driver's error chained, `escaped_driver_error` goes and
-# `not_a_sqlite_database` keeps only its StoreError branch.
-
-
-def escaped_driver_error(error: BaseException) -> str | None:
-    """The message for a database driver's own exception that reached the command."""
-    if isinstance(error, sqlite3.Error):
-        return f"SQLite: {error}"
-    if type(error).__module__.startswith("psycopg"):
-        return f"PostgreSQL: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
-    return None
-
-
 def not_a_sqlite_database(error: BaseException) -> sqlite3.DatabaseError | None:
-    """The SQLite error saying a file is no database, raised by ``SqliteStore`` or under its StoreError."""
-    cause = error.__cause__ if isinstance(error, StoreError) else error
+    """The SQLite error saying a file is no database, under ``SqliteStore``'s ``StoreError``."""
+    cause = error.__cause__ if isinstance(error, StoreError) else None
     return cause if isinstance(cause, sqlite3.DatabaseError) else None
 
 
@@ -155,25 +136,16 @@ class StoreHandle:
             raise StoreError(f"cannot connect to {redact(self.url)}: {detail}") from None
         self.closers.append(conn.close)
         schema = self.schema or "public"
-        if not create and not postgres_schema_exists(conn, schema):
-            raise NotFound(f"no session-memory tables in schema {schema!r} of {redact(self.url)}")
         store = PostgresStore(conn, schema=schema)
         self.closers.append(store.close)
+        if not create and store.schema_version() == 0:
+            raise NotFound(f"no session-memory tables in schema {schema!r} of {redact(self.url)}")
         return store
 
     def close(self) -> None:
         while self.closers:
             with contextlib.suppress(Exception):  # closing never hides the command's own outcome
                 self.closers.pop()()
-
-
-def postgres_schema_exists(conn: Any, schema: str) -> bool:
-    """Whether ``schema`` holds session-memory tables, asked without creating them.
-
-    No public store method reads the schema version without setting the schema up first
-    (``stats()`` runs setup), so this looks for the version table ``schema_sql()`` creates."""
-    table = '"' + schema.replace('"', '""') + '".session_memory_schema'
-    return conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is not None
 
 
 def summary_of(store: InspectableStore, session_id: str) -> SessionSummary:
