@@ -10,10 +10,9 @@ from llama_index.core.bridge.pydantic import ConfigDict, PrivateAttr
 from llama_index.core.storage.chat_store.base import BaseChatStore
 
 from sessions_core import SessionManager
-from sessions_core._async import run_in_thread
-from sessions_core.branching import ensure_session, raw_history, set_active_history, soft_reset
+from sessions_core.integration import async_twin, ensure_session, raw_history, set_active_history, soft_reset
 
-from .convert import from_chat_messages, to_chat_messages
+from .conversion import from_chat_messages, to_chat_messages
 from .memory import _same_for_llamaindex
 
 __all__ = ["SessionChatStore"]
@@ -103,27 +102,11 @@ class SessionChatStore(BaseChatStore):
         """The ids of the manager's sessions, most recently updated first."""
         return [info.id for info in self._manager.list()]
 
-    async def aset_messages(self, key: str, messages: List[ChatMessage]) -> None:
-        await run_in_thread(self.set_messages, key, messages)
-
-    async def aget_messages(self, key: str) -> List[ChatMessage]:
-        return await run_in_thread(self.get_messages, key)
-
-    async def async_add_message(self, key: str, message: ChatMessage, idx: Optional[int] = None) -> None:
-        await run_in_thread(self.add_message, key, message, idx)
-
-    async def aadd_message(self, key: str, message: ChatMessage, idx: Optional[int] = None) -> None:
-        """Alias of ``async_add_message`` (LlamaIndex's name for it is the odd one)."""
-        await self.async_add_message(key, message, idx)
-
-    async def adelete_messages(self, key: str) -> Optional[List[ChatMessage]]:
-        return await run_in_thread(self.delete_messages, key)
-
-    async def adelete_message(self, key: str, idx: int) -> Optional[ChatMessage]:
-        return await run_in_thread(self.delete_message, key, idx)
-
-    async def adelete_last_message(self, key: str) -> Optional[ChatMessage]:
-        return await run_in_thread(self.delete_last_message, key)
-
-    async def aget_keys(self) -> List[str]:
-        return await run_in_thread(self.get_keys)
+    aset_messages = async_twin(set_messages)
+    aget_messages = async_twin(get_messages)
+    aadd_message = async_twin(add_message)
+    async_add_message = aadd_message  # LlamaIndex's name for it
+    adelete_messages = async_twin(delete_messages)
+    adelete_message = async_twin(delete_message)
+    adelete_last_message = async_twin(delete_last_message)
+    aget_keys = async_twin(get_keys)

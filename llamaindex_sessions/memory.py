@@ -18,24 +18,27 @@ from sessions_core import (
     CompactionError,
     CompactResult,
     FilePart,
-    ReasoningPart,
     Session,
     SessionMessage,
     SqliteStore,
     StaticContext,
     StoreContext,
     StoreSearchContext,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
     create_compact_function,
 )
-from sessions_core._async import run_in_thread
-from sessions_core.branching import ensure_session, is_marker, raw_history, set_active_history, soft_reset
-from sessions_core.tokens import compact_json
+from sessions_core.integration import (
+    async_twin,
+    count_message_tokens,
+    ensure_session,
+    is_marker,
+    raw_history,
+    recent_window,
+    set_active_history,
+    soft_reset,
+)
 
-from .convert import from_chat_messages, to_chat_messages
-from .summarize import llm_summarizer
+from .conversion import from_chat_messages, to_chat_messages
+from .summarizer import llm_summarizer
 
 __all__ = ["SessionMemory"]
 
@@ -128,19 +131,6 @@ def _declare(session: Session, specs: Iterable[Any]) -> None:
                 " create SessionMemory(session=...) with the configured session in this process first",
                 spec["label"],
             )
-
-
-def _token_text(message: SessionMessage) -> str:
-    pieces = []
-    for part in message.parts:
-        if isinstance(part, (TextPart, ReasoningPart)):
-            pieces.append(part.text or "")
-        elif isinstance(part, ToolCallPart):
-            pieces.append(f"{part.tool_name} {compact_json(part.input)}")
-        elif isinstance(part, ToolResultPart):
-            output = part.output
-            pieces.append(output if isinstance(output, str) else compact_json(output))
-    return "\n".join(pieces)
 
 
 class SessionMemory(BaseMemory):
@@ -308,7 +298,10 @@ class SessionMemory(BaseMemory):
 
     def _count(self, message: SessionMessage) -> int:
         files = sum(1 for p in message.parts if isinstance(p, FilePart))
-        return len(self.tokenizer_fn(_token_text(message))) + 4 + files * _FILE_TOKENS
+        return count_message_tokens([message], self._count_text) + files * _FILE_TOKENS
+
+    def _count_text(self, text: str) -> int:
+        return len(self.tokenizer_fn(text))
 
     def _run_prompt(self) -> str:
         if self._stale or self._prompt is None:
@@ -317,28 +310,8 @@ class SessionMemory(BaseMemory):
         return self._prompt
 
     def _window(self, budget: int) -> list[SessionMessage]:
-        window: list[SessionMessage] = []
-        used = 0
-        truncated = False
-        for message in self.session.history(newest_first=True):
-            if is_marker(message):
-                continue
-            tokens = self._count(message)
-            if window and used + tokens > budget:
-                truncated = True
-                break
-            window.append(message)
-            used += tokens
-        window.reverse()
-        if truncated:
-            # Start at a user turn, so no tool result or reply is left without what it answers.
-            first_user = next((i for i, m in enumerate(window) if m.role == "user"), None)
-            if first_user is not None:
-                window = window[first_user:]
-            else:
-                while len(window) > 1 and window[0].role == "tool":
-                    window.pop(0)
-        return window
+        newest_first = (m for m in self.session.history(newest_first=True) if not is_marker(m))
+        return recent_window(newest_first, self._count, budget)
 
     def get(self, input: Optional[str] = None, **kwargs: Any) -> List[ChatMessage]:
         """The context as a system message plus the compacted history within ``token_limit``
@@ -432,26 +405,13 @@ class SessionMemory(BaseMemory):
 
     # -- async (each runs off the event loop; async providers and LLMs run back on it) -------
 
-    async def aget(self, input: Optional[str] = None, **kwargs: Any) -> List[ChatMessage]:
-        return await run_in_thread(self.get, input, **kwargs)
-
-    async def aget_all(self) -> List[ChatMessage]:
-        return await run_in_thread(self.get_all)
-
-    async def aput(self, message: ChatMessage) -> None:
-        await run_in_thread(self.put, message)
-
-    async def aput_messages(self, messages: List[ChatMessage]) -> None:
-        await run_in_thread(self.put_messages, messages)
-
-    async def aset(self, messages: List[ChatMessage]) -> None:
-        await run_in_thread(self.set, messages)
-
-    async def areset(self) -> None:
-        await run_in_thread(self.reset)
-
-    async def acompact(self) -> Optional[CompactResult]:
-        return await run_in_thread(self.compact)
+    aget = async_twin(get)
+    aget_all = async_twin(get_all)
+    aput = async_twin(put)
+    aput_messages = async_twin(put_messages)
+    aset = async_twin(set)
+    areset = async_twin(reset)
+    acompact = async_twin(compact)
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -460,6 +420,8 @@ class SessionMemory(BaseMemory):
         from .tools import SessionToolSpec
 
         return SessionToolSpec(self.session).to_tool_list()
+
+    atools = async_twin(tools)
 
 
 def _rebuild(data: dict[str, Any]) -> SessionMemory:

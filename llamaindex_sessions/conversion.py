@@ -48,7 +48,7 @@ from sessions_core import (
     ToolUIPart,
     UnknownPart,
 )
-from sessions_core.branching import is_marker
+from sessions_core.integration import is_marker
 
 __all__ = [
     "LLAMAINDEX_KEY",
