@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Mapping, Union
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from sessions_core import Session, SessionManager, SessionsError, Tool
 from sessions_core.integration import async_twin, ensure_session
 
-SessionSourceLike = Union[Session, SessionManager, Callable[[str], Session]]
+SessionSourceLike = Session | SessionManager | Callable[[str], Session]
 
 
 class SessionSource:
@@ -54,11 +55,15 @@ class SessionSource:
         if self.kind == "session":
             return self.target.session_id
         if self.context_key is not None and context is not None:
-            value = context.get(self.context_key) if isinstance(context, Mapping) else getattr(context, self.context_key, None)
+            if isinstance(context, Mapping):
+                value = context.get(self.context_key)
+            else:
+                value = getattr(context, self.context_key, None)
             if value is not None and value != "":
                 return str(value)
         configurable = (config or {}).get("configurable") or {}
-        for value in (configurable.get("session_id"), thread_id, configurable.get("thread_id"), self.default_session_id):
+        candidates = (configurable.get("session_id"), thread_id, configurable.get("thread_id"), self.default_session_id)
+        for value in candidates:
             if value is not None and value != "":
                 return str(value)
         where = f'a "{self.context_key}" context field, ' if self.context_key else ""

@@ -18,7 +18,8 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from langchain_core.messages import (
     AIMessage,
@@ -94,7 +95,9 @@ _ROLES = {
     "function": "tool",
     "FunctionMessageChunk": "tool",
 }
-_CHAT_ROLES = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant", "system": "system", "tool": "tool"}
+_CHAT_ROLES = {
+    "user": "user", "human": "user", "assistant": "assistant", "ai": "assistant", "system": "system", "tool": "tool"
+}
 _FILE_BLOCKS = ("image", "audio", "video", "file")
 _CORE_TYPES = {"text", "reasoning", "file", "tool-call", "tool-result"}
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
@@ -66,7 +67,7 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
             )
 
     @classmethod
-    def from_manager(cls, manager: SessionManager, session_id: str, **options: Any) -> "SessionChatMessageHistory":
+    def from_manager(cls, manager: SessionManager, session_id: str, **options: Any) -> SessionChatMessageHistory:
         """The history of a manager's session ``session_id``, registered on first use (so
         ``session_search`` and ``manager.list()`` see it). A ``get_session_history`` for
         ``RunnableWithMessageHistory``: ``lambda sid: SessionChatMessageHistory.from_manager(manager, sid)``."""

@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Annotated, Any, Awaitable, Callable, Sequence
+from typing import Annotated, Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
 from langchain.agents.middleware.types import ModelCallResult, PrivateStateAttr
@@ -247,7 +248,9 @@ class SessionMemoryMiddleware(AgentMiddleware):
         self._remember(self._prefixes, key, prefix)
         return prefix
 
-    def _prefix(self, session: Session, key: tuple[str, str] | None, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    def _prefix(
+        self, session: Session, key: tuple[str, str] | None, messages: Sequence[BaseMessage]
+    ) -> list[BaseMessage]:
         if key is None:
             return []
         with self._lock:
@@ -368,7 +371,8 @@ class SessionMemoryMiddleware(AgentMiddleware):
             token = _ACTIVE_COMPACTION.set(self._compaction_fn(request.model, trigger))
             try:
                 if session.compact(_last_stored(request.messages)) is not None:
-                    prepared = self._prepare(request, run, _view([*prefix, *request.messages], session.get_compactions()))
+                    view = _view([*prefix, *request.messages], session.get_compactions())
+                    prepared = self._prepare(request, run, view)
             except CompactionError as error:
                 self._failed_compaction(session_id, error)
             finally:

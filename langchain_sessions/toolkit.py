@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, BaseToolkit, StructuredTool, ToolException
@@ -110,8 +110,8 @@ class SessionToolkit(BaseToolkit):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    context_key: Optional[str] = None
-    default_session_id: Optional[str] = None
+    context_key: str | None = None
+    default_session_id: str | None = None
     _source: SessionSource = PrivateAttr()
 
     def __init__(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, List, Optional
+from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import ConfigDict, PrivateAttr
@@ -54,15 +54,15 @@ class SessionChatStore(BaseChatStore):
     def _chat(self, key: str) -> list[ChatMessage]:
         return [chat for message in raw_history(self._session(key, create=False)) for chat in to_chat_messages(message)]
 
-    def set_messages(self, key: str, messages: List[ChatMessage]) -> None:
+    def set_messages(self, key: str, messages: list[ChatMessage]) -> None:
         """Make ``messages`` the session's history (shared prefix kept, the rest a new branch)."""
         with self._lock:
             set_active_history(self._session(key, create=True), from_chat_messages(messages), same=_same_for_llamaindex)
 
-    def get_messages(self, key: str) -> List[ChatMessage]:
+    def get_messages(self, key: str) -> list[ChatMessage]:
         return self._chat(key)
 
-    def add_message(self, key: str, message: ChatMessage, idx: Optional[int] = None) -> None:
+    def add_message(self, key: str, message: ChatMessage, idx: int | None = None) -> None:
         """Append a message (at ``idx``: a new branch with the message inserted there)."""
         with self._lock:
             if idx is not None:
@@ -73,7 +73,7 @@ class SessionChatStore(BaseChatStore):
             ensure_session(self._manager, key)
             self._manager.append(key, from_chat_messages([message])[0])
 
-    def delete_messages(self, key: str) -> Optional[List[ChatMessage]]:
+    def delete_messages(self, key: str) -> list[ChatMessage] | None:
         """Start an empty branch and return the messages it hides (``None`` if there were none)."""
         with self._lock:
             messages = self._chat(key)
@@ -82,7 +82,7 @@ class SessionChatStore(BaseChatStore):
             soft_reset(self._session(key, create=False))
             return messages
 
-    def delete_message(self, key: str, idx: int) -> Optional[ChatMessage]:
+    def delete_message(self, key: str, idx: int) -> ChatMessage | None:
         """Move to a branch without message ``idx`` and return it (``None`` if out of range)."""
         with self._lock:
             messages = self._chat(key)
@@ -95,10 +95,10 @@ class SessionChatStore(BaseChatStore):
                 soft_reset(self._session(key, create=False))
             return removed
 
-    def delete_last_message(self, key: str) -> Optional[ChatMessage]:
+    def delete_last_message(self, key: str) -> ChatMessage | None:
         return self.delete_message(key, -1)
 
-    def get_keys(self) -> List[str]:
+    def get_keys(self) -> list[str]:
         """The ids of the manager's sessions, most recently updated first."""
         return [info.id for info in self._manager.list()]
 

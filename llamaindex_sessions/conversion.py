@@ -22,8 +22,9 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from llama_index.core.base.llms.types import (
     AudioBlock,

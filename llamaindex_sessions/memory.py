@@ -7,7 +7,8 @@ import logging
 import threading
 import uuid
 import weakref
-from typing import Any, Callable, Iterable, List, Literal, Optional
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
@@ -76,7 +77,7 @@ class _Handle:
                 self.session.close()
 
 
-_handles: "weakref.WeakValueDictionary[str, _Handle]" = weakref.WeakValueDictionary()
+_handles: weakref.WeakValueDictionary[str, _Handle] = weakref.WeakValueDictionary()
 _handles_lock = threading.Lock()
 
 
@@ -157,24 +158,26 @@ class SessionMemory(BaseMemory):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    store: Optional[str] = Field(default=None, description="SQLite path or postgresql:// URL of the store.")
+    store: str | None = Field(default=None, description="SQLite path or postgresql:// URL of the store.")
     session_id: str = Field(default="", description="The session's id in the store.")
     handle: str = Field(default_factory=lambda: uuid.uuid4().hex, description="Finds the live session in-process.")
-    blocks: List[Any] = Field(default_factory=list, description="Context blocks declared when the memory opens the session.")
+    blocks: list[Any] = Field(
+        default_factory=list, description="Context blocks declared when the memory opens the session."
+    )
     token_limit: int = Field(default=30_000, gt=0, description="Token budget of what get() returns.")
     insert_method: Literal["system", "user"] = Field(
         default="system", description="Render the context as a leading system message, or into the latest user message."
     )
     compaction: bool = Field(default=True, description="Compact with the bound LLM after writes.")
-    compact_threshold: Optional[int] = Field(default=None, description="Compact above this many tokens.")
-    keep_recent_tokens: Optional[int] = Field(default=None, description="Tokens kept verbatim at the end.")
-    tokenizer_fn: Callable[[str], List] = Field(default_factory=get_tokenizer, exclude=True)
+    compact_threshold: int | None = Field(default=None, description="Compact above this many tokens.")
+    keep_recent_tokens: int | None = Field(default=None, description="Tokens kept verbatim at the end.")
+    tokenizer_fn: Callable[[str], list] = Field(default_factory=get_tokenizer, exclude=True)
 
     _handle: _Handle = PrivateAttr()
-    _prompt: Optional[str] = PrivateAttr(default=None)
+    _prompt: str | None = PrivateAttr(default=None)
     _stale: bool = PrivateAttr(default=True)
 
-    def __init__(self, session: Optional[Session] = None, *, llm: Any = None, **data: Any) -> None:
+    def __init__(self, session: Session | None = None, *, llm: Any = None, **data: Any) -> None:
         rebuilt = session is None and "handle" in data  # from a serialised pointer
         if session is not None:
             data.setdefault("session_id", session.session_id)
@@ -198,7 +201,7 @@ class SessionMemory(BaseMemory):
             )
             handle.compaction_installed = True
 
-    def _open(self, session: Optional[Session], rebuilt: bool) -> _Handle:
+    def _open(self, session: Session | None, rebuilt: bool) -> _Handle:
         if session is not None:
             return _Handle(session, owns=False)
         if not self.store:
@@ -223,14 +226,14 @@ class SessionMemory(BaseMemory):
     @classmethod
     def from_defaults(
         cls,
-        session: Optional[Session] = None,
+        session: Session | None = None,
         *,
-        store: Optional[str] = None,
-        session_id: Optional[str] = None,
+        store: str | None = None,
+        session_id: str | None = None,
         llm: Any = None,
-        chat_history: Optional[List[ChatMessage]] = None,
+        chat_history: list[ChatMessage] | None = None,
         **kwargs: Any,
-    ) -> "SessionMemory":
+    ) -> SessionMemory:
         """``SessionMemory(session=...)``, or a memory that opens ``store`` / ``session_id``
         itself (declaring ``blocks=[...]``, e.g. ``["memory"]``); ``chat_history`` is ``set``."""
         if store is not None:
@@ -243,7 +246,7 @@ class SessionMemory(BaseMemory):
         return memory
 
     @classmethod
-    def from_manager(cls, manager: Any, session_id: str, **kwargs: Any) -> "SessionMemory":
+    def from_manager(cls, manager: Any, session_id: str, **kwargs: Any) -> SessionMemory:
         """The memory of a ``SessionManager``'s session ``session_id``, registered with the
         manager under that id if it is not yet (so ``session_search`` and ``list`` see it)."""
         ensure_session(manager, session_id)
@@ -261,7 +264,7 @@ class SessionMemory(BaseMemory):
         """The LLM that writes compaction summaries (``None``: ``Settings.llm``)."""
         return self._handle.llm
 
-    def bind(self, target: Any) -> "SessionMemory":
+    def bind(self, target: Any) -> SessionMemory:
         """Compact with the LLM of ``target``: an ``LLM``, an agent (``FunctionAgent``,
         ``ReActAgent``...), an ``AgentWorkflow`` (its root agent) or a chat engine.
 
@@ -279,7 +282,7 @@ class SessionMemory(BaseMemory):
             self.insert_method = "user"
         return self
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> "SessionMemory":
+    def __deepcopy__(self, memo: dict[int, Any]) -> SessionMemory:
         return self  # a live handle: workflow state copies must share it
 
     def __reduce__(self) -> Any:
@@ -313,7 +316,7 @@ class SessionMemory(BaseMemory):
         newest_first = (m for m in self.session.history(newest_first=True) if not is_marker(m))
         return recent_window(newest_first, self._count, budget)
 
-    def get(self, input: Optional[str] = None, **kwargs: Any) -> List[ChatMessage]:
+    def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         """The context as a system message plus the compacted history within ``token_limit``
         (minus ``initial_token_count``, which chat engines pass); fresh objects every call."""
         initial = int(kwargs.get("initial_token_count") or 0)
@@ -336,7 +339,7 @@ class SessionMemory(BaseMemory):
                     return messages
         return [ChatMessage(role=MessageRole.SYSTEM, content=prompt), *messages]
 
-    def get_all(self) -> List[ChatMessage]:
+    def get_all(self) -> list[ChatMessage]:
         """Every message of the active branch as written (no compaction, no token limit)."""
         return [chat for message in raw_history(self.session) for chat in to_chat_messages(message)]
 
@@ -346,7 +349,7 @@ class SessionMemory(BaseMemory):
         """Store one message under the latest one."""
         self.put_messages([message])
 
-    def put_messages(self, messages: List[ChatMessage]) -> None:
+    def put_messages(self, messages: list[ChatMessage]) -> None:
         """Store messages as a chain under the latest one (an agent turn: the assistant's tool
         calls, the tool results, the answer), each once. When the batch ends with an assistant
         message (a turn is complete) the branch is compacted if over the threshold."""
@@ -359,7 +362,7 @@ class SessionMemory(BaseMemory):
         if converted[-1].role == "assistant":
             self._maybe_compact()
 
-    def set(self, messages: List[ChatMessage]) -> None:
+    def set(self, messages: list[ChatMessage]) -> None:
         """Make ``messages`` the active history without deleting anything: the part shared with
         the current branch is kept, the rest becomes a new branch (nothing happens when they are
         equal). A leading system message equal to this memory's rendered context is ignored, so
@@ -384,7 +387,7 @@ class SessionMemory(BaseMemory):
             soft_reset(self.session)
             self._stale = True
 
-    def compact(self) -> Optional[CompactResult]:
+    def compact(self) -> CompactResult | None:
         """Compact the active branch now; raises ``CompactionError`` (history unchanged) if the
         summary fails."""
         result = self.session.compact()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+from collections.abc import Callable
+from typing import Any
 
 from llama_index.core.tools import FunctionTool, ToolMetadata
 from llama_index.core.tools.tool_spec.base import SPEC_FUNCTION_TYPE, BaseToolSpec
@@ -52,7 +53,7 @@ class SessionToolSpec(BaseToolSpec):
     ``spec.set_context(label="memory", content="...")``.
     """
 
-    spec_functions: List[SPEC_FUNCTION_TYPE] = [
+    spec_functions: list[SPEC_FUNCTION_TYPE] = [
         ("set_context", "aset_context"),
         ("load_context", "aload_context"),
         ("unload_context", "aunload_context"),
@@ -60,7 +61,7 @@ class SessionToolSpec(BaseToolSpec):
         ("session_search", "asession_search"),
     ]
 
-    def __init__(self, session_or_manager: Any, *, session_id: Optional[str] = None) -> None:
+    def __init__(self, session_or_manager: Any, *, session_id: str | None = None) -> None:
         target = getattr(session_or_manager, "session", session_or_manager)  # a SessionMemory
         if not isinstance(target, (Session, SessionManager)):
             raise TypeError(f"expected a Session, SessionManager or SessionMemory, not {type(target).__name__}")
@@ -81,9 +82,9 @@ class SessionToolSpec(BaseToolSpec):
 
     def to_tool_list(
         self,
-        spec_functions: Optional[List[SPEC_FUNCTION_TYPE]] = None,
-        func_to_metadata_mapping: Optional[Dict[str, ToolMetadata]] = None,
-    ) -> List[FunctionTool]:
+        spec_functions: list[SPEC_FUNCTION_TYPE] | None = None,
+        func_to_metadata_mapping: dict[str, ToolMetadata] | None = None,
+    ) -> list[FunctionTool]:
         """``FunctionTool``s for the tools that apply now (optionally only those named in
         ``spec_functions``); ``func_to_metadata_mapping`` overrides a tool's metadata."""
         wanted = None

@@ -83,7 +83,9 @@ def tool_args_model(tool: Tool, *, exact_json_schema: bool = False) -> type[Base
             _MODELS.move_to_end(key)
             return model
     name = tool.name if exact_json_schema else tool.name + "_args"
-    model = json_schema_model(name, tool.parameters, advisory_enums=tool.advisory_enums, exact_json_schema=exact_json_schema)
+    model = json_schema_model(
+        name, tool.parameters, advisory_enums=tool.advisory_enums, exact_json_schema=exact_json_schema
+    )
     with _MODELS_LOCK:
         model = _MODELS.setdefault(key, model)
         while len(_MODELS) > _MODELS_KEPT:
