@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Mapping, Union
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from sessions_core import Session, SessionManager, SessionsError, Tool
-from sessions_core.branching import aensure_session, ensure_session
+from sessions_core.integration import async_twin, ensure_session
 
-SessionSourceLike = Union[Session, SessionManager, Callable[[str], Session]]
+SessionSourceLike = Session | SessionManager | Callable[[str], Session]
 
 
 class SessionSource:
@@ -54,11 +55,15 @@ class SessionSource:
         if self.kind == "session":
             return self.target.session_id
         if self.context_key is not None and context is not None:
-            value = context.get(self.context_key) if isinstance(context, Mapping) else getattr(context, self.context_key, None)
+            if isinstance(context, Mapping):
+                value = context.get(self.context_key)
+            else:
+                value = getattr(context, self.context_key, None)
             if value is not None and value != "":
                 return str(value)
         configurable = (config or {}).get("configurable") or {}
-        for value in (configurable.get("session_id"), thread_id, configurable.get("thread_id"), self.default_session_id):
+        candidates = (configurable.get("session_id"), thread_id, configurable.get("thread_id"), self.default_session_id)
+        for value in candidates:
             if value is not None and value != "":
                 return str(value)
         where = f'a "{self.context_key}" context field, ' if self.context_key else ""
@@ -85,12 +90,7 @@ class SessionSource:
                 self._sessions[session_id] = session
             return session
 
-    async def aget(self, session_id: str) -> Session:
-        """Async twin of :meth:`get`."""
-        if self.kind == "manager" and session_id not in self._registered:
-            await aensure_session(self.target, session_id)
-            self._registered.add(session_id)
-        return self.get(session_id)
+    aget = async_twin(get)
 
     def tools(self, session_id: str) -> list[Tool]:
         """The memory tools of a session (plus ``session_search`` with a manager)."""
@@ -99,12 +99,7 @@ class SessionSource:
             return self.target.session_tools(session_id)
         return self.get(session_id).tools()
 
-    async def atools(self, session_id: str) -> list[Tool]:
-        """Async twin of :meth:`tools`."""
-        if self.kind == "manager":
-            await self.aget(session_id)
-            return await self.target.asession_tools(session_id)
-        return await (await self.aget(session_id)).atools()
+    atools = async_twin(tools)
 
     def template_tools(self) -> list[Tool]:
         """The tools as configured, read without registering any session: their names and
@@ -117,9 +112,8 @@ class SessionSource:
         return self.get(template).tools()
 
     def add_usage(self, session_id: str, input_tokens: int, output_tokens: int) -> None:
+        """Add a model call's tokens to the manager's counters of the session (a manager only)."""
         if self.kind == "manager" and (input_tokens or output_tokens):
             self.target.add_usage(session_id, input_tokens=input_tokens, output_tokens=output_tokens)
 
-    async def aadd_usage(self, session_id: str, input_tokens: int, output_tokens: int) -> None:
-        if self.kind == "manager" and (input_tokens or output_tokens):
-            await self.target.aadd_usage(session_id, input_tokens=input_tokens, output_tokens=output_tokens)
+    aadd_usage = async_twin(add_usage)

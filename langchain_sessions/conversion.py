@@ -18,7 +18,8 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from langchain_core.messages import (
     AIMessage,
@@ -46,8 +47,7 @@ from sessions_core import (
     ToolResultPart,
     ToolUIPart,
 )
-from sessions_core.branching import is_marker
-from sessions_core.messages import COMPACTION_ID_PREFIX, is_tool_ui_type
+from sessions_core.integration import is_marker, is_summary_id, is_tool_ui_type
 
 __all__ = [
     "COMPACTION_SOURCE",
@@ -95,7 +95,9 @@ _ROLES = {
     "function": "tool",
     "FunctionMessageChunk": "tool",
 }
-_CHAT_ROLES = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant", "system": "system", "tool": "tool"}
+_CHAT_ROLES = {
+    "user": "user", "human": "user", "assistant": "assistant", "ai": "assistant", "system": "system", "tool": "tool"
+}
 _FILE_BLOCKS = ("image", "audio", "video", "file")
 _CORE_TYPES = {"text", "reasoning", "file", "tool-call", "tool-result"}
 
@@ -360,7 +362,7 @@ def _output_text(output: Any) -> str:
 
 def _from_foreign(message: SessionMessage) -> list[BaseMessage]:
     """A message written without a LangChain record: what a provider accepts."""
-    if message.id.startswith(COMPACTION_ID_PREFIX):
+    if is_summary_id(message.id):
         return [AIMessage(content=message.text, id=message.id, additional_kwargs={"lc_source": COMPACTION_SOURCE})]
     content = _foreign_content(message)
     if message.role == "user":
@@ -434,4 +436,4 @@ def _foreign_content(message: SessionMessage) -> str | list[Any]:
 
 def is_summary(message: BaseMessage) -> bool:
     """Whether ``message`` is a compaction summary standing for a range of the history."""
-    return isinstance(message.id, str) and message.id.startswith(COMPACTION_ID_PREFIX)
+    return isinstance(message.id, str) and is_summary_id(message.id)

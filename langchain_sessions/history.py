@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 
 from sessions_core import CompactionError, Session, SessionManager, SessionMessage, create_compact_function
-from sessions_core.branching import asoft_reset, ensure_session, soft_reset
+from sessions_core.integration import async_twin, ensure_session, run_in_thread, soft_reset
 
 from .conversion import is_summary, to_langchain_messages, to_session_message
-from .summarizer import as_summarize, prefer_async
+from .summarizer import as_summarize
 
 __all__ = ["SessionChatMessageHistory"]
 
@@ -27,7 +28,8 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
     ``messages`` is the history as the model should see it: compaction summaries in place of
     the ranges they cover. ``add_messages`` appends under the latest message; a message without
     an id is given one (set on the message, so adding it again stores nothing), and a message
-    whose id is already stored is skipped. Every method has a native async twin.
+    whose id is already stored is skipped. Every method has an async twin (the sync method in a
+    worker thread, a chat model summariser called natively async).
 
     With a ``summarizer`` (a chat model or a function ``str -> str``), the session compacts with
     it; with ``compact_after`` too, ``add_messages`` compacts when the session's token estimate
@@ -65,7 +67,7 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
             )
 
     @classmethod
-    def from_manager(cls, manager: SessionManager, session_id: str, **options: Any) -> "SessionChatMessageHistory":
+    def from_manager(cls, manager: SessionManager, session_id: str, **options: Any) -> SessionChatMessageHistory:
         """The history of a manager's session ``session_id``, registered on first use (so
         ``session_search`` and ``manager.list()`` see it). A ``get_session_history`` for
         ``RunnableWithMessageHistory``: ``lambda sid: SessionChatMessageHistory.from_manager(manager, sid)``."""
@@ -83,7 +85,8 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
         return to_langchain_messages(self.session.get_history())
 
     async def aget_messages(self) -> list[BaseMessage]:
-        return to_langchain_messages(await self.session.aget_history())
+        """Async twin of :attr:`messages`."""
+        return await run_in_thread(lambda: self.messages)
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -93,10 +96,7 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
             self.session.append_message(message)
         self._maybe_compact()
 
-    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
-        for message in self._prepare(messages):
-            await self.session.aappend_message(message)
-        await self._amaybe_compact()
+    aadd_messages = async_twin(add_messages, prefer_async=True)
 
     def clear(self) -> None:
         """Start a new, empty active branch: nothing is deleted, the old messages stay
@@ -104,16 +104,13 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
         if self.session.get_latest_leaf() is not None:
             soft_reset(self.session)
 
-    async def aclear(self) -> None:
-        if await self.session.aget_latest_leaf() is not None:
-            await asoft_reset(self.session)
+    aclear = async_twin(clear)
 
     def hard_clear(self) -> None:
         """Delete every message and compaction of the session (its context blocks stay)."""
         self.session.clear_messages()
 
-    async def ahard_clear(self) -> None:
-        await self.session.aclear_messages()
+    ahard_clear = async_twin(hard_clear)
 
     def _prepare(self, messages: Sequence[BaseMessage]) -> list[SessionMessage]:
         prepared: list[SessionMessage] = []
@@ -136,14 +133,5 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
             return
         try:
             self.session.compact()
-        except CompactionError as error:
-            logger.warning("compaction of session %r failed, history kept whole: %s", self.session.session_id, error)
-
-    async def _amaybe_compact(self) -> None:
-        if self.compact_after is None or await self.session.aget_token_estimate() <= self.compact_after:
-            return
-        try:
-            with prefer_async():
-                await self.session.acompact()
         except CompactionError as error:
             logger.warning("compaction of session %r failed, history kept whole: %s", self.session.session_id, error)

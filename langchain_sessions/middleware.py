@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Annotated, Any, Awaitable, Callable, Sequence
+from typing import Annotated, Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
 from langchain.agents.middleware.types import ModelCallResult, PrivateStateAttr
@@ -19,17 +20,19 @@ from langchain_core.tools import BaseTool
 from typing_extensions import NotRequired
 
 from sessions_core import LATEST, CompactionError, Session, create_compact_function
-from sessions_core.messages import COMPACTION_ID_PREFIX
-from sessions_core.overlays import plan_overlays
-from sessions_core.session import summary_message
+from sessions_core.integration import (
+    async_twin,
+    is_summary_id,
+    plan_overlays,
+    prefer_async,
+    run_in_thread,
+    summary_id,
+    summary_message,
+)
 
 from ._source import SessionSource, SessionSourceLike
 from .conversion import is_summary, source_id, to_langchain_messages, to_session_message
-
-
-def is_summary_id(ident: str) -> bool:
-    return ident.startswith(COMPACTION_ID_PREFIX)
-from .summarizer import ChatModelSummarizer, as_summarize, prefer_async
+from .summarizer import ChatModelSummarizer, as_summarize
 from .toolkit import langchain_tools
 
 __all__ = ["SessionMemoryMiddleware", "SessionMemoryState"]
@@ -81,8 +84,12 @@ class SessionMemoryMiddleware(AgentMiddleware):
     the history is summarised by the agent's model (or ``summarizer``), tagged so that it never
     streams to the user, and stored as an overlay: the model sees head + summary + the last
     ``keep_recent_tokens`` (default: a quarter of the trigger), while the state and the store
-    keep every message; later runs read the history compacted. A failed summary leaves the history whole. The middleware sets each
-    session's compaction function (``Session.on_compaction``) to this one.
+    keep every message; later runs read the history compacted. A failed summary leaves the
+    history whole. The middleware sets each session's compaction function
+    (``Session.on_compaction``) to this one.
+
+    Each async hook runs its sync twin in a worker thread (the model call itself stays on the
+    event loop), with summaries asked of the model natively async.
     """
 
     state_schema = SessionMemoryState
@@ -170,12 +177,6 @@ class SessionMemoryMiddleware(AgentMiddleware):
         self._install(session_id, session)
         return session_id, session
 
-    async def _asession(self, runtime: Any) -> tuple[str, Session]:
-        session_id = self._session_id(runtime)
-        session = await self.source.aget(session_id)
-        self._install(session_id, session)
-        return session_id, session
-
     def _remember(self, cache: OrderedDict[str, Any], key: str, value: Any) -> None:
         with self._lock:
             cache[key] = value
@@ -213,7 +214,7 @@ class SessionMemoryMiddleware(AgentMiddleware):
         ident = source_id(message)
         if ident:
             self._known_ids(session_id).add(ident)
-        if result is not None and result.inserted and isinstance(message, AIMessage) and message.usage_metadata:
+        if result.inserted and isinstance(message, AIMessage) and message.usage_metadata:
             usage = message.usage_metadata
             self.source.add_usage(session_id, usage.get("input_tokens", 0), usage.get("output_tokens", 0))
 
@@ -225,19 +226,6 @@ class SessionMemoryMiddleware(AgentMiddleware):
                 logger.warning("message %r not stored: %s", message.id, error)
                 continue
             self._stored(session_id, message, session.append_message(stored, parent))
-
-    async def _apersist(self, session_id: str, session: Session, messages: Sequence[BaseMessage]) -> None:
-        for message, parent in self._plan(session_id, messages):
-            try:
-                stored = to_session_message(message)
-            except (TypeError, ValueError) as error:
-                logger.warning("message %r not stored: %s", message.id, error)
-                continue
-            result = await session.aappend_message(stored, parent)
-            if result.inserted and isinstance(message, AIMessage) and message.usage_metadata:
-                usage = message.usage_metadata
-                await self.source.aadd_usage(session_id, usage.get("input_tokens", 0), usage.get("output_tokens", 0))
-            self._stored(session_id, message, None)
 
     # -- before_agent: freeze the prompt, store the input, read what came before ----------
 
@@ -260,19 +248,14 @@ class SessionMemoryMiddleware(AgentMiddleware):
         self._remember(self._prefixes, key, prefix)
         return prefix
 
-    def _prefix(self, session: Session, key: tuple[str, str] | None, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    def _prefix(
+        self, session: Session, key: tuple[str, str] | None, messages: Sequence[BaseMessage]
+    ) -> list[BaseMessage]:
         if key is None:
             return []
         with self._lock:
             prefix = self._prefixes.get(key)
         return prefix if prefix is not None else self._keep_prefix(key, session.get_history(key[1]), messages)
-
-    async def _aprefix(self, session: Session, key: tuple[str, str] | None, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-        if key is None:
-            return []
-        with self._lock:
-            prefix = self._prefixes.get(key)
-        return prefix if prefix is not None else self._keep_prefix(key, await session.aget_history(key[1]), messages)
 
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         session_id, session = self._session(runtime)
@@ -285,16 +268,7 @@ class SessionMemoryMiddleware(AgentMiddleware):
             self._keep_prefix(key, session.get_history(key[1]), messages)
         return {"session_memory_prompt": prompt}
 
-    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        session_id, session = await self._asession(runtime)
-        prompt = await session.asystem_prompt_for_run()
-        self._start(session_id, prompt, await self.source.atools(session_id))
-        messages = state.get("messages", [])
-        await self._apersist(session_id, session, messages)
-        key = self._prefix_key(session_id, messages)
-        if key is not None:
-            self._keep_prefix(key, await session.aget_history(key[1]), messages)
-        return {"session_memory_prompt": prompt}
+    abefore_agent = async_twin(before_agent, prefer_async=True)
 
     # -- before_model / after_model / after_agent: store what is new ------------------------
 
@@ -303,10 +277,7 @@ class SessionMemoryMiddleware(AgentMiddleware):
         self._persist(session_id, session, state.get("messages", []))
         return None
 
-    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        session_id, session = await self._asession(runtime)
-        await self._apersist(session_id, session, state.get("messages", []))
-        return None
+    abefore_model = async_twin(before_model, prefer_async=True)
 
     after_model = before_model
     aafter_model = abefore_model
@@ -323,17 +294,6 @@ class SessionMemoryMiddleware(AgentMiddleware):
             if prompt is None:
                 prompt = session.system_prompt_for_run()
             run = _Run(prompt, langchain_tools(self.source.tools(session_id), self.source))
-            self._remember(self._runs, session_id, run)
-        return run
-
-    async def _arun(self, session_id: str, session: Session, state: Any) -> _Run:
-        with self._lock:
-            run = self._runs.get(session_id)
-        if run is None:
-            prompt = state.get("session_memory_prompt")
-            if prompt is None:
-                prompt = await session.asystem_prompt_for_run()
-            run = _Run(prompt, langchain_tools(await self.source.atools(session_id), self.source))
             self._remember(self._runs, session_id, run)
         return run
 
@@ -376,10 +336,8 @@ class SessionMemoryMiddleware(AgentMiddleware):
             used = count_tokens_approximately(messages, tools=request.tools)
         return used > trigger
 
-    def _compaction_fn(self, model: Any, trigger: int, asynchronous: bool) -> Callable[..., Any]:
+    def _compaction_fn(self, model: Any, trigger: int) -> Callable[..., Any]:
         summarize = self.summarizer or ChatModelSummarizer(model, max_retries=self.summary_max_retries)
-        if asynchronous and isinstance(summarize, ChatModelSummarizer):
-            summarize = summarize.ainvoke
         keep = self.keep_recent_tokens if self.keep_recent_tokens is not None else max(1, trigger // 4)
         return create_compact_function(summarize=summarize, protect_head=self.protect_head, keep_recent_tokens=keep)
 
@@ -392,7 +350,7 @@ class SessionMemoryMiddleware(AgentMiddleware):
             if self.summarizer is None and model is None:
                 return None
             trigger = self._trigger(model) if model is not None else None
-            active = self._compaction_fn(model, trigger or 80_000, False)
+            active = self._compaction_fn(model, trigger or 80_000)
         return active(messages, context)
 
     def _failed_compaction(self, session_id: str, error: Exception) -> None:
@@ -400,9 +358,9 @@ class SessionMemoryMiddleware(AgentMiddleware):
             self._failed.add(session_id)
         logger.warning("compaction of session %r failed, history kept whole: %s", session_id, error)
 
-    def wrap_model_call(
-        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelCallResult]
-    ) -> ModelCallResult:
+    def _model_request(self, request: ModelRequest) -> ModelRequest:
+        """The request with the run's system prompt and tools and the compacted history
+        (compacting first when the model's input is over the trigger)."""
         session_id, session = self._session(request.runtime)
         self._last_model = request.model
         run = self._run(session_id, session, request.state)
@@ -410,36 +368,27 @@ class SessionMemoryMiddleware(AgentMiddleware):
         prepared = self._prepare(request, run, _view([*prefix, *request.messages], session.get_compactions()))
         trigger = self._trigger(request.model)
         if self._over(prepared, trigger, session_id):
-            token = _ACTIVE_COMPACTION.set(self._compaction_fn(request.model, trigger, False))
+            token = _ACTIVE_COMPACTION.set(self._compaction_fn(request.model, trigger))
             try:
                 if session.compact(_last_stored(request.messages)) is not None:
-                    prepared = self._prepare(request, run, _view([*prefix, *request.messages], session.get_compactions()))
+                    view = _view([*prefix, *request.messages], session.get_compactions())
+                    prepared = self._prepare(request, run, view)
             except CompactionError as error:
                 self._failed_compaction(session_id, error)
             finally:
                 _ACTIVE_COMPACTION.reset(token)
-        return handler(prepared)
+        return prepared
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelCallResult]
+    ) -> ModelCallResult:
+        return handler(self._model_request(request))
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelCallResult]]
     ) -> ModelCallResult:
-        session_id, session = await self._asession(request.runtime)
-        self._last_model = request.model
-        run = await self._arun(session_id, session, request.state)
-        prefix = await self._aprefix(session, self._prefix_key(session_id, request.messages), request.messages)
-        prepared = self._prepare(request, run, _view([*prefix, *request.messages], await session.aget_compactions()))
-        trigger = self._trigger(request.model)
-        if self._over(prepared, trigger, session_id):
-            token = _ACTIVE_COMPACTION.set(self._compaction_fn(request.model, trigger, True))
-            try:
-                with prefer_async():
-                    compacted = await session.acompact(_last_stored(request.messages))
-                if compacted is not None:
-                    prepared = self._prepare(request, run, _view([*prefix, *request.messages], await session.aget_compactions()))
-            except CompactionError as error:
-                self._failed_compaction(session_id, error)
-            finally:
-                _ACTIVE_COMPACTION.reset(token)
+        with prefer_async():
+            prepared = await run_in_thread(self._model_request, request)
         return await handler(prepared)
 
 
@@ -472,7 +421,7 @@ def _view(messages: Sequence[BaseMessage], overlays: Sequence[Any]) -> list[Base
     messages = list(messages)
     if not overlays:
         return messages
-    by_summary_id = {COMPACTION_ID_PREFIX + overlay.id: overlay for overlay in overlays}
+    by_summary_id = {summary_id(overlay.id): overlay for overlay in overlays}
     ids: list[str] = []
     for message in messages:
         ident = source_id(message) or ""

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import Any, Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
+
+from sessions_core.integration import Summarizer
 
 from .conversion import COMPACTION_SOURCE
 
@@ -19,25 +20,11 @@ COMPACTION_TAG = "session_memory:compaction"
 """Tag of every summary call (with LangGraph's ``nostream`` tag, so the summary never streams)."""
 
 
-_PREFER_ASYNC: ContextVar[bool] = ContextVar("session_memory_prefer_async", default=False)
-
-
-@contextmanager
-def prefer_async() -> Iterator[None]:
-    """Within this block (and the worker threads of the core's async twins started in it), a
-    ``ChatModelSummarizer`` answers with a coroutine, which the core awaits on the caller's
-    event loop: the model is called natively async."""
-    token = _PREFER_ASYNC.set(True)
-    try:
-        yield
-    finally:
-        _PREFER_ASYNC.reset(token)
-
-
-class ChatModelSummarizer:
+class ChatModelSummarizer(Summarizer):
     """A compaction ``summarize(prompt) -> str`` backed by a chat model.
 
-    Calling it runs the model synchronously; :meth:`ainvoke` is the native async form. Each
+    Calling it runs the model synchronously, or natively async within the adapter's async paths
+    (the core's ``prefer_async``); :meth:`ainvoke` is the native async form. Each
     call is tagged ``nostream`` and ``session_memory:compaction`` (so LangGraph's
     ``stream_mode="messages"`` never shows it), carries ``metadata={"lc_source":
     "session_memory.compaction"}`` and is retried ``max_retries`` times. A blank reply is
@@ -62,13 +49,12 @@ class ChatModelSummarizer:
             "metadata": {"lc_source": COMPACTION_SOURCE},
             "run_name": "session_memory_compaction",
         }
+        super().__init__(self._invoke, self._ainvoke)
 
-    def __call__(self, prompt: str) -> "str | Awaitable[str]":
-        if _PREFER_ASYNC.get():
-            return self.ainvoke(prompt)
+    def _invoke(self, prompt: str) -> str:
         return _text(self._runnable.invoke([HumanMessage(prompt)], config=self._config))
 
-    async def ainvoke(self, prompt: str) -> str:
+    async def _ainvoke(self, prompt: str) -> str:
         return _text(await self._runnable.ainvoke([HumanMessage(prompt)], config=self._config))
 
     def __repr__(self) -> str:

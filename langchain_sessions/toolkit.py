@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import re
-import threading
-from typing import Annotated, Any, Literal, Mapping, Optional
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, BaseToolkit, StructuredTool, ToolException
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from sessions_core import SessionsError, Tool
+from sessions_core.integration import async_twin, run_in_thread, tool_args_model
 
 from ._source import SessionSource, SessionSourceLike
 
@@ -20,76 +18,7 @@ try:  # ToolRuntime comes with langchain (LangGraph); without it tools read the 
 except ImportError:  # pragma: no cover - langchain-core alone
     ToolRuntime = None  # type: ignore[assignment,misc]
 
-__all__ = ["SessionToolkit", "args_schema", "langchain_tools"]
-
-
-class _EnumHint:
-    """Shows ``enum`` in the JSON Schema without enforcing it: the tool checks the value itself
-    and answers with its own error message (``Error: block "x" not found``)."""
-
-    def __init__(self, values: list[Any]) -> None:
-        self.values = list(values)
-
-    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> dict[str, Any]:
-        schema = handler(core_schema)
-        schema["enum"] = list(self.values)
-        return schema
-
-    def __repr__(self) -> str:
-        return f"_EnumHint({self.values!r})"
-
-
-_SCALARS: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "null": type(None)}
-_MODELS: dict[str, type[BaseModel]] = {}
-_MODELS_LOCK = threading.Lock()
-
-
-def _class_name(name: str) -> str:
-    return "".join(piece.capitalize() for piece in re.split(r"[^0-9A-Za-z]+", name) if piece) or "Args"
-
-
-def _annotation(name: str, schema: Mapping[str, Any], advisory: bool) -> Any:
-    kind = schema.get("type")
-    if "enum" in schema:
-        values = list(schema["enum"])
-        if advisory and kind == "string":
-            return Annotated[str, _EnumHint(values)]
-        return Literal[tuple(values)]  # type: ignore[valid-type]
-    if kind == "object" and isinstance(schema.get("properties"), Mapping):
-        return _model(name, schema)
-    if kind == "object":
-        return dict[str, Any]
-    if kind == "array":
-        items = schema.get("items")
-        return list[_annotation(name + "Item", items, False)] if isinstance(items, Mapping) else list[Any]
-    if isinstance(kind, str) and kind in _SCALARS:
-        return _SCALARS[kind]
-    return Any
-
-
-def _model(name: str, schema: Mapping[str, Any], advisory: frozenset[str] = frozenset()) -> type[BaseModel]:
-    required = set(schema.get("required", ()))
-    fields: dict[str, Any] = {}
-    for prop, sub in schema.get("properties", {}).items():
-        annotation = _annotation(name + _class_name(prop), sub, prop in advisory)
-        description = sub.get("description")
-        if prop in required:
-            fields[prop] = (annotation, Field(..., description=description))
-        else:
-            fields[prop] = (Optional[annotation], Field(None, description=description))
-    return create_model(_class_name(name), __config__=ConfigDict(extra="ignore"), **fields)
-
-
-def args_schema(tool: Tool) -> type[BaseModel]:
-    """A pydantic model of a core tool's JSON Schema (cached per name and schema). Enums the
-    tool checks itself are shown to the model but not enforced."""
-    key = json.dumps([tool.name, tool.parameters, sorted(tool.advisory_enums)], sort_keys=True, default=str)
-    with _MODELS_LOCK:
-        model = _MODELS.get(key)
-        if model is None:
-            model = _model(tool.name + "_args", tool.parameters, tool.advisory_enums)
-            _MODELS[key] = model
-        return model
+__all__ = ["SessionToolkit", "langchain_tools"]
 
 
 def _plain(value: Any) -> Any:
@@ -120,7 +49,7 @@ def _outcome(text: str) -> str:
     return text
 
 
-def _make_tool(tool: Tool, source: SessionSource, schema: type[BaseModel]) -> StructuredTool:
+def _make_tool(tool: Tool, source: SessionSource) -> StructuredTool:
     name = tool.name
 
     def _pick(tools: list[Tool]) -> Tool:
@@ -143,8 +72,7 @@ def _make_tool(tool: Tool, source: SessionSource, schema: type[BaseModel]) -> St
             return _outcome(_pick(source.tools(session_id)).invoke(_arguments(kwargs)))
 
         async def coroutine(runtime: ToolRuntime = None, config: RunnableConfig = None, **kwargs: Any) -> str:  # type: ignore[assignment]
-            session_id = _session_id(runtime, config)
-            return _outcome(await _pick(await source.atools(session_id)).ainvoke(_arguments(kwargs)))
+            return await run_in_thread(func, runtime, config, **kwargs)
 
     else:  # pragma: no cover - langchain-core alone
 
@@ -152,15 +80,14 @@ def _make_tool(tool: Tool, source: SessionSource, schema: type[BaseModel]) -> St
             return _outcome(_pick(source.tools(_session_id(None, config))).invoke(_arguments(kwargs)))
 
         async def coroutine(config: RunnableConfig = None, **kwargs: Any) -> str:  # type: ignore[misc]
-            tools = await source.atools(_session_id(None, config))
-            return _outcome(await _pick(tools).ainvoke(_arguments(kwargs)))
+            return await run_in_thread(func, config, **kwargs)
 
     return StructuredTool.from_function(
         func=func,
         coroutine=coroutine,
         name=name,
         description=tool.description,
-        args_schema=schema,
+        args_schema=tool_args_model(tool),
         infer_schema=False,
         handle_tool_error=True,
     )
@@ -168,7 +95,7 @@ def _make_tool(tool: Tool, source: SessionSource, schema: type[BaseModel]) -> St
 
 def langchain_tools(tools: list[Tool], source: SessionSource) -> list[BaseTool]:
     """``StructuredTool``s for core tools; each call runs on the session of its run."""
-    return [_make_tool(tool, source, args_schema(tool)) for tool in tools]
+    return [_make_tool(tool, source) for tool in tools]
 
 
 class SessionToolkit(BaseToolkit):
@@ -183,8 +110,8 @@ class SessionToolkit(BaseToolkit):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    context_key: Optional[str] = None
-    default_session_id: Optional[str] = None
+    context_key: str | None = None
+    default_session_id: str | None = None
     _source: SessionSource = PrivateAttr()
 
     def __init__(
@@ -207,3 +134,5 @@ class SessionToolkit(BaseToolkit):
         """``set_context`` / ``load_context`` / ``unload_context`` / ``search_context`` as the
         blocks allow, and ``session_search`` with a manager."""
         return langchain_tools(self._source.template_tools(), self._source)
+
+    aget_tools = async_twin(get_tools)

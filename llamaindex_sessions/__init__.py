@@ -13,9 +13,9 @@ except ModuleNotFoundError as error:  # pragma: no cover - depends on the enviro
     ) from error
 
 from .chat_store import SessionChatStore
-from .convert import from_chat_message, from_chat_messages, to_chat_message, to_chat_messages
+from .conversion import from_chat_message, from_chat_messages, to_chat_message, to_chat_messages
 from .memory import SessionMemory
-from .summarize import llm_summarizer
+from .summarizer import llm_summarizer
 from .tools import SessionToolSpec, to_function_tool
 
 __all__ = [

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, List, Optional
+from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import ConfigDict, PrivateAttr
 from llama_index.core.storage.chat_store.base import BaseChatStore
 
 from sessions_core import SessionManager
-from sessions_core._async import run_in_thread
-from sessions_core.branching import ensure_session, raw_history, set_active_history, soft_reset
+from sessions_core.integration import async_twin, ensure_session, raw_history, set_active_history, soft_reset
 
-from .convert import from_chat_messages, to_chat_messages
+from .conversion import from_chat_messages, to_chat_messages
 from .memory import _same_for_llamaindex
 
 __all__ = ["SessionChatStore"]
@@ -55,15 +54,15 @@ class SessionChatStore(BaseChatStore):
     def _chat(self, key: str) -> list[ChatMessage]:
         return [chat for message in raw_history(self._session(key, create=False)) for chat in to_chat_messages(message)]
 
-    def set_messages(self, key: str, messages: List[ChatMessage]) -> None:
+    def set_messages(self, key: str, messages: list[ChatMessage]) -> None:
         """Make ``messages`` the session's history (shared prefix kept, the rest a new branch)."""
         with self._lock:
             set_active_history(self._session(key, create=True), from_chat_messages(messages), same=_same_for_llamaindex)
 
-    def get_messages(self, key: str) -> List[ChatMessage]:
+    def get_messages(self, key: str) -> list[ChatMessage]:
         return self._chat(key)
 
-    def add_message(self, key: str, message: ChatMessage, idx: Optional[int] = None) -> None:
+    def add_message(self, key: str, message: ChatMessage, idx: int | None = None) -> None:
         """Append a message (at ``idx``: a new branch with the message inserted there)."""
         with self._lock:
             if idx is not None:
@@ -74,7 +73,7 @@ class SessionChatStore(BaseChatStore):
             ensure_session(self._manager, key)
             self._manager.append(key, from_chat_messages([message])[0])
 
-    def delete_messages(self, key: str) -> Optional[List[ChatMessage]]:
+    def delete_messages(self, key: str) -> list[ChatMessage] | None:
         """Start an empty branch and return the messages it hides (``None`` if there were none)."""
         with self._lock:
             messages = self._chat(key)
@@ -83,7 +82,7 @@ class SessionChatStore(BaseChatStore):
             soft_reset(self._session(key, create=False))
             return messages
 
-    def delete_message(self, key: str, idx: int) -> Optional[ChatMessage]:
+    def delete_message(self, key: str, idx: int) -> ChatMessage | None:
         """Move to a branch without message ``idx`` and return it (``None`` if out of range)."""
         with self._lock:
             messages = self._chat(key)
@@ -96,34 +95,18 @@ class SessionChatStore(BaseChatStore):
                 soft_reset(self._session(key, create=False))
             return removed
 
-    def delete_last_message(self, key: str) -> Optional[ChatMessage]:
+    def delete_last_message(self, key: str) -> ChatMessage | None:
         return self.delete_message(key, -1)
 
-    def get_keys(self) -> List[str]:
+    def get_keys(self) -> list[str]:
         """The ids of the manager's sessions, most recently updated first."""
         return [info.id for info in self._manager.list()]
 
-    async def aset_messages(self, key: str, messages: List[ChatMessage]) -> None:
-        await run_in_thread(self.set_messages, key, messages)
-
-    async def aget_messages(self, key: str) -> List[ChatMessage]:
-        return await run_in_thread(self.get_messages, key)
-
-    async def async_add_message(self, key: str, message: ChatMessage, idx: Optional[int] = None) -> None:
-        await run_in_thread(self.add_message, key, message, idx)
-
-    async def aadd_message(self, key: str, message: ChatMessage, idx: Optional[int] = None) -> None:
-        """Alias of ``async_add_message`` (LlamaIndex's name for it is the odd one)."""
-        await self.async_add_message(key, message, idx)
-
-    async def adelete_messages(self, key: str) -> Optional[List[ChatMessage]]:
-        return await run_in_thread(self.delete_messages, key)
-
-    async def adelete_message(self, key: str, idx: int) -> Optional[ChatMessage]:
-        return await run_in_thread(self.delete_message, key, idx)
-
-    async def adelete_last_message(self, key: str) -> Optional[ChatMessage]:
-        return await run_in_thread(self.delete_last_message, key)
-
-    async def aget_keys(self) -> List[str]:
-        return await run_in_thread(self.get_keys)
+    aset_messages = async_twin(set_messages)
+    aget_messages = async_twin(get_messages)
+    aadd_message = async_twin(add_message)
+    async_add_message = aadd_message  # LlamaIndex's name for it
+    adelete_messages = async_twin(delete_messages)
+    adelete_message = async_twin(delete_message)
+    adelete_last_message = async_twin(delete_last_message)
+    aget_keys = async_twin(get_keys)

@@ -7,7 +7,8 @@ import logging
 import threading
 import uuid
 import weakref
-from typing import Any, Callable, Iterable, List, Literal, Optional
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
@@ -18,24 +19,27 @@ from sessions_core import (
     CompactionError,
     CompactResult,
     FilePart,
-    ReasoningPart,
     Session,
     SessionMessage,
     SqliteStore,
     StaticContext,
     StoreContext,
     StoreSearchContext,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
     create_compact_function,
 )
-from sessions_core._async import run_in_thread
-from sessions_core.branching import ensure_session, is_marker, raw_history, set_active_history, soft_reset
-from sessions_core.tokens import compact_json
+from sessions_core.integration import (
+    async_twin,
+    count_message_tokens,
+    ensure_session,
+    is_marker,
+    raw_history,
+    recent_window,
+    set_active_history,
+    soft_reset,
+)
 
-from .convert import from_chat_messages, to_chat_messages
-from .summarize import llm_summarizer
+from .conversion import from_chat_messages, to_chat_messages
+from .summarizer import llm_summarizer
 
 __all__ = ["SessionMemory"]
 
@@ -73,7 +77,7 @@ class _Handle:
                 self.session.close()
 
 
-_handles: "weakref.WeakValueDictionary[str, _Handle]" = weakref.WeakValueDictionary()
+_handles: weakref.WeakValueDictionary[str, _Handle] = weakref.WeakValueDictionary()
 _handles_lock = threading.Lock()
 
 
@@ -130,19 +134,6 @@ def _declare(session: Session, specs: Iterable[Any]) -> None:
             )
 
 
-def _token_text(message: SessionMessage) -> str:
-    pieces = []
-    for part in message.parts:
-        if isinstance(part, (TextPart, ReasoningPart)):
-            pieces.append(part.text or "")
-        elif isinstance(part, ToolCallPart):
-            pieces.append(f"{part.tool_name} {compact_json(part.input)}")
-        elif isinstance(part, ToolResultPart):
-            output = part.output
-            pieces.append(output if isinstance(output, str) else compact_json(output))
-    return "\n".join(pieces)
-
-
 class SessionMemory(BaseMemory):
     """LlamaIndex memory backed by a durable, searchable, branching session.
 
@@ -167,24 +158,26 @@ class SessionMemory(BaseMemory):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    store: Optional[str] = Field(default=None, description="SQLite path or postgresql:// URL of the store.")
+    store: str | None = Field(default=None, description="SQLite path or postgresql:// URL of the store.")
     session_id: str = Field(default="", description="The session's id in the store.")
     handle: str = Field(default_factory=lambda: uuid.uuid4().hex, description="Finds the live session in-process.")
-    blocks: List[Any] = Field(default_factory=list, description="Context blocks declared when the memory opens the session.")
+    blocks: list[Any] = Field(
+        default_factory=list, description="Context blocks declared when the memory opens the session."
+    )
     token_limit: int = Field(default=30_000, gt=0, description="Token budget of what get() returns.")
     insert_method: Literal["system", "user"] = Field(
         default="system", description="Render the context as a leading system message, or into the latest user message."
     )
     compaction: bool = Field(default=True, description="Compact with the bound LLM after writes.")
-    compact_threshold: Optional[int] = Field(default=None, description="Compact above this many tokens.")
-    keep_recent_tokens: Optional[int] = Field(default=None, description="Tokens kept verbatim at the end.")
-    tokenizer_fn: Callable[[str], List] = Field(default_factory=get_tokenizer, exclude=True)
+    compact_threshold: int | None = Field(default=None, description="Compact above this many tokens.")
+    keep_recent_tokens: int | None = Field(default=None, description="Tokens kept verbatim at the end.")
+    tokenizer_fn: Callable[[str], list] = Field(default_factory=get_tokenizer, exclude=True)
 
     _handle: _Handle = PrivateAttr()
-    _prompt: Optional[str] = PrivateAttr(default=None)
+    _prompt: str | None = PrivateAttr(default=None)
     _stale: bool = PrivateAttr(default=True)
 
-    def __init__(self, session: Optional[Session] = None, *, llm: Any = None, **data: Any) -> None:
+    def __init__(self, session: Session | None = None, *, llm: Any = None, **data: Any) -> None:
         rebuilt = session is None and "handle" in data  # from a serialised pointer
         if session is not None:
             data.setdefault("session_id", session.session_id)
@@ -208,7 +201,7 @@ class SessionMemory(BaseMemory):
             )
             handle.compaction_installed = True
 
-    def _open(self, session: Optional[Session], rebuilt: bool) -> _Handle:
+    def _open(self, session: Session | None, rebuilt: bool) -> _Handle:
         if session is not None:
             return _Handle(session, owns=False)
         if not self.store:
@@ -233,14 +226,14 @@ class SessionMemory(BaseMemory):
     @classmethod
     def from_defaults(
         cls,
-        session: Optional[Session] = None,
+        session: Session | None = None,
         *,
-        store: Optional[str] = None,
-        session_id: Optional[str] = None,
+        store: str | None = None,
+        session_id: str | None = None,
         llm: Any = None,
-        chat_history: Optional[List[ChatMessage]] = None,
+        chat_history: list[ChatMessage] | None = None,
         **kwargs: Any,
-    ) -> "SessionMemory":
+    ) -> SessionMemory:
         """``SessionMemory(session=...)``, or a memory that opens ``store`` / ``session_id``
         itself (declaring ``blocks=[...]``, e.g. ``["memory"]``); ``chat_history`` is ``set``."""
         if store is not None:
@@ -253,7 +246,7 @@ class SessionMemory(BaseMemory):
         return memory
 
     @classmethod
-    def from_manager(cls, manager: Any, session_id: str, **kwargs: Any) -> "SessionMemory":
+    def from_manager(cls, manager: Any, session_id: str, **kwargs: Any) -> SessionMemory:
         """The memory of a ``SessionManager``'s session ``session_id``, registered with the
         manager under that id if it is not yet (so ``session_search`` and ``list`` see it)."""
         ensure_session(manager, session_id)
@@ -271,7 +264,7 @@ class SessionMemory(BaseMemory):
         """The LLM that writes compaction summaries (``None``: ``Settings.llm``)."""
         return self._handle.llm
 
-    def bind(self, target: Any) -> "SessionMemory":
+    def bind(self, target: Any) -> SessionMemory:
         """Compact with the LLM of ``target``: an ``LLM``, an agent (``FunctionAgent``,
         ``ReActAgent``...), an ``AgentWorkflow`` (its root agent) or a chat engine.
 
@@ -289,7 +282,7 @@ class SessionMemory(BaseMemory):
             self.insert_method = "user"
         return self
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> "SessionMemory":
+    def __deepcopy__(self, memo: dict[int, Any]) -> SessionMemory:
         return self  # a live handle: workflow state copies must share it
 
     def __reduce__(self) -> Any:
@@ -308,7 +301,10 @@ class SessionMemory(BaseMemory):
 
     def _count(self, message: SessionMessage) -> int:
         files = sum(1 for p in message.parts if isinstance(p, FilePart))
-        return len(self.tokenizer_fn(_token_text(message))) + 4 + files * _FILE_TOKENS
+        return count_message_tokens([message], self._count_text) + files * _FILE_TOKENS
+
+    def _count_text(self, text: str) -> int:
+        return len(self.tokenizer_fn(text))
 
     def _run_prompt(self) -> str:
         if self._stale or self._prompt is None:
@@ -317,30 +313,10 @@ class SessionMemory(BaseMemory):
         return self._prompt
 
     def _window(self, budget: int) -> list[SessionMessage]:
-        window: list[SessionMessage] = []
-        used = 0
-        truncated = False
-        for message in self.session.history(newest_first=True):
-            if is_marker(message):
-                continue
-            tokens = self._count(message)
-            if window and used + tokens > budget:
-                truncated = True
-                break
-            window.append(message)
-            used += tokens
-        window.reverse()
-        if truncated:
-            # Start at a user turn, so no tool result or reply is left without what it answers.
-            first_user = next((i for i, m in enumerate(window) if m.role == "user"), None)
-            if first_user is not None:
-                window = window[first_user:]
-            else:
-                while len(window) > 1 and window[0].role == "tool":
-                    window.pop(0)
-        return window
+        newest_first = (m for m in self.session.history(newest_first=True) if not is_marker(m))
+        return recent_window(newest_first, self._count, budget)
 
-    def get(self, input: Optional[str] = None, **kwargs: Any) -> List[ChatMessage]:
+    def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         """The context as a system message plus the compacted history within ``token_limit``
         (minus ``initial_token_count``, which chat engines pass); fresh objects every call."""
         initial = int(kwargs.get("initial_token_count") or 0)
@@ -363,7 +339,7 @@ class SessionMemory(BaseMemory):
                     return messages
         return [ChatMessage(role=MessageRole.SYSTEM, content=prompt), *messages]
 
-    def get_all(self) -> List[ChatMessage]:
+    def get_all(self) -> list[ChatMessage]:
         """Every message of the active branch as written (no compaction, no token limit)."""
         return [chat for message in raw_history(self.session) for chat in to_chat_messages(message)]
 
@@ -373,7 +349,7 @@ class SessionMemory(BaseMemory):
         """Store one message under the latest one."""
         self.put_messages([message])
 
-    def put_messages(self, messages: List[ChatMessage]) -> None:
+    def put_messages(self, messages: list[ChatMessage]) -> None:
         """Store messages as a chain under the latest one (an agent turn: the assistant's tool
         calls, the tool results, the answer), each once. When the batch ends with an assistant
         message (a turn is complete) the branch is compacted if over the threshold."""
@@ -386,7 +362,7 @@ class SessionMemory(BaseMemory):
         if converted[-1].role == "assistant":
             self._maybe_compact()
 
-    def set(self, messages: List[ChatMessage]) -> None:
+    def set(self, messages: list[ChatMessage]) -> None:
         """Make ``messages`` the active history without deleting anything: the part shared with
         the current branch is kept, the rest becomes a new branch (nothing happens when they are
         equal). A leading system message equal to this memory's rendered context is ignored, so
@@ -411,7 +387,7 @@ class SessionMemory(BaseMemory):
             soft_reset(self.session)
             self._stale = True
 
-    def compact(self) -> Optional[CompactResult]:
+    def compact(self) -> CompactResult | None:
         """Compact the active branch now; raises ``CompactionError`` (history unchanged) if the
         summary fails."""
         result = self.session.compact()
@@ -432,26 +408,13 @@ class SessionMemory(BaseMemory):
 
     # -- async (each runs off the event loop; async providers and LLMs run back on it) -------
 
-    async def aget(self, input: Optional[str] = None, **kwargs: Any) -> List[ChatMessage]:
-        return await run_in_thread(self.get, input, **kwargs)
-
-    async def aget_all(self) -> List[ChatMessage]:
-        return await run_in_thread(self.get_all)
-
-    async def aput(self, message: ChatMessage) -> None:
-        await run_in_thread(self.put, message)
-
-    async def aput_messages(self, messages: List[ChatMessage]) -> None:
-        await run_in_thread(self.put_messages, messages)
-
-    async def aset(self, messages: List[ChatMessage]) -> None:
-        await run_in_thread(self.set, messages)
-
-    async def areset(self) -> None:
-        await run_in_thread(self.reset)
-
-    async def acompact(self) -> Optional[CompactResult]:
-        return await run_in_thread(self.compact)
+    aget = async_twin(get)
+    aget_all = async_twin(get_all)
+    aput = async_twin(put)
+    aput_messages = async_twin(put_messages)
+    aset = async_twin(set)
+    areset = async_twin(reset)
+    acompact = async_twin(compact)
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -460,6 +423,8 @@ class SessionMemory(BaseMemory):
         from .tools import SessionToolSpec
 
         return SessionToolSpec(self.session).to_tool_list()
+
+    atools = async_twin(tools)
 
 
 def _rebuild(data: dict[str, Any]) -> SessionMemory:

@@ -2,49 +2,16 @@
 
 from __future__ import annotations
 
-import copy
-from typing import Any, Dict, List, Optional, Type
+from collections.abc import Callable
+from typing import Any
 
-from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field, create_model
 from llama_index.core.tools import FunctionTool, ToolMetadata
 from llama_index.core.tools.tool_spec.base import SPEC_FUNCTION_TYPE, BaseToolSpec
 
 from sessions_core import Session, SessionManager, Tool
+from sessions_core.integration import async_twin, tool_args_model
 
 __all__ = ["SessionToolSpec", "to_function_tool"]
-
-_PY_TYPES: dict[str, Any] = {
-    "string": str,
-    "integer": int,
-    "number": float,
-    "boolean": bool,
-    "object": Dict[str, Any],
-    "array": List[Any],
-}
-
-
-def _schema_model(tool: Tool) -> Type[BaseModel]:
-    """A pydantic model for ``fn_schema`` whose JSON Schema is exactly the tool's."""
-    parameters = tool.parameters
-    required = set(parameters.get("required", ()))
-    fields: dict[str, Any] = {}
-    for name, spec in parameters.get("properties", {}).items():
-        annotation = _PY_TYPES.get(spec.get("type"), Any)
-        description = spec.get("description")
-        if name in required:
-            fields[name] = (annotation, Field(..., description=description))
-        else:
-            fields[name] = (Optional[annotation], Field(None, description=description))
-    schema = {"title": tool.name, **copy.deepcopy(parameters)}
-
-    class _Exact(BaseModel):
-        model_config = ConfigDict(extra="allow")
-
-        @classmethod
-        def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
-            return copy.deepcopy(schema)
-
-    return create_model(tool.name, __base__=_Exact, **fields)
 
 
 def to_function_tool(tool: Tool) -> FunctionTool:
@@ -59,8 +26,20 @@ def to_function_tool(tool: Tool) -> FunctionTool:
 
     call.__name__ = tool.name
     acall.__name__ = "a" + tool.name
-    metadata = ToolMetadata(name=tool.name, description=tool.description, fn_schema=_schema_model(tool))
+    fn_schema = tool_args_model(tool, exact_json_schema=True)
+    metadata = ToolMetadata(name=tool.name, description=tool.description, fn_schema=fn_schema)
     return FunctionTool(fn=call, async_fn=acall, metadata=metadata)
+
+
+def _runs(name: str, doc: str) -> Callable[..., str]:
+    """A ``SessionToolSpec`` method that runs the core tool ``name`` on its keyword arguments."""
+
+    def run(self: SessionToolSpec, **kwargs: Any) -> str:
+        return self._run(name, kwargs)
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = doc
+    return run
 
 
 class SessionToolSpec(BaseToolSpec):
@@ -74,7 +53,7 @@ class SessionToolSpec(BaseToolSpec):
     ``spec.set_context(label="memory", content="...")``.
     """
 
-    spec_functions: List[SPEC_FUNCTION_TYPE] = [
+    spec_functions: list[SPEC_FUNCTION_TYPE] = [
         ("set_context", "aset_context"),
         ("load_context", "aload_context"),
         ("unload_context", "aunload_context"),
@@ -82,7 +61,7 @@ class SessionToolSpec(BaseToolSpec):
         ("session_search", "asession_search"),
     ]
 
-    def __init__(self, session_or_manager: Any, *, session_id: Optional[str] = None) -> None:
+    def __init__(self, session_or_manager: Any, *, session_id: str | None = None) -> None:
         target = getattr(session_or_manager, "session", session_or_manager)  # a SessionMemory
         if not isinstance(target, (Session, SessionManager)):
             raise TypeError(f"expected a Session, SessionManager or SessionMemory, not {type(target).__name__}")
@@ -99,11 +78,13 @@ class SessionToolSpec(BaseToolSpec):
             return self.target.session_tools(self.session_id)
         return self.target.tools()
 
+    acore_tools = async_twin(core_tools)
+
     def to_tool_list(
         self,
-        spec_functions: Optional[List[SPEC_FUNCTION_TYPE]] = None,
-        func_to_metadata_mapping: Optional[Dict[str, ToolMetadata]] = None,
-    ) -> List[FunctionTool]:
+        spec_functions: list[SPEC_FUNCTION_TYPE] | None = None,
+        func_to_metadata_mapping: dict[str, ToolMetadata] | None = None,
+    ) -> list[FunctionTool]:
         """``FunctionTool``s for the tools that apply now (optionally only those named in
         ``spec_functions``); ``func_to_metadata_mapping`` overrides a tool's metadata."""
         wanted = None
@@ -120,46 +101,19 @@ class SessionToolSpec(BaseToolSpec):
             tools.append(function_tool)
         return tools
 
+    ato_tool_list = async_twin(to_tool_list)
+
     def _run(self, name: str, kwargs: dict[str, Any]) -> str:
         tool = next((t for t in self.core_tools() if t.name == name), None)
         return tool.invoke(kwargs) if tool else f"Error: tool {name!r} is not available for these blocks"
 
-    async def _arun(self, name: str, kwargs: dict[str, Any]) -> str:
-        from sessions_core._async import run_in_thread
-
-        return await run_in_thread(self._run, name, kwargs)
-
-    def set_context(self, **kwargs: Any) -> str:
-        """Write to a context block."""
-        return self._run("set_context", kwargs)
-
-    async def aset_context(self, **kwargs: Any) -> str:
-        return await self._arun("set_context", kwargs)
-
-    def load_context(self, **kwargs: Any) -> str:
-        """Load a skill document into context."""
-        return self._run("load_context", kwargs)
-
-    async def aload_context(self, **kwargs: Any) -> str:
-        return await self._arun("load_context", kwargs)
-
-    def unload_context(self, **kwargs: Any) -> str:
-        """Unload a loaded skill."""
-        return self._run("unload_context", kwargs)
-
-    async def aunload_context(self, **kwargs: Any) -> str:
-        return await self._arun("unload_context", kwargs)
-
-    def search_context(self, **kwargs: Any) -> str:
-        """Search a searchable context block."""
-        return self._run("search_context", kwargs)
-
-    async def asearch_context(self, **kwargs: Any) -> str:
-        return await self._arun("search_context", kwargs)
-
-    def session_search(self, **kwargs: Any) -> str:
-        """Search past conversations across sessions."""
-        return self._run("session_search", kwargs)
-
-    async def asession_search(self, **kwargs: Any) -> str:
-        return await self._arun("session_search", kwargs)
+    set_context = _runs("set_context", "Write to a context block.")
+    aset_context = async_twin(set_context)
+    load_context = _runs("load_context", "Load a skill document into context.")
+    aload_context = async_twin(load_context)
+    unload_context = _runs("unload_context", "Unload a loaded skill.")
+    aunload_context = async_twin(unload_context)
+    search_context = _runs("search_context", "Search a searchable context block.")
+    asearch_context = async_twin(search_context)
+    session_search = _runs("session_search", "Search past conversations across sessions.")
+    asession_search = async_twin(session_search)

@@ -1,5 +1,9 @@
 """One source of truth for sync and async: the sync code runs in a worker thread for the
-async twin, and async user callbacks met on the way run on the caller's event loop."""
+async twin, and async user callbacks met on the way run on the caller's event loop.
+
+Callbacks with both forms (a ``summarizers.Summarizer``) use the native async one within
+:func:`prefer_async`, the block an adapter's async path opens around its twin.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,9 @@ import functools
 import inspect
 import threading
 import time
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -17,6 +23,24 @@ _caller_loop: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = context
     "sessions_core_caller_loop", default=None
 )
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("sessions_core_deadline", default=None)
+_prefer_async: contextvars.ContextVar[bool] = contextvars.ContextVar("sessions_core_prefer_async", default=False)
+
+
+@contextmanager
+def prefer_async() -> Iterator[None]:
+    """Within this block, and the worker threads of :func:`run_in_thread` started in it, a
+    callback with a sync and an async form answers with its coroutine, which the core awaits
+    on the caller's event loop (the model behind it is called natively async)."""
+    token = _prefer_async.set(True)
+    try:
+        yield
+    finally:
+        _prefer_async.reset(token)
+
+
+def prefers_async() -> bool:
+    """Whether the current code runs within :func:`prefer_async`."""
+    return _prefer_async.get()
 
 
 async def run_in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
@@ -80,12 +104,19 @@ def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
-def async_twin(method: Callable[..., T]) -> Callable[..., Awaitable[T]]:
-    """The ``a``-prefixed twin of a blocking method: same arguments, run off the event loop."""
+def async_twin(method: Callable[..., T], *, prefer_async: bool = False) -> Callable[..., Awaitable[T]]:
+    """The ``a``-prefixed twin of a blocking method: same arguments, run off the event loop
+    (within :func:`prefer_async` when ``prefer_async`` is true)."""
 
     @functools.wraps(method)
     async def twin(self: Any, *args: Any, **kwargs: Any) -> T:
-        return await run_in_thread(method, self, *args, **kwargs)
+        if not prefer_async:
+            return await run_in_thread(method, self, *args, **kwargs)
+        token = _prefer_async.set(True)
+        try:
+            return await run_in_thread(method, self, *args, **kwargs)
+        finally:
+            _prefer_async.reset(token)
 
     twin.__name__ = twin.__qualname__ = "a" + method.__name__
     twin.__doc__ = f"Async twin of :meth:`{method.__name__}`: {method.__doc__ or ''}".rstrip()

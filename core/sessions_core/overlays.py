@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol
+
+from .messages import COMPACTION_ID_PREFIX
 
 
 class OverlayLike(Protocol):
@@ -19,6 +22,16 @@ class Segment(NamedTuple):
     start: int
     end: int
     overlay: OverlayLike | None
+
+
+def summary_id(compaction_id: str) -> str:
+    """The id of the summary message that the overlay ``compaction_id`` shows in its range."""
+    return COMPACTION_ID_PREFIX + compaction_id
+
+
+def is_summary_id(message_id: str) -> bool:
+    """Whether ``message_id`` is the id of an overlay's summary message (never stored as a row)."""
+    return message_id.startswith(COMPACTION_ID_PREFIX)
 
 
 def plan_overlays(ids: Sequence[str], overlays: Sequence[OverlayLike]) -> list[Segment]:

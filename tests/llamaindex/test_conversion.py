@@ -105,14 +105,14 @@ def through_storage(message: SessionMessage) -> SessionMessage:
 # -- properties --------------------------------------------------------------------------------
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(chat_messages())
 def test_chat_message_round_trips_through_storage(message):
     stored = through_storage(from_chat_message(message))
     assert to_chat_message(stored) == message
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(chat_messages())
 def test_session_message_round_trips(message):
     first = through_storage(from_chat_message(message, id="m1"))
@@ -120,7 +120,7 @@ def test_session_message_round_trips(message):
     assert again.model_dump(mode="json") == first.model_dump(mode="json")
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(chat_messages())
 def test_stored_message_is_valid_core_message(message):
     session_message = from_chat_message(message)

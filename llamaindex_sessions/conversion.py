@@ -22,8 +22,9 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from llama_index.core.base.llms.types import (
     AudioBlock,
@@ -48,7 +49,7 @@ from sessions_core import (
     ToolUIPart,
     UnknownPart,
 )
-from sessions_core.branching import is_marker
+from sessions_core.integration import is_marker
 
 __all__ = [
     "LLAMAINDEX_KEY",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
+
+from sessions_core.integration import Summarizer
 
 __all__ = ["llm_summarizer"]
 
@@ -16,27 +18,27 @@ def _summary_text(response: Any) -> str:
     return content
 
 
-def llm_summarizer(llm: Any, *, use_async: bool = False) -> Callable[[str], str] | Callable[[str], Awaitable[str]]:
+def llm_summarizer(llm: Any, *, use_async: bool = False) -> Summarizer:
     """A compaction ``summarize(prompt) -> str`` for ``create_compact_function`` that asks
     ``llm`` (any LlamaIndex ``LLM``; completion-only models work through ``chat``).
 
     The call goes straight to the LLM, outside any agent or engine, so the summary never
-    reaches a user's stream. By default the function is sync (``llm.chat``): the session
-    runs it in a worker thread on async paths, which suits every LLM. ``use_async=True``
-    gives an ``async def`` using ``llm.achat``, run on the caller's event loop.
+    reaches a user's stream. By default calling it is sync (``llm.chat``): the session runs it
+    in a worker thread on async paths, which suits every LLM; its ``ainvoke`` uses
+    ``llm.achat``. ``use_async=True`` makes calling it return the ``llm.achat`` coroutine, run on
+    the caller's event loop.
     """
 
     def request(prompt: str) -> list[ChatMessage]:
         return [ChatMessage(role=MessageRole.USER, content=prompt)]
 
+    async def asummarize(prompt: str) -> str:
+        return _summary_text(await llm.achat(request(prompt)))
+
     if use_async:
-
-        async def asummarize(prompt: str) -> str:
-            return _summary_text(await llm.achat(request(prompt)))
-
-        return asummarize
+        return Summarizer(asynchronous=asummarize)
 
     def summarize(prompt: str) -> str:
         return _summary_text(llm.chat(request(prompt)))
 
-    return summarize
+    return Summarizer(summarize, asummarize)

@@ -1,0 +1,47 @@
+"""What an adapter may use: the core's API for framework integrations, beyond the package root.
+
+A framework adapter imports from ``sessions_core`` (the package root) and from this module,
+nothing else (``tests/test_boundary.py`` checks the project's own adapters). Everything here is
+framework-neutral and behaves the same for every adapter:
+
+- async: ``run_in_thread`` (blocking code off the event loop, async callbacks back on it),
+  ``async_twin`` (the ``a``-prefixed twin of a blocking method) and ``prefer_async``;
+- branches: ``ensure_session`` (a manager's session under a chosen id), ``soft_reset``,
+  ``set_active_history``, ``raw_history``, ``is_marker``;
+- overlays: ``plan_overlays``, ``summary_message``, ``summary_id``, ``is_summary_id``;
+- reads: ``recent_window`` (the newest messages within a token budget, starting at a user turn)
+  and ``count_message_tokens`` (a message's tokens with any text counter);
+- tools: ``tool_args_model`` (a tool's JSON Schema as a pydantic model);
+- compaction: ``Summarizer`` (a summariser with a sync and a native async form);
+- message parts: ``is_tool_ui_type`` (AI SDK UI tool parts).
+"""
+
+from ._async import async_twin, prefer_async, run_in_thread
+from .branching import ensure_session, raw_history, set_active_history, soft_reset
+from .messages import is_marker, is_tool_ui_type
+from .overlays import is_summary_id, plan_overlays, summary_id
+from .schemas import tool_args_model
+from .session import summary_message
+from .summarizers import Summarizer
+from .tokens import count_message_tokens
+from .window import recent_window
+
+__all__ = [
+    "Summarizer",
+    "async_twin",
+    "count_message_tokens",
+    "ensure_session",
+    "is_marker",
+    "is_summary_id",
+    "is_tool_ui_type",
+    "plan_overlays",
+    "prefer_async",
+    "raw_history",
+    "recent_window",
+    "run_in_thread",
+    "set_active_history",
+    "soft_reset",
+    "summary_id",
+    "summary_message",
+    "tool_args_model",
+]
