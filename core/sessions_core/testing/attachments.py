@@ -16,7 +16,10 @@ def file_message(message_id, data, media_type="image/png", **extra):
     return {
         "id": message_id,
         "role": "user",
-        "parts": [{"type": "text", "text": f"look at {message_id}"}, {"type": "file", "mediaType": media_type, "data": data, **extra}],
+        "parts": [
+            {"type": "text", "text": f"look at {message_id}"},
+            {"type": "file", "mediaType": media_type, "data": data, **extra},
+        ],
     }
 
 

@@ -111,7 +111,11 @@ def test_results_equal_what_the_history_reads(make_session):
         [
             msg("m0", createdAt=earlier.isoformat()),
             given,
-            {"id": "m2", "role": "tool", "parts": [{"type": "tool-result", "toolCallId": "c", "toolName": "t", "output": 1}]},
+            {
+                "id": "m2",
+                "role": "tool",
+                "parts": [{"type": "tool-result", "toolCallId": "c", "toolName": "t", "output": 1}],
+            },
         ]
     )
     assert [r.message for r in results] == s.get_history()
@@ -184,10 +188,12 @@ def test_the_estimate_tracks_the_batch(make_session):
 
 def test_the_store_stores_nothing_when_a_record_fails(backend):
     store = backend.open()
-    record = lambda name, role="user": MessageRecord(name, role, f'{{"id":"{name}"}}', name, 1, 1_000 + len(name))
+    def record(name, role="user"):
+        return MessageRecord(name, role, f'{{"id":"{name}"}}', name, 1, 1_000 + len(name))
+
     [first] = store.insert_messages("s", [record("m0")], LATEST)
     assert first is not None and first.parent_id is None and first.totals.depth == 1
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017  (whatever the store raises)
         store.insert_messages("s", [record("m1"), record("m2"), record("bad", None), record("m3")], "m0")
     assert store.get_message("s", "m1") is None and store.get_message("s", "m2") is None
     assert [entry.id for entry in store.path("s", "m0")] == ["m0"]

@@ -322,7 +322,9 @@ def test_legacy_compaction_rows_are_hidden_on_read(make_session):
     s = make_session()
     chain(s, "m0", "m1")
     moment = datetime.now(timezone.utc)
-    s.import_message(msg("compaction_legacy", "old echoed summary", role="assistant"), parent_id="m1", created_at=moment)
+    s.import_message(
+        msg("compaction_legacy", "old echoed summary", role="assistant"), parent_id="m1", created_at=moment
+    )
     s.import_message(msg("m2"), parent_id="compaction_legacy", created_at=moment + timedelta(seconds=1))
     assert ids(s.get_history()) == ["m0", "m1", "m2"]
     assert ids(s.history(newest_first=True)) == ["m2", "m1", "m0"]
@@ -419,7 +421,7 @@ def test_three_compactions_form_one_chain_fed_with_the_previous_summary(make_ses
     assert all(isinstance(context, CompactContext) and callable(context.token_counter)
                for _, context in recording.calls)
     assert "PREVIOUS SUMMARY" not in summarizer.prompts[0]
-    for previous, prompt in zip(summarizer.summaries, summarizer.prompts[1:]):
+    for previous, prompt in zip(summarizer.summaries, summarizer.prompts[1:], strict=False):
         assert f"PREVIOUS SUMMARY:\n{previous}\n\nNEW TURNS TO INCORPORATE:" in prompt
     assert "Summary 1" not in summarizer.prompts[2]
     # the new turns are only those after the previous range
@@ -808,7 +810,7 @@ def test_auto_compaction_keeps_2000_messages_under_the_threshold(make_session, b
     assert errors == []
     assert len(summarize.prompts) == len(rows) > 10
     assert len({c.from_message_id for c in rows}) == 1  # one chain
-    for previous, prompt in zip(summarize.summaries, summarize.prompts[1:]):
+    for previous, prompt in zip(summarize.summaries, summarize.prompts[1:], strict=False):
         assert f"PREVIOUS SUMMARY:\n{previous}\n" in prompt
     history = s.get_history()
     assert [m.id.startswith(PREFIX) for m in history].count(True) == 1

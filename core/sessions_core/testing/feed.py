@@ -47,7 +47,9 @@ def test_tool_writes_and_compactions_are_reported(make_session):
     s = make_session()
     session = _session(s)
     session.with_context("memory", max_tokens=200)
-    session.on_compaction(create_compact_function(summarize=lambda prompt: "short summary", protect_head=1, keep_recent_tokens=10))
+    session.on_compaction(
+        create_compact_function(summarize=lambda prompt: "short summary", protect_head=1, keep_recent_tokens=10)
+    )
     events = []
     session.subscribe(events.append)
     set_context = next(t for t in s.tools() if t.name == "set_context")

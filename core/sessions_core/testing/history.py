@@ -61,7 +61,9 @@ def test_append_accepts_models_and_camel_case(make_session):
     assert stored.parts[1].type == "tool-weather" and stored.parts[1].output == "sun"
     assert stored.metadata == {"model": "x"}
     dumped = stored.model_dump(by_alias=True, exclude_unset=True, mode="json")
-    assert dumped["parts"][0] == {"type": "tool-call", "toolCallId": "c1", "toolName": "weather", "input": {"city": "Paris"}}
+    assert dumped["parts"][0] == {
+        "type": "tool-call", "toolCallId": "c1", "toolName": "weather", "input": {"city": "Paris"}
+    }
     assert dumped["parts"][2] == {"type": "step-start"}
     assert dumped["custom"] == [1, 2]
 

@@ -231,7 +231,7 @@ def test_list_is_most_recently_updated_first(make_manager):
     m.get_message_count(c)
     assert [s.id for s in m.list()] == [b, a, c]
     listed = m.list()
-    assert all(x.updated_at >= y.updated_at for x, y in zip(listed, listed[1:]))
+    assert all(x.updated_at >= y.updated_at for x, y in zip(listed, listed[1:], strict=False))
 
 
 # -- message conveniences ------------------------------------------------------------------
@@ -546,7 +546,9 @@ def test_session_search_results(make_manager):
     assert tool.invoke({"query": "lunch"}) == "[assistant] lunch plans"
     assert tool.invoke('{"query": "staging"}') == "[user] deploy to staging"
     entries = tool.invoke({"query": "production deploy"}).split("\n---\n")
-    assert sorted(entries) == ["[assistant] The production deploy failed", "[user] We are deploying to production today"]
+    assert sorted(entries) == [
+        "[assistant] The production deploy failed", "[user] We are deploying to production today"
+    ]
     m.append_all(a, [msg(f"k{i}", f"kiwi {i}") for i in range(12)])
     assert len(tool.invoke({"query": "kiwi"}).split("\n---\n")) == 10
     assert tool.invoke({}).startswith("Error: ")
@@ -598,7 +600,9 @@ def test_search_context_through_a_session_finds_other_sessions(make_manager):
     tools = {t.name: t for t in m.get_session(b).tools()}
     assert list(tools) == ["search_context"]
     search = tools["search_context"]
-    assert search.invoke({"label": "past", "query": "secret ingredient"}) == "[assistant] the secret ingredient is saffron"
+    assert search.invoke({"label": "past", "query": "secret ingredient"}) == (
+        "[assistant] the secret ingredient is saffron"
+    )
     assert sorted(search.invoke({"label": "past", "query": "saffron"}).split("\n---\n")) == [
         "[assistant] the secret ingredient is saffron",
         "[user] saffron is expensive",
@@ -749,7 +753,9 @@ def _seed(m, sid, marker):
     s = m.get_session(sid)
     s.replace_context_block("memory", f"{marker} fact")
     notes = {t.name: t for t in s.tools()}["set_context"]
-    assert notes.invoke({"label": "notes", "content": f"{marker} note", "metadata": {"title": "note"}}) == 'Indexed "note" in notes.'
+    assert notes.invoke({"label": "notes", "content": f"{marker} note", "metadata": {"title": "note"}}) == (
+        'Indexed "note" in notes.'
+    )
     s.freeze_system_prompt()
     m.add_usage(sid, 1, 2, 0.5)
 
@@ -842,7 +848,9 @@ def _exercise(m, sid, seen, cross):
     s.compact_after(1)
     keep(s.append_message(msg("s1", "yak session")))
     keep(s.append_message(msg("s2", "yak root"), parent_id=None))
-    keep(s.import_message(msg("imp", "yak imported"), parent_id="m0", created_at=datetime(2020, 1, 1, tzinfo=timezone.utc)))
+    keep(s.import_message(
+        msg("imp", "yak imported"), parent_id="m0", created_at=datetime(2020, 1, 1, tzinfo=timezone.utc)
+    ))
     keep(s.update_message(msg("m0", "yak rewritten")))
     keep(s.update_message(msg("c9", "yak missing")))
     keep(s.delete_messages(["m3"]))

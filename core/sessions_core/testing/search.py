@@ -104,7 +104,7 @@ def test_operators_are_plain_words(make_session):
 def test_a_session_token_is_never_a_search_word(make_session):
     s = make_session("abc")
     s.append_message(msg("a", "hello"))
-    token = "s" + "abc".encode().hex()
+    token = "s" + b"abc".hex()
     assert s.search(token) == []
 
 
