@@ -12,7 +12,11 @@ def test_an_async_read_of_a_long_path_lets_other_coroutines_run(tmp_path):
     previous = None
     for i in range(10_000):
         session.import_message(
-            {"id": f"m{i}", "role": "user" if i % 2 else "assistant", "parts": [{"type": "text", "text": f"turn {i} " * 20}]},
+            {
+                "id": f"m{i}",
+                "role": "user" if i % 2 else "assistant",
+                "parts": [{"type": "text", "text": f"turn {i} " * 20}],
+            },
             parent_id=previous,
             created_at=__import__("datetime").datetime(2025, 1, 1),
         )

@@ -1,0 +1,3 @@
+"""The suite's inspection contract (``sessions_core.testing.inspection``) on the project's stores."""
+
+from sessions_core.testing.inspection import *  # noqa: F403
