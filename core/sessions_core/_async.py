@@ -9,7 +9,8 @@ import functools
 import inspect
 import threading
 import time
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -80,16 +81,46 @@ def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
+_IO_MARK = "__sessions_io__"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def io(method: F) -> F:
+    """Mark a public method that may touch storage or a provider: a class deriving from
+    :class:`AsyncTwins` gets its ``a``-prefixed async twin."""
+    setattr(method, _IO_MARK, True)
+    return method
+
+
 def async_twin(method: Callable[..., T]) -> Callable[..., Awaitable[T]]:
-    """The ``a``-prefixed twin of a blocking method: same arguments, run off the event loop."""
+    """The ``a``-prefixed twin of a blocking method: same arguments, run off the event loop.
 
-    @functools.wraps(method)
+    The twin calls the method by name, so a subclass that overrides the method changes its
+    twin too."""
+    name = method.__name__
+
+    @functools.wraps(method, updated=())
     async def twin(self: Any, *args: Any, **kwargs: Any) -> T:
-        return await run_in_thread(method, self, *args, **kwargs)
+        return await run_in_thread(getattr(self, name), *args, **kwargs)
 
-    twin.__name__ = twin.__qualname__ = "a" + method.__name__
-    twin.__doc__ = f"Async twin of :meth:`{method.__name__}`: {method.__doc__ or ''}".rstrip()
+    owner = method.__qualname__.rpartition(".")[0]
+    twin.__name__ = "a" + name
+    twin.__qualname__ = f"{owner}.a{name}" if owner else "a" + name
+    twin.__doc__ = f"Async twin of :meth:`{name}`: {method.__doc__ or ''}".rstrip()
     return twin
+
+
+class AsyncTwins:
+    """Base of the classes with async twins: every method a class body marks with :func:`io`
+    gets ``a<name>``, unless the body defines that name itself (as ``ahistory``, an async
+    generator, is)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, value in list(vars(cls).items()):
+            if getattr(value, _IO_MARK, False) and "a" + name not in vars(cls):
+                setattr(cls, "a" + name, async_twin(value))
 
 
 def call_with_timeout(timeout: float | None, fn: Callable[..., T], /, *args: Any) -> T:
