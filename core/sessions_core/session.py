@@ -26,11 +26,12 @@ from .models import AppendResult, Compaction, RecentHistory, SearchResult, Sessi
 from .providers import StorePromptCache
 from .reads import summary_message
 from .session_blocks import SessionBlocks
-from .store_owner import StoreOwner
+from .store_owner import StoreOwner, open_store
 from .stores.base import LATEST, CompactionRow, Inserted, MessageRecord, _Latest
 from .tools import Tool, context_tools
 
-__all__ = ["Session", "summary_message"]
+# ``open_store``, ``StoreOwner``, ``TokenCounter`` and ``summary_message`` were defined here before the split.
+__all__ = ["Session", "StoreOwner", "TokenCounter", "open_store", "summary_message"]
 
 
 class Session(StoreOwner):
