@@ -7,16 +7,17 @@ from .compaction import (
     sanitize_tool_pairs,
     truncate_older_messages,
 )
-from .context import ContextBlock, ContextError, StaticContext, context_entry_key, render_system_prompt
+from .context import ContextBlock, StaticContext, context_entry_key, render_system_prompt
 from .errors import (
     CompactionError,
+    ContextError,
     MessageTooLargeError,
     MessageValidationError,
-    SearchNotSupportedError,
     SessionsError,
     StoreError,
 )
 from .fts import match_all_words
+from .manager import SessionInfo, SessionManager
 from .messages import (
     FilePart,
     Part,
@@ -29,7 +30,6 @@ from .messages import (
     UnknownPart,
     parse_message,
 )
-from .manager import SessionInfo, SessionManager
 from .models import AppendResult, Compaction, RecentHistory, SearchResult, SessionEvent
 from .providers import StoreContext, StoreSearchContext
 from .session import Session
@@ -68,7 +68,6 @@ __all__ = [
     "PostgresStore",
     "ReasoningPart",
     "RecentHistory",
-    "SearchNotSupportedError",
     "SearchResult",
     "Session",
     "SessionEvent",

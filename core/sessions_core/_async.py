@@ -104,22 +104,41 @@ def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
+_IO_MARK = "__sessions_io__"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def io(method: F) -> F:
+    """Mark a public method that may touch storage or a provider: a class deriving from
+    :class:`AsyncTwins` gets its ``a``-prefixed async twin."""
+    setattr(method, _IO_MARK, True)
+    return method
+
+
 def async_twin(method: Callable[..., T], *, prefer_async: bool = False) -> Callable[..., Awaitable[T]]:
     """The ``a``-prefixed twin of a blocking method: same arguments, run off the event loop
-    (within :func:`prefer_async` when ``prefer_async`` is true)."""
+    (within :func:`prefer_async` when ``prefer_async`` is true).
 
-    @functools.wraps(method)
+    The twin calls the method by name, so a subclass that overrides the method changes its
+    twin too."""
+    name = method.__name__
+
+    @functools.wraps(method, updated=())
     async def twin(self: Any, *args: Any, **kwargs: Any) -> T:
+        bound = getattr(self, name)
         if not prefer_async:
-            return await run_in_thread(method, self, *args, **kwargs)
+            return await run_in_thread(bound, *args, **kwargs)
         token = _prefer_async.set(True)
         try:
-            return await run_in_thread(method, self, *args, **kwargs)
+            return await run_in_thread(bound, *args, **kwargs)
         finally:
             _prefer_async.reset(token)
 
-    twin.__name__ = twin.__qualname__ = "a" + method.__name__
-    twin.__doc__ = f"Async twin of :meth:`{method.__name__}`: {method.__doc__ or ''}".rstrip()
+    owner = method.__qualname__.rpartition(".")[0]
+    twin.__name__ = "a" + name
+    twin.__qualname__ = f"{owner}.a{name}" if owner else "a" + name
+    twin.__doc__ = f"Async twin of :meth:`{name}`: {method.__doc__ or ''}".rstrip()
     return twin
 
 
@@ -150,3 +169,15 @@ def call_with_timeout(timeout: float | None, fn: Callable[..., T], /, *args: Any
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+class AsyncTwins:
+    """Base of the classes with async twins: every method a class body marks with :func:`io`
+    gets ``a<name>``, unless the body defines that name itself (as ``ahistory``, an async
+    generator, is)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, value in list(vars(cls).items()):
+            if getattr(value, _IO_MARK, False) and "a" + name not in vars(cls):
+                setattr(cls, "a" + name, async_twin(value))

@@ -11,20 +11,17 @@ import logging
 import math
 import re
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ._async import call
-from .errors import SessionsError
+from .errors import ContextError
 from .tokens import _JS_WORD, estimate_tokens
 
 logger = logging.getLogger(__name__)
 
 SEP = "═" * 46
-
-
-class ContextError(SessionsError):
-    """A context block operation was refused (unknown, read-only or over-limit block...)."""
 
 
 class StaticContext:

@@ -33,10 +33,10 @@ class StoreError(SessionsError):
     """The storage backend failed or was misconfigured."""
 
 
-class SearchNotSupportedError(SessionsError):
-    """The store has no full-text search."""
-
-
 class CompactionError(SessionsError):
     """The compaction function failed, timed out or returned something unusable; the history
     is unchanged."""
+
+
+class ContextError(SessionsError):
+    """A context block operation was refused (unknown, read-only or over-limit block...)."""

@@ -5,23 +5,25 @@ from __future__ import annotations
 
 import threading
 import uuid
-import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from ._async import async_twin, call
+from ._async import io
 from ._time import from_us, now_us
+from .autocompact import TokenCounter
 from .compaction import CompactResult
+from .feed import ChangeFeed
 from .messages import MessageInput, SessionMessage, TextPart, parse_message
 from .models import Compaction, SearchResult, SessionEvent
-from .session import Session, StoreOwner, TokenCounter, open_store
+from .reads import search_results
+from .session import Session
+from .store_owner import StoreOwner
 from .stores.base import LATEST, SessionChanges, SessionRow, _Latest
 from .tools import Tool, session_search_tool
 
 SPLIT_PREFIX = "[Context from previous session]\n\n"
-
-logger = logging.getLogger("sessions_core")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +64,7 @@ def _info(row: SessionRow | None) -> SessionInfo | None:
 class _SearchableHistory:
     """The read-only searchable block of ``with_searchable_history``: search across sessions."""
 
-    def __init__(self, manager: "SessionManager") -> None:
+    def __init__(self, manager: SessionManager) -> None:
         self._manager = manager
 
     def get(self) -> str | None:
@@ -97,7 +99,7 @@ class SessionManager(StoreOwner):
     ) -> None:
         if not isinstance(namespace, str) or ":" in namespace:
             raise ValueError("namespace must be a string without ':'")
-        self.store, self._owns_store = open_store(store)
+        super().__init__(store)
         self.namespace = namespace
         self._session_options = {
             "reserved_metadata_keys": tuple(reserved_metadata_keys),
@@ -106,14 +108,14 @@ class SessionManager(StoreOwner):
         self._setup: list[Callable[[Session], Any]] = []
         self._sessions: dict[str, Session] = {}
         self._lock = threading.RLock()
-        self._listeners: list[Callable[[SessionEvent], Any]] = []
+        self._feed = ChangeFeed()
 
     def __repr__(self) -> str:
         return f"SessionManager({self.store!r}, namespace={self.namespace!r})"
 
     # -- builder ---------------------------------------------------------------------------
 
-    def _configure(self, step: Callable[[Session], Any]) -> "SessionManager":
+    def _configure(self, step: Callable[[Session], Any]) -> SessionManager:
         with self._lock:
             self._setup.append(step)
             for session in self._sessions.values():
@@ -127,27 +129,27 @@ class SessionManager(StoreOwner):
         description: str | None = None,
         max_tokens: int | None = None,
         provider: Any = None,
-    ) -> "SessionManager":
+    ) -> SessionManager:
         """A context block for every session (store-backed blocks are kept per session; an
         explicit provider object is shared by all)."""
         return self._configure(
             lambda s: s.with_context(label, description=description, max_tokens=max_tokens, provider=provider)
         )
 
-    def with_cached_prompt(self, provider: Any = None) -> "SessionManager":
+    def with_cached_prompt(self, provider: Any = None) -> SessionManager:
         """Persist every session's frozen prompt (per session, unless ``provider`` is given)."""
         return self._configure(lambda s: s.with_cached_prompt(provider))
 
-    def on_compaction(self, fn: Callable[..., Any], *, timeout: float | None = None) -> "SessionManager":
+    def on_compaction(self, fn: Callable[..., Any], *, timeout: float | None = None) -> SessionManager:
         return self._configure(lambda s: s.on_compaction(fn, timeout=timeout))
 
-    def compact_after(self, threshold: int, *, token_counter: TokenCounter | None = None) -> "SessionManager":
+    def compact_after(self, threshold: int, *, token_counter: TokenCounter | None = None) -> SessionManager:
         return self._configure(lambda s: s.compact_after(threshold, token_counter=token_counter))
 
-    def on_compaction_error(self, handler: Callable[[BaseException], Any]) -> "SessionManager":
+    def on_compaction_error(self, handler: Callable[[BaseException], Any]) -> SessionManager:
         return self._configure(lambda s: s.on_compaction_error(handler))
 
-    def with_searchable_history(self, label: str) -> "SessionManager":
+    def with_searchable_history(self, label: str) -> SessionManager:
         """Give every session a read-only searchable block over all of this manager's sessions."""
         provider = _SearchableHistory(self)
         return self._configure(
@@ -167,6 +169,7 @@ class SessionManager(StoreOwner):
 
     # -- registry --------------------------------------------------------------------------
 
+    @io
     def create(
         self,
         name: str,
@@ -185,25 +188,30 @@ class SessionManager(StoreOwner):
         self.store.register_session(row)
         return _info(row)
 
+    @io
     def get(self, session_id: str) -> SessionInfo | None:
+        """The registry entry of a session, or ``None`` (``get_session`` gives its ``Session``)."""
         return _info(self.store.get_session_row(self.namespace, session_id))
 
+    @io
     def list(self) -> list[SessionInfo]:
         """Every session of this manager, most recently updated first."""
         return [_info(row) for row in self.store.list_session_rows(self.namespace)]
 
+    @io
     def rename(self, session_id: str, name: str) -> SessionInfo | None:
         """Rename a session; ``None`` (and nothing changed) if it is not registered."""
         self.store.update_session_row(self.namespace, session_id, SessionChanges(name=name, updated_at_us=now_us()))
         return self.get(session_id)
 
+    @io
     def delete(self, session_id: str) -> bool:
         """Delete a session with its messages, overlays and blocks; ``False`` if unknown."""
         deleted = self.store.delete_session(self.namespace, session_id)
         with self._lock:
             self._sessions.pop(session_id, None)
         if deleted:
-            self._emit(SessionEvent("clear", session_id))
+            self._feed.publish(SessionEvent("clear", session_id))
         return deleted
 
     def get_session(self, session_id: str) -> Session:
@@ -214,19 +222,23 @@ class SessionManager(StoreOwner):
                 session = Session(self.store, **self._session_options).for_session(self.storage_id(session_id))
                 for step in self._setup:
                     step(session)
-                session.subscribe(lambda event, session_id=session_id: self._emit(replace(event, session_id=session_id)))
+                session.subscribe(
+                    lambda event, session_id=session_id: self._feed.publish(replace(event, session_id=session_id))
+                )
                 self._sessions[session_id] = session
             return session
 
     # -- messages --------------------------------------------------------------------------
 
-    def append(self, session_id: str, message: MessageInput, parent_id: "str | None | _Latest" = LATEST) -> str:
+    @io
+    def append(self, session_id: str, message: MessageInput, parent_id: str | None | _Latest = LATEST) -> str:
         """Append to a session (default: under its latest leaf) and return the message id."""
         result = self.get_session(session_id).append_message(message, parent_id)
         self._touch(session_id)
         return result.message.id
 
-    def upsert(self, session_id: str, message: MessageInput, parent_id: "str | None | _Latest" = LATEST) -> str:
+    @io
+    def upsert(self, session_id: str, message: MessageInput, parent_id: str | None | _Latest = LATEST) -> str:
         """Update the message if its id is stored, else append it; return the id."""
         session = self.get_session(session_id)
         parsed = parse_message(message)
@@ -235,6 +247,7 @@ class SessionManager(StoreOwner):
         self._touch(session_id)
         return parsed.id
 
+    @io
     def append_all(
         self, session_id: str, messages: Iterable[MessageInput], parent_id: str | None = None
     ) -> str | None:
@@ -245,20 +258,25 @@ class SessionManager(StoreOwner):
         self._touch(session_id)
         return results[-1].message.id if results else parent_id
 
+    @io
     def get_history(self, session_id: str, leaf_id: str | None = None) -> list[SessionMessage]:
         return self.get_session(session_id).get_history(leaf_id)
 
+    @io
     def get_message_count(self, session_id: str) -> int:
         """The number of messages on the session's active path."""
         return self.get_session(session_id).get_path_length()
 
+    @io
     def get_branches(self, session_id: str, message_id: str) -> list[SessionMessage]:
         return self.get_session(session_id).get_branches(message_id)
 
+    @io
     def clear_messages(self, session_id: str) -> None:
         self.get_session(session_id).clear_messages()
         self._touch(session_id)
 
+    @io
     def delete_messages(self, session_id: str, ids: Iterable[str]) -> list[str]:
         deleted = self.get_session(session_id).delete_messages(ids)
         self._touch(session_id)
@@ -266,6 +284,7 @@ class SessionManager(StoreOwner):
 
     # -- forks, splits, compaction, usage --------------------------------------------------
 
+    @io
     def fork(self, session_id: str, at_message_id: str, name: str) -> SessionInfo:
         """A new session holding the path up to ``at_message_id`` (ids and the overlays on that
         path kept), so it reads exactly as the original did there. An unknown message gives an
@@ -279,6 +298,7 @@ class SessionManager(StoreOwner):
         self.store.fork_session(self.storage_id(session_id), at_message_id, row)
         return _info(row)
 
+    @io
     def compact_and_split(self, session_id: str, summary: str, name: str | None = None) -> SessionInfo:
         """End a session (``end_reason="compaction"``) and start a child holding ``summary``."""
         old = self.get(session_id)
@@ -296,38 +316,43 @@ class SessionManager(StoreOwner):
         self._touch(info.id)
         return info
 
+    @io
     def add_compaction(self, session_id: str, summary: str, from_message_id: str, to_message_id: str) -> Compaction:
         return self.get_session(session_id).add_compaction(summary, from_message_id, to_message_id)
 
+    @io
     def get_compactions(self, session_id: str) -> list[Compaction]:
         return self.get_session(session_id).get_compactions()
 
+    @io
     def compact(self, session_id: str, leaf_id: str | None = None) -> CompactResult | None:
         return self.get_session(session_id).compact(leaf_id)
 
+    @io
     def add_usage(self, session_id: str, input_tokens: int = 0, output_tokens: int = 0, cost: float = 0.0) -> None:
         """Add to a session's token and cost counters."""
         self.store.update_session_row(
             self.namespace,
             session_id,
-            SessionChanges(input_tokens=input_tokens, output_tokens=output_tokens, estimated_cost=cost, updated_at_us=now_us()),
+            SessionChanges(
+                input_tokens=input_tokens, output_tokens=output_tokens, estimated_cost=cost, updated_at_us=now_us()
+            ),
         )
 
     # -- search and tools ------------------------------------------------------------------
 
+    @io
     def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
         """Messages of every session of this manager containing every word of ``query``
         (stemmed), best first; each result names its session."""
-        rows = self.store.search_sessions(self.namespace, query, limit)
-        return [
-            SearchResult(id_, role, content, from_us(created_at_us), session_id)
-            for session_id, id_, role, content, created_at_us in rows
-        ]
+        return search_results(self.store.search_sessions(self.namespace, query, limit))
 
+    @io
     def tools(self) -> list[Tool]:
         """``[session_search]``: search past conversations across every session."""
         return [session_search_tool(lambda query: self.search(query, limit=10))]
 
+    @io
     def session_tools(self, session_id: str) -> list[Tool]:
         """A session's memory tools followed by ``session_search``."""
         return self.get_session(session_id).tools() + self.tools()
@@ -337,43 +362,4 @@ class SessionManager(StoreOwner):
     def subscribe(self, callback: Callable[[SessionEvent], Any]) -> Callable[[], None]:
         """Report every write through this manager's sessions to ``callback(event)``, with the
         manager's session id (deleting a session reports ``clear``); return the unsubscriber."""
-        self._listeners.append(callback)
-
-        def unsubscribe() -> None:
-            if callback in self._listeners:
-                self._listeners.remove(callback)
-
-        return unsubscribe
-
-    def _emit(self, event: SessionEvent) -> None:
-        for listener in list(self._listeners):
-            try:
-                call(listener, event)
-            except Exception as error:
-                logger.warning("a change-feed subscriber failed on %s: %s", event.type, error)
-
-    # -- async twins -----------------------------------------------------------------------
-
-    acreate = async_twin(create)
-    aget = async_twin(get)
-    alist = async_twin(list)
-    arename = async_twin(rename)
-    adelete = async_twin(delete)
-    aappend = async_twin(append)
-    aupsert = async_twin(upsert)
-    aappend_all = async_twin(append_all)
-    aget_history = async_twin(get_history)
-    aget_message_count = async_twin(get_message_count)
-    aget_branches = async_twin(get_branches)
-    aclear_messages = async_twin(clear_messages)
-    adelete_messages = async_twin(delete_messages)
-    afork = async_twin(fork)
-    acompact_and_split = async_twin(compact_and_split)
-    aadd_compaction = async_twin(add_compaction)
-    aget_compactions = async_twin(get_compactions)
-    acompact = async_twin(compact)
-    aadd_usage = async_twin(add_usage)
-    asearch = async_twin(search)
-    atools = async_twin(tools)
-    asession_tools = async_twin(session_tools)
-
+        return self._feed.subscribe(callback)

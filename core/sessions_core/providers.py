@@ -19,7 +19,7 @@ class _StoreBound:
         self.session_id = session_id
         self.label = label
 
-    def bind(self, store: Store, session_id: str, label: str) -> "_StoreBound":
+    def bind(self, store: Store, session_id: str, label: str) -> _StoreBound:
         """A copy of this provider on ``store`` for ``session_id``; explicit settings win."""
         return type(self)(self.store or store, self.session_id or session_id, self.label or label)
 

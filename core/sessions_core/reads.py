@@ -1,0 +1,266 @@
+"""The read planner of a session: the path to a leaf walked as ids, its compaction overlays
+applied, then the rows fetched in bounded chunks; the recent history within a byte budget; the
+token estimate of a branch from the stored per-message estimates.
+
+Every function takes the store and the storage id of the session it reads.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from array import array
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from ._async import run_in_thread
+from ._time import from_us
+from .attachments import restore_blobs
+from .messages import COMPACTION_ID_PREFIX, SessionMessage, TextPart, is_marker, message_from_storage
+from .models import Compaction, RecentHistory, SearchResult
+from .overlays import Segment, plan_overlays
+from .stores.base import CompactionRow, MessageRow, PathEntry, Store
+
+MessageCounter = Callable[[list[SessionMessage]], int]
+
+
+# -- pausing the cycle collector -----------------------------------------------------------
+
+_pause_lock = threading.Lock()
+_host_thresholds: tuple[int, ...] | None = None  # the thresholds a running pause will restore
+_PAUSED_THRESHOLD = 1 << 30  # allocations before a collection: none happens during a read
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Hold off automatic cycle collection while a large list of messages is built: they hold
+    no cycles, yet each collection would re-scan every message built so far (about half of a
+    10,000-message read).
+
+    The collector is never switched on or off: the first generation's threshold is raised for
+    the length of the read, then restored, also on error. A collector the host disabled is left
+    alone; thresholds the host sets meanwhile are kept. Concurrent reads share one pause, which
+    ends with the read that started it (so reads that overlap cannot hold it off for ever).
+    """
+    global _host_thresholds
+    with _pause_lock:
+        starts = _host_thresholds is None and gc.isenabled()
+        if starts:
+            host = gc.get_threshold()
+            paused = (_PAUSED_THRESHOLD, *host[1:])
+            gc.set_threshold(*paused)
+            _host_thresholds = host
+    try:
+        yield
+    finally:
+        if starts:
+            with _pause_lock:
+                if gc.get_threshold() == paused:
+                    gc.set_threshold(*host)
+                _host_thresholds = None
+
+
+# -- rows to messages ----------------------------------------------------------------------
+
+
+def parse_row(row: MessageRow | None) -> SessionMessage | None:
+    """A stored row as a message (``None`` for no row, or a ``compaction_`` row)."""
+    if row is None or row.id.startswith(COMPACTION_ID_PREFIX):
+        return None
+    return message_from_storage(row.content, from_us(row.created_at_us))
+
+
+def stored_message(store: Store, row: MessageRow | None) -> SessionMessage | None:
+    """One stored row as a message with its file payloads (``None`` as :func:`parse_row`)."""
+    message = parse_row(row)
+    return None if message is None else restore(store, [message])[0]
+
+
+def compaction(row: CompactionRow) -> Compaction:
+    """A stored overlay as the ``Compaction`` that reads return."""
+    return Compaction(row.id, row.summary, row.from_message_id, row.to_message_id, from_us(row.created_at_us))
+
+
+def summary_message(overlay: Any) -> SessionMessage:
+    """The synthetic assistant message an overlay shows in place of the range it covers."""
+    created = overlay.created_at if isinstance(overlay, Compaction) else from_us(overlay.created_at_us)
+    return SessionMessage(
+        id=COMPACTION_ID_PREFIX + overlay.id,
+        role="assistant",
+        parts=[TextPart(text=overlay.summary)],
+        created_at=created,
+    )
+
+
+def restore(store: Store, messages: list[SessionMessage]) -> list[SessionMessage]:
+    """Put inline file payloads back (one store read per call, none without payloads)."""
+    return restore_blobs(messages, store.get_blobs)
+
+
+def search_results(rows: Iterable[tuple[str, str, str, str, int]]) -> list[SearchResult]:
+    """Search rows ``(session_id, id, role, content, created_at_us)`` as results."""
+    return [
+        SearchResult(id_, role, content, from_us(created_at_us), session_id)
+        for session_id, id_, role, content, created_at_us in rows
+    ]
+
+
+# -- the plan ------------------------------------------------------------------------------
+
+
+class _Chunk:
+    __slots__ = ("items", "seqs")
+
+    def __init__(self, items: list[Any], seqs: list[int]) -> None:
+        self.items = items  # each an int (path position) or an overlay
+        self.seqs = seqs
+
+
+class ReadPlan:
+    """A path (ids only) with its overlays applied, read in bounded chunks."""
+
+    def __init__(
+        self,
+        seqs: array,
+        ids: Sequence[str],
+        overlays: Sequence[CompactionRow],
+        chunk_rows: int,
+        *,
+        hide_markers: bool = True,
+    ) -> None:
+        self.hide_markers = hide_markers
+        self.seqs = seqs
+        self.segments: list[Segment] = plan_overlays(ids, overlays)
+        self.chunk_rows = chunk_rows
+
+    @classmethod
+    def of_entries(cls, path: Sequence[PathEntry], overlays: Sequence[CompactionRow], chunk_rows: int) -> ReadPlan:
+        return cls(array("q", (entry.seq for entry in path)), [entry.id for entry in path], overlays, chunk_rows)
+
+    def chunks(self, newest_first: bool) -> Iterator[_Chunk]:
+        items: list[Any] = []
+        seqs: list[int] = []
+        segments = reversed(self.segments) if newest_first else self.segments
+        for segment in segments:
+            if segment.overlay is not None:
+                items.append(segment.overlay)
+                continue
+            if newest_first:
+                positions = range(segment.end - 1, segment.start - 1, -1)
+            else:
+                positions = range(segment.start, segment.end)
+            for position in positions:
+                items.append(position)
+                seqs.append(self.seqs[position])
+                if len(seqs) >= self.chunk_rows:
+                    yield _Chunk(items, seqs)
+                    items, seqs = [], []
+        if items:
+            yield _Chunk(items, seqs)
+
+    def messages(self, chunk: _Chunk, rows: dict[int, MessageRow]) -> Iterator[SessionMessage]:
+        for item in chunk.items:
+            if isinstance(item, int):
+                message = parse_row(rows.get(self.seqs[item]))
+                if message is not None and not (self.hide_markers and is_marker(message)):
+                    yield message
+            else:
+                yield summary_message(item)
+
+
+def leaf_or_latest(store: Store, session_id: str, leaf_id: str | None) -> str | None:
+    """``leaf_id``, or the id of the latest leaf when it is not given (``None``: no messages)."""
+    if leaf_id:
+        return leaf_id
+    row = store.latest_leaf(session_id)
+    return row.id if row else None
+
+
+def plan(store: Store, session_id: str, leaf_id: str | None, raw: bool = False) -> ReadPlan:
+    """The plan of the path to ``leaf_id`` (default: the latest leaf); ``raw``: no overlays, markers kept."""
+    leaf = leaf_or_latest(store, session_id, leaf_id)
+    if leaf is None:
+        return ReadPlan(array("q"), [], [], store.fetch_chunk_rows)
+    seqs, ids = store.path_ids(session_id, leaf)
+    compactions = store.get_compactions(session_id) if ids and not raw else []
+    return ReadPlan(seqs, ids, compactions, store.fetch_chunk_rows, hide_markers=not raw)
+
+
+# -- reads ---------------------------------------------------------------------------------
+
+
+def history(
+    store: Store, session_id: str, leaf_id: str | None, *, newest_first: bool = False, raw: bool = False
+) -> Iterator[SessionMessage]:
+    """The path as planned by :func:`plan`, one chunk of rows in memory at a time."""
+    read_plan = plan(store, session_id, leaf_id, raw)
+    for chunk in read_plan.chunks(newest_first):
+        yield from restore(store, list(read_plan.messages(chunk, store.fetch_rows(chunk.seqs))))
+
+
+async def ahistory(
+    store: Store, session_id: str, leaf_id: str | None, *, newest_first: bool = False, raw: bool = False
+) -> AsyncIterator[SessionMessage]:
+    """Async twin of :func:`history`: each chunk is read off the event loop."""
+    read_plan = await run_in_thread(plan, store, session_id, leaf_id, raw)
+    for chunk in read_plan.chunks(newest_first):
+        rows = await run_in_thread(store.fetch_rows, chunk.seqs)
+        for message in await run_in_thread(restore, store, list(read_plan.messages(chunk, rows))):
+            yield message
+
+
+def history_list(store: Store, session_id: str, leaf_id: str | None, *, raw: bool = False) -> list[SessionMessage]:
+    """The whole path as a list (:func:`history`, with cycle collection held off)."""
+    with gc_paused():
+        return list(history(store, session_id, leaf_id, raw=raw))
+
+
+def recent_history(
+    store: Store, session_id: str, max_bytes: int, leaf_id: str | None, min_recent_messages: int
+) -> RecentHistory:
+    """The longest suffix of the path whose stored size fits ``max_bytes`` (at least
+    ``min_recent_messages`` messages, always the leaf), overlays applied within it."""
+    leaf = leaf_or_latest(store, session_id, leaf_id)
+    totals = store.path_totals(session_id, leaf) if leaf else None
+    if totals is None:
+        return RecentHistory([], False, 0)
+    window = store.path_tail(session_id, leaf, max(0, int(max_bytes)), max(1, int(min_recent_messages)))
+    read_plan = ReadPlan.of_entries(window, store.get_compactions(session_id), store.fetch_chunk_rows)
+    messages = restore(
+        store,
+        [
+            message
+            for chunk in read_plan.chunks(False)
+            for message in read_plan.messages(chunk, store.fetch_rows(chunk.seqs))
+        ],
+    )
+    return RecentHistory(messages, len(window) < totals.depth, totals.size)
+
+
+def path_length(store: Store, session_id: str, leaf_id: str | None) -> int:
+    """The number of stored messages on the path to ``leaf_id`` (default: the latest leaf)."""
+    leaf = leaf_or_latest(store, session_id, leaf_id)
+    totals = store.path_totals(session_id, leaf) if leaf else None
+    return totals.depth if totals else 0
+
+
+def history_tokens(store: Store, session_id: str, leaf_id: str, count: MessageCounter) -> int:
+    """Tokens of the path to ``leaf_id`` with overlays applied, from the stored per-message
+    estimates (no content read); an overlay counts as its summary message."""
+    overlays = store.get_compactions(session_id)
+    if not overlays:  # the leaf row carries the running total of its path
+        totals = store.path_totals(session_id, leaf_id)
+        return totals.tokens if totals is not None else 0
+    path = store.path(session_id, leaf_id)
+    total = 0
+    for segment in plan_overlays([entry.id for entry in path], overlays):
+        if segment.overlay is None:
+            total += sum(
+                entry.tokens
+                for entry in path[segment.start : segment.end]
+                if not entry.id.startswith(COMPACTION_ID_PREFIX)
+            )
+        else:
+            total += count([summary_message(segment.overlay)])
+    return total

@@ -1,0 +1,61 @@
+"""Opening and owning a store: what ``Session`` and ``SessionManager`` accept as ``store``, and
+closing only what they opened."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ._async import AsyncTwins, io, run_in_thread
+from .stores.base import Store
+from .stores.sqlite import SqliteStore
+
+
+def open_store(store: Any) -> tuple[Store, bool]:
+    """A store object for ``store`` (a path, ``":memory:"``, a ``postgresql://`` URL or a store),
+    and whether the caller opened it (and so must close it)."""
+    if isinstance(store, Store):
+        return store, False
+    if isinstance(store, Path):
+        return SqliteStore(store), True
+    if isinstance(store, str):
+        if store.startswith(("postgresql://", "postgres://")):
+            try:
+                from .stores.postgres import PostgresStore
+            except ModuleNotFoundError as error:
+                raise ImportError(
+                    "PostgreSQL stores need the postgres extra: pip install 'session-memory[postgres]'"
+                ) from error
+            return PostgresStore(store), True
+        return SqliteStore(store), True
+    raise TypeError(f"store must be a path, ':memory:', a postgresql:// URL or a Store, not {type(store).__name__}")
+
+
+class StoreOwner(AsyncTwins):
+    """An object over a store, opened with :func:`open_store`: ``close()`` / ``aclose()`` and
+    ``with`` / ``async with`` close the store only when the object opened it (from a path or URL).
+    """
+
+    store: Store
+    _owns_store: bool
+
+    def __init__(self, store: Any) -> None:
+        self.store, self._owns_store = open_store(store)
+
+    @io
+    def close(self) -> None:
+        """Close the store if this object opened it."""
+        if self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await run_in_thread(self.close)

@@ -1,0 +1,107 @@
+"""History reads hold off the cycle collector without ever leaving it in a state the host did
+not set: a disabled collector stays disabled, the host's thresholds come back exactly (also on
+error), changes the host makes meanwhile are kept, and overlapping reads in threads end the
+pause once."""
+
+import gc
+import threading
+
+import pytest
+
+from sessions_core import Session
+from sessions_core.reads import gc_paused
+
+HOST_THRESHOLDS = (613, 7, 9)
+
+
+@pytest.fixture(autouse=True)
+def host_collector():
+    enabled, thresholds = gc.isenabled(), gc.get_threshold()
+    gc.enable()
+    gc.set_threshold(*HOST_THRESHOLDS)
+    yield
+    gc.set_threshold(*thresholds)
+    (gc.enable if enabled else gc.disable)()
+
+
+def test_a_pause_holds_off_collection_and_restores_the_thresholds():
+    with gc_paused():
+        assert gc.isenabled()
+        assert gc.get_threshold()[0] > 1_000_000
+        assert gc.get_threshold()[1:] == HOST_THRESHOLDS[1:]
+    assert gc.isenabled() and gc.get_threshold() == HOST_THRESHOLDS
+
+
+def test_the_thresholds_come_back_on_error():
+    with pytest.raises(RuntimeError):
+        with gc_paused():
+            raise RuntimeError("read failed")
+    assert gc.isenabled() and gc.get_threshold() == HOST_THRESHOLDS
+
+
+def test_a_disabled_collector_is_left_alone():
+    gc.disable()
+    with gc_paused():
+        assert not gc.isenabled() and gc.get_threshold() == HOST_THRESHOLDS
+    assert not gc.isenabled() and gc.get_threshold() == HOST_THRESHOLDS
+
+
+def test_what_the_host_sets_during_a_pause_is_kept():
+    with gc_paused():
+        gc.disable()
+    assert not gc.isenabled()
+    gc.enable()
+    with gc_paused():
+        gc.set_threshold(500, 5, 5)
+    assert gc.get_threshold() == (500, 5, 5)
+
+
+def test_nested_pauses_restore_once_at_the_outermost_end():
+    with gc_paused():
+        with gc_paused():
+            pass
+        assert gc.get_threshold()[0] > 1_000_000
+    assert gc.get_threshold() == HOST_THRESHOLDS
+
+
+def test_overlapping_pauses_in_threads_end_with_the_read_that_started_them():
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, tuple[int, ...]] = {}
+
+    def first():
+        with gc_paused():
+            first_in.set()
+            second_in.wait(5)
+        seen["after first"] = gc.get_threshold()
+        first_out.set()
+
+    def second():
+        first_in.wait(5)
+        with gc_paused():
+            second_in.set()
+            first_out.wait(5)
+            seen["second, after first"] = gc.get_threshold()
+        seen["after second"] = gc.get_threshold()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert seen == {
+        "after first": HOST_THRESHOLDS,
+        "second, after first": HOST_THRESHOLDS,
+        "after second": HOST_THRESHOLDS,
+    }
+    assert gc.isenabled()
+
+
+def test_get_history_leaves_a_disabled_collector_disabled():
+    session = Session().for_session("s")
+    session.append_messages([{"id": f"m{i}", "role": "user", "parts": []} for i in range(50)])
+    gc.disable()
+    assert len(session.get_history()) == 50
+    assert not gc.isenabled() and gc.get_threshold() == HOST_THRESHOLDS
+    gc.enable()
+    assert len(session.get_history()) == 50
+    assert gc.isenabled() and gc.get_threshold() == HOST_THRESHOLDS
