@@ -10,19 +10,7 @@ import pytest
 
 from sessions_core import Session, SessionManager
 from sessions_core._async import AsyncTwins, io
-
-BUILDERS = {"with_context", "with_cached_prompt", "on_compaction", "compact_after", "on_compaction_error"}
-
-SYNC_ONLY = {
-    Session: BUILDERS | {"create", "for_session", "subscribe"},
-    SessionManager: BUILDERS
-    | {
-        "with_searchable_history",
-        "subscribe",
-        "storage_id",  # pure: the id a session's rows are stored under
-        "get_session",  # hands out a configured Session; touches no storage
-    },
-}
+from sessions_core.testing import SYNC_ONLY  # the conformance driver's list: one list of sync-only methods
 
 CLASSES = [Session, SessionManager]
 

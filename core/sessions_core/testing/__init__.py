@@ -37,7 +37,6 @@ SUITE_MODULES = (
 pytest.register_assert_rewrite(*(f"{__name__}.{name}" for name in ("harness", "suite", *SUITE_MODULES)))
 
 from .harness import (  # noqa: E402
-    PENDING_TWINS,
     SYNC_ONLY,
     AsyncDriver,
     Backend,
@@ -51,7 +50,6 @@ from .harness import (  # noqa: E402
 )
 
 __all__ = [
-    "PENDING_TWINS",
     "SUITE_MODULES",
     "SYNC_ONLY",
     "AsyncDriver",

@@ -28,7 +28,6 @@ from sessions_core import Session, SessionManager, Store, Tool
 from sessions_core.stores.base import InspectableStore
 
 __all__ = [
-    "PENDING_TWINS",
     "SYNC_ONLY",
     "AsyncDriver",
     "Backend",
@@ -69,13 +68,6 @@ SYNC_ONLY: dict[type, frozenset[str]] = {
 """The public methods that have no async twin by design: builder methods, ``subscribe``, and
 calls that touch no storage. Any other method called through an :class:`AsyncDriver` must have
 an ``a``-prefixed coroutine twin."""
-
-PENDING_TWINS: dict[type, frozenset[str]] = {
-    Session: frozenset({"remove_context"}),
-}
-"""Methods whose async twin is still to come: the driver calls the sync method for them, and
-fails once the twin exists, so the entry is dropped with the twin's arrival."""
-
 
 class MissingTwinError(AssertionError):
     """A method called through an :class:`AsyncDriver` has no async twin."""
@@ -141,12 +133,10 @@ class AsyncDriver:
         twin = getattr(self._session, "a" + name, None)
         has_twin = twin is not None and inspect.iscoroutinefunction(twin)
         owner = type(self._session).__name__
-        if has_twin and name in _declared(PENDING_TWINS, self._session):
-            raise MissingTwinError(f"{owner}.a{name} exists now: drop {name!r} from PENDING_TWINS")
         if not has_twin:
             if not callable(attribute) or name.startswith("_"):
                 return attribute
-            if name not in _declared(SYNC_ONLY, self._session) | _declared(PENDING_TWINS, self._session):
+            if name not in _declared(SYNC_ONLY, self._session):
                 raise MissingTwinError(f"{owner}.{name} has no async twin {owner}.a{name}")
             if self._wrap_results:
                 return lambda *args, **kwargs: self._wrap(attribute(*args, **kwargs))
