@@ -1,22 +1,17 @@
 """session-memory: durable, searchable, branching memory for LLM agents."""
 
-from .compaction import (
-    CompactContext,
-    CompactResult,
-    create_compact_function,
-    sanitize_tool_pairs,
-    truncate_older_messages,
-)
-from .context import ContextBlock, StaticContext, context_entry_key, render_system_prompt
+from .compaction import CompactContext, CompactResult, create_compact_function
+from .context import ContextBlock, StaticContext
 from .errors import (
     CompactionError,
     ContextError,
+    InvalidRecordError,
     MessageTooLargeError,
     MessageValidationError,
+    SessionNotFoundError,
     SessionsError,
     StoreError,
 )
-from .fts import match_all_words
 from .manager import SessionInfo, SessionManager
 from .messages import (
     FilePart,
@@ -61,6 +56,7 @@ __all__ = [
     "ContextError",
     "FilePart",
     "FileSkillProvider",
+    "InvalidRecordError",
     "LATEST",
     "MessageTooLargeError",
     "MessageValidationError",
@@ -74,6 +70,7 @@ __all__ = [
     "SessionInfo",
     "SessionManager",
     "SessionMessage",
+    "SessionNotFoundError",
     "SessionsError",
     "SqliteStore",
     "StaticContext",
@@ -88,14 +85,9 @@ __all__ = [
     "ToolResultPart",
     "ToolUIPart",
     "UnknownPart",
-    "context_entry_key",
     "create_compact_function",
     "estimate_message_tokens",
     "estimate_tokens",
-    "match_all_words",
     "parse_message",
-    "render_system_prompt",
-    "sanitize_tool_pairs",
     "to_openai_tools",
-    "truncate_older_messages",
 ]
