@@ -23,9 +23,9 @@ from sessions_core import (
     StoreContext,
     StoreSearchContext,
     Tool,
-    context_entry_key,
     estimate_tokens,
 )
+from sessions_core.context import context_entry_key
 
 from .builders import msg
 from .harness import AsyncDriver
