@@ -20,8 +20,8 @@ from ._async import async_twin, prefer_async, run_in_thread
 from .branching import ensure_session, raw_history, set_active_history, soft_reset
 from .messages import is_marker, is_tool_ui_type
 from .overlays import is_summary_id, plan_overlays, summary_id
+from .reads import summary_message
 from .schemas import tool_args_model
-from .session import summary_message
 from .summarizers import Summarizer
 from .tokens import count_message_tokens
 from .window import recent_window
