@@ -24,16 +24,17 @@ import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import bench_core as core  # noqa: E402
 import peers  # noqa: E402
+
 from sessions_core import Session  # noqa: E402
 from sessions_core.stores.sqlite import SqliteStore  # noqa: E402
 from sessions_core.tokens import TiktokenCounter, estimate_message_tokens  # noqa: E402
@@ -304,12 +305,12 @@ def run_cell(tmp: Path, n: int, sessions: int, with_postgres: bool, log: Callabl
         # The build's pages written back now, so that no later timing waits behind their
         # write-back at a checkpoint's fsync.
         os.sync()
-        reads = repeat(lambda: [subject.read_all(sid) for sid in probe], reps=5, budget_s=4.0)
+        reads = repeat(lambda subject=subject: [subject.read_all(sid) for sid in probe], reps=5, budget_s=4.0)
         row["read_all_ms"] = median(reads) * 1000 / len(probe)
         row["read_all_us_per_message"] = median(reads) * 1e6 / (per * len(probe))
-        recent = repeat(lambda: [subject.read_recent(sid, RECENT) for sid in probe], reps=7, budget_s=2.0)
+        recent = repeat(lambda subject=subject: [subject.read_recent(sid, RECENT) for sid in probe], reps=7, budget_s=2.0)
         row["read_recent_ms"] = median(recent) * 1000 / len(probe)
-        check = repeat(lambda: subject.threshold_check(sids[0]), reps=7, budget_s=2.0)
+        check = repeat(lambda subject=subject: subject.threshold_check(sids[0]), reps=7, budget_s=2.0)
         row["threshold_check_ms"] = median(check) * 1000
         rows[subject.name] = row
     # One commit per message, into the filled stores.
@@ -321,7 +322,7 @@ def run_cell(tmp: Path, n: int, sessions: int, with_postgres: bool, log: Callabl
             started = time.perf_counter()
             while len(taken) < quota and (not taken or time.perf_counter() - started < APPEND_BUDGET_S / APPEND_ROUNDS):
                 sid, message = next(singles[subject.name])
-                taken.append(core.timed(lambda: subject.append_one(sid, message)) * 1e6)
+                taken.append(core.timed(lambda subject=subject, sid=sid, message=message: subject.append_one(sid, message)) * 1e6)
     for subject in subjects:
         row = rows[subject.name]
         row["append_one_us"] = statistics.mean(times[subject.name])
@@ -417,6 +418,7 @@ def token_counting(n: int, log: Callable[[str], None]) -> dict[str, Any]:
     """Counting the tokens of ``n`` messages: heuristic and tiktoken, ours against the peers'
     counters and against tiktoken on the bare text (the floor)."""
     from langchain_core.messages.utils import count_tokens_approximately
+
     from sessions_core.messages import parse_message
 
     raw = core.take(core.ChatGenerator(core.SEED), n)

@@ -25,7 +25,7 @@ from sessions_core import SessionManager
 class ScriptedModel(FakeMessagesListChatModel):
     """Plays the LLM offline: answers with the scripted messages in order."""
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> "ScriptedModel":
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:
         return self
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings

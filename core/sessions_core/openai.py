@@ -12,7 +12,8 @@ from __future__ import annotations
 import inspect
 import json
 import uuid
-from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ._async import run_in_thread
 from .messages import (

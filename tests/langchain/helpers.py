@@ -32,7 +32,7 @@ class ScriptedChatModel(FakeMessagesListChatModel):
     summary_prompts: list[str] = Field(default_factory=list)
     fail_summary: bool = False
 
-    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> "ScriptedChatModel":
+    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> ScriptedChatModel:
         self.bound_tools = list(tools)
         return self
 

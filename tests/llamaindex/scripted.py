@@ -10,8 +10,9 @@ from __future__ import annotations
 import copy
 import itertools
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from llama_index.core.base.llms.types import (
     ChatMessage,
@@ -90,7 +91,7 @@ class ScriptedLLM(FunctionCallingLLM):
     def calls(self) -> list[Call]:
         return self._calls
 
-    def add(self, *steps: Step) -> "ScriptedLLM":
+    def add(self, *steps: Step) -> ScriptedLLM:
         self._script.extend(steps)
         return self
 

@@ -17,7 +17,6 @@ from llama_index.core.memory import BaseMemory
 
 from llamaindex_sessions import SessionMemory, llm_summarizer
 from sessions_core import Session, StaticContext, StoreSearchContext
-from sessions_core.branching import raw_history
 
 from .scripted import ScriptedLLM
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from sessions_core.compaction import (
     STUB_RESULT_TEXT,
     CompactContext,
@@ -25,6 +26,7 @@ from sessions_core.compaction import (
     tool_pairs_intact,
     truncate_older_messages,
 )
+from sessions_core.errors import CompactionError
 from sessions_core.messages import (
     SessionMessage,
     TextPart,
@@ -33,7 +35,6 @@ from sessions_core.messages import (
     ToolUIPart,
 )
 from sessions_core.tokens import compact_json, estimate_message_tokens
-from sessions_core.errors import CompactionError
 
 # -- builders --------------------------------------------------------------------------------
 
