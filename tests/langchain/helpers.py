@@ -36,7 +36,9 @@ class ScriptedChatModel(FakeMessagesListChatModel):
         self.bound_tools = list(tools)
         return self
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         if is_summary_prompt(messages):
             self.summary_prompts.append(messages[0].content)
             if self.fail_summary:
