@@ -31,7 +31,11 @@ def conversation(count: int):
                 {"type": "tool-result", "toolCallId": f"c{i - 1}", "toolName": "lookup", "output": "result " * 40}]}
             continue
         role = "user" if i % 2 == 0 else "assistant"
-        yield {"id": f"m{i}", "role": role, "parts": [{"type": "text", "text": f"turn {i}: " + "words of the conversation " * 12}]}
+        yield {
+            "id": f"m{i}",
+            "role": role,
+            "parts": [{"type": "text", "text": f"turn {i}: " + "words of the conversation " * 12}],
+        }
 
 
 def run(messages: int, threshold: int, keep_recent_tokens: int) -> dict:
@@ -72,7 +76,9 @@ def run(messages: int, threshold: int, keep_recent_tokens: int) -> dict:
         "append_us_median_first_window": round(early, 1),
         "append_us_median_last_window": round(late, 1),
         "append_flatness_ratio": round(late / early, 3),
-        "compacting_append_ms_median": round(statistics.median(compacting_appends) / 1000, 2) if compacting_appends else None,
+        "compacting_append_ms_median": (
+            round(statistics.median(compacting_appends) / 1000, 2) if compacting_appends else None
+        ),
     }
 
 

@@ -172,7 +172,10 @@ class ChatGenerator:
                             "type": "tool-call",
                             "toolCallId": call_id,
                             "toolName": tool,
-                            "input": {"query": " ".join(self._words(rng.randint(2, 6))), "limit": rng.choice([5, 10, 20])},
+                            "input": {
+                                "query": " ".join(self._words(rng.randint(2, 6))),
+                                "limit": rng.choice([5, 10, 20]),
+                            },
                         },
                     ],
                 }
@@ -188,7 +191,11 @@ class ChatGenerator:
                         }
                     ],
                 }
-            yield {"id": self._id(), "role": "assistant", "parts": [{"type": "text", "text": self._text(rng.randint(2, 6))}]}
+            yield {
+                "id": self._id(),
+                "role": "assistant",
+                "parts": [{"type": "text", "text": self._text(rng.randint(2, 6))}],
+            }
 
 
 def take(gen: ChatGenerator, n: int) -> list[dict[str, Any]]:
@@ -588,7 +595,9 @@ def bench_history(tmp: Path, depth: int, reps: int, do_profile: bool) -> dict[st
         extra["profile"] = profile(lambda: [session.get_history() for _ in range(3)], f"get_history() depth {depth} x3")
     session.close()
     conn.close()
-    return figure(f"get_history() at depth {depth:,}", statistics.median(ours), statistics.median(floor), "ms", 2.0, extra)
+    return figure(
+        f"get_history() at depth {depth:,}", statistics.median(ours), statistics.median(floor), "ms", 2.0, extra
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -789,8 +798,11 @@ def main(argv: list[str] | None = None) -> int:
     print(table(figures))
     for f in figures:
         if "floor_ratio" in f:
-            print(f"  (flatness of the raw floor itself: {fmt(f['floor_large_us'])} vs {fmt(f['floor_small_us'])} us/append,"
-                  f" {f['floor_ratio']:.2f}x)")
+            print(
+                f"  (flatness of the raw floor itself: {fmt(f['floor_large_us'])}"
+                f" vs {fmt(f['floor_small_us'])} us/append,"
+                f" {f['floor_ratio']:.2f}x)"
+            )
         if "ours_explicit_parent_us" in f:
             prep = f.get("ours_prepare_us")
             store = f.get("ours_store_insert_only_us")
@@ -803,8 +815,10 @@ def main(argv: list[str] | None = None) -> int:
                   f" {fmt(f['full_ranking_floor_ms'])} ms, whose top 20 share {f['overlap_with_full_ranking_top20']}"
                   f" ids with ours)")
         if "parse_only_pydantic_ms" in f:
-            print(f"  (get_history parts: id walk {fmt(f['ours_path_walk_ms'])} ms; parsing {f['depth']:,} stored rows: "
-                  f"pydantic {fmt(f['parse_only_pydantic_ms'])} ms vs json.loads {fmt(f['parse_only_json_loads_ms'])} ms)")
+            print(
+                f"  (get_history parts: id walk {fmt(f['ours_path_walk_ms'])} ms; parsing {f['depth']:,} stored rows: "
+                f"pydantic {fmt(f['parse_only_pydantic_ms'])} ms vs json.loads {fmt(f['parse_only_json_loads_ms'])} ms)"
+            )
     out = args.out or RESULTS / ("core-quick.json" if quick else "core.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     report = {

@@ -24,16 +24,17 @@ import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import bench_core as core  # noqa: E402
 import peers  # noqa: E402
+
 from sessions_core import Session  # noqa: E402
 from sessions_core.stores.sqlite import SqliteStore  # noqa: E402
 from sessions_core.tokens import TiktokenCounter, estimate_message_tokens  # noqa: E402
@@ -263,8 +264,12 @@ def make_subjects(tmp: Path, tag: str, with_postgres: bool) -> list[Any]:
 def workload(n: int, sessions: int) -> dict[str, list[dict[str, Any]]]:
     """``n`` messages over ``sessions`` conversations (each its own generator)."""
     per = n // sessions
-    return {f"s{i:03d}": core.take(core.ChatGenerator(core.SEED + i, prefix=f"s{i:03d}-"), per + extra_per_session(sessions))
-            for i in range(sessions)}
+    return {
+        f"s{i:03d}": core.take(
+            core.ChatGenerator(core.SEED + i, prefix=f"s{i:03d}-"), per + extra_per_session(sessions)
+        )
+        for i in range(sessions)
+    }
 
 
 def extra_per_session(sessions: int) -> int:
@@ -304,12 +309,14 @@ def run_cell(tmp: Path, n: int, sessions: int, with_postgres: bool, log: Callabl
         # The build's pages written back now, so that no later timing waits behind their
         # write-back at a checkpoint's fsync.
         os.sync()
-        reads = repeat(lambda: [subject.read_all(sid) for sid in probe], reps=5, budget_s=4.0)
+        reads = repeat(lambda subject=subject: [subject.read_all(sid) for sid in probe], reps=5, budget_s=4.0)
         row["read_all_ms"] = median(reads) * 1000 / len(probe)
         row["read_all_us_per_message"] = median(reads) * 1e6 / (per * len(probe))
-        recent = repeat(lambda: [subject.read_recent(sid, RECENT) for sid in probe], reps=7, budget_s=2.0)
+        recent = repeat(
+            lambda subject=subject: [subject.read_recent(sid, RECENT) for sid in probe], reps=7, budget_s=2.0
+        )
         row["read_recent_ms"] = median(recent) * 1000 / len(probe)
-        check = repeat(lambda: subject.threshold_check(sids[0]), reps=7, budget_s=2.0)
+        check = repeat(lambda subject=subject: subject.threshold_check(sids[0]), reps=7, budget_s=2.0)
         row["threshold_check_ms"] = median(check) * 1000
         rows[subject.name] = row
     # One commit per message, into the filled stores.
@@ -321,16 +328,21 @@ def run_cell(tmp: Path, n: int, sessions: int, with_postgres: bool, log: Callabl
             started = time.perf_counter()
             while len(taken) < quota and (not taken or time.perf_counter() - started < APPEND_BUDGET_S / APPEND_ROUNDS):
                 sid, message = next(singles[subject.name])
-                taken.append(core.timed(lambda: subject.append_one(sid, message)) * 1e6)
+                taken.append(
+                    core.timed(lambda subject=subject, sid=sid, message=message: subject.append_one(sid, message)) * 1e6
+                )
     for subject in subjects:
         row = rows[subject.name]
         row["append_one_us"] = statistics.mean(times[subject.name])
         row["append_one_count"] = len(times[subject.name])
         assert len(subject.read_all(sids[0])) >= per, f"{subject.name} lost messages"
         subject.close()
-        log(f"    {subject.name:24s} batched {row['append_batched_us']:8.1f} µs/msg | one {row['append_one_us']:9.1f} µs"
+        log(
+            f"    {subject.name:24s} batched {row['append_batched_us']:8.1f} µs/msg"
+            f" | one {row['append_one_us']:9.1f} µs"
             f" | read_all {row['read_all_ms']:9.2f} ms/session | recent {row['read_recent_ms']:8.2f} ms"
-            f" | threshold {row['threshold_check_ms']:8.3f} ms")
+            f" | threshold {row['threshold_check_ms']:8.3f} ms"
+        )
     return list(rows.values())
 
 
@@ -417,6 +429,7 @@ def token_counting(n: int, log: Callable[[str], None]) -> dict[str, Any]:
     """Counting the tokens of ``n`` messages: heuristic and tiktoken, ours against the peers'
     counters and against tiktoken on the bare text (the floor)."""
     from langchain_core.messages.utils import count_tokens_approximately
+
     from sessions_core.messages import parse_message
 
     raw = core.take(core.ChatGenerator(core.SEED), n)
@@ -438,7 +451,9 @@ def token_counting(n: int, log: Callable[[str], None]) -> dict[str, Any]:
     for name, fn in contenders.items():
         times = repeat(fn, reps=5, budget_s=5.0)
         result[name] = {"ms": median(times) * 1000, "tokens": fn()}
-        log(f"    tokens of {n:,} messages: {name:46s} {result[name]['ms']:8.1f} ms ({result[name]['tokens']:,} tokens)")
+        log(
+            f"    tokens of {n:,} messages: {name:46s} {result[name]['ms']:8.1f} ms ({result[name]['tokens']:,} tokens)"
+        )
     return result
 
 
@@ -468,7 +483,8 @@ tracemalloc.start()
 full = len(session.get_history())
 _, full_peak = tracemalloc.get_traced_memory()
 print(json.dumps({{"messages": count, "stream_peak_python_mb": peak / 2**20,
-                  "stream_peak_rss_delta_mb": (after - before) / 1024, "get_history_peak_python_mb": full_peak / 2**20}}))
+                  "stream_peak_rss_delta_mb": (after - before) / 1024,
+                  "get_history_peak_python_mb": full_peak / 2**20}}))
 """
 
 
@@ -540,7 +556,9 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     by = {(r["subject"], r["messages"], r["sessions"]): r for r in cells}
     layouts = sorted({(r["messages"], r["sessions"]) for r in cells})
     if cells:
-        ratios = [by[("ours: SQLite", n, s)]["append_one_us"] / by[(Floor.name, n, s)]["append_one_us"] for n, s in layouts]
+        ratios = [
+            by[("ours: SQLite", n, s)]["append_one_us"] / by[(Floor.name, n, s)]["append_one_us"] for n, s in layouts
+        ]
         check("append (a commit per message) within 1.5x of the floor", ", ".join(f"{r:.2f}x" for r in ratios),
               max(ratios) <= 1.5)
         for peer in ("langchain-sql", "llamaindex-sqlalchemy"):
@@ -583,7 +601,9 @@ def plot(cells: list[dict[str, Any]], target: Path) -> None:
     for ax, (metric, title) in zip(axes, panels):
         for sessions, style in ((1, "-o"), (100, "--s")):
             for name in names:
-                points = sorted((r["messages"], r[metric]) for r in cells if r["subject"] == name and r["sessions"] == sessions)
+                points = sorted(
+                    (r["messages"], r[metric]) for r in cells if r["subject"] == name and r["sessions"] == sessions
+                )
                 if points:
                     ax.plot(*zip(*points), style, color=colours[name],
                             label=f"{name} ({sessions} session{'s' if sessions > 1 else ''})")

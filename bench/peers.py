@@ -144,7 +144,9 @@ def to_llamaindex(message: dict[str, Any]):  # -> llama_index.core.base.llms.typ
             if p["type"] == "text":
                 blocks.append(TextBlock(text=p["text"]))
             elif p["type"] == "tool-call":
-                blocks.append(ToolCallBlock(tool_call_id=p["toolCallId"], tool_name=p["toolName"], tool_kwargs=p["input"]))
+                blocks.append(
+                    ToolCallBlock(tool_call_id=p["toolCallId"], tool_name=p["toolName"], tool_kwargs=p["input"])
+                )
         return ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks)
     if role == "tool":
         part = _tool_result(message)
@@ -292,7 +294,9 @@ class LangChainSQL:
         history = self._history(session_id)
         model = history.sql_model_class
         with self.engine.connect() as conn:
-            return conn.execute(select(func.count()).select_from(model).where(model.session_id == session_id)).scalar_one()
+            return conn.execute(
+                select(func.count()).select_from(model).where(model.session_id == session_id)
+            ).scalar_one()
 
     def pragmas(self) -> dict[str, Any]:
         with self.engine.connect() as conn:

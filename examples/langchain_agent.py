@@ -25,7 +25,7 @@ from sessions_core import SessionManager
 class ScriptedModel(FakeMessagesListChatModel):
     """Plays the LLM offline: answers with the scripted messages in order."""
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> "ScriptedModel":
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:
         return self
 
 
@@ -89,7 +89,9 @@ def main(db_path: Path) -> None:
     show(result, 0)
 
     print("run 3 (another thread searches past conversations):")
-    result = agent.invoke({"messages": [HumanMessage("What do you know about Sam?")]}, {"configurable": {"thread_id": "other"}})
+    result = agent.invoke(
+        {"messages": [HumanMessage("What do you know about Sam?")]}, {"configurable": {"thread_id": "other"}}
+    )
     show(result, 0)
 
     history = manager.get_history("sam")

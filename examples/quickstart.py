@@ -14,14 +14,34 @@ from sessions_core import Session
 
 def main(db_path: Path) -> None:
     with Session(db_path).for_session("user-42") as session:
-        session.append_message({"id": "u1", "role": "user", "parts": [{"type": "text", "text": "I'm planning a trip to Lisbon in May."}]})
-        session.append_message({"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": "Lovely! May is warm and sunny in Lisbon."}]})
-        session.append_message({"id": "u2", "role": "user", "parts": [{"type": "text", "text": "Which neighbourhood should I stay in?"}]})
-        session.append_message({"id": "a2", "role": "assistant", "parts": [{"type": "text", "text": "Alfama, for its old streets and fado."}]})
+        session.append_message(
+            {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "I'm planning a trip to Lisbon in May."}]}
+        )
+        session.append_message(
+            {
+                "id": "a1",
+                "role": "assistant",
+                "parts": [{"type": "text", "text": "Lovely! May is warm and sunny in Lisbon."}],
+            }
+        )
+        session.append_message(
+            {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "Which neighbourhood should I stay in?"}]}
+        )
+        session.append_message(
+            {
+                "id": "a2",
+                "role": "assistant",
+                "parts": [{"type": "text", "text": "Alfama, for its old streets and fado."}],
+            }
+        )
 
         # Regenerate the last answer: a sibling of a2, so the conversation branches.
         session.append_message(
-            {"id": "a2-retry", "role": "assistant", "parts": [{"type": "text", "text": "Príncipe Real, quieter and full of gardens."}]},
+            {
+                "id": "a2-retry",
+                "role": "assistant",
+                "parts": [{"type": "text", "text": "Príncipe Real, quieter and full of gardens."}],
+            },
             parent_id="u2",
         )
         print("active branch:", [m.id for m in session.get_history()])

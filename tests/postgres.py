@@ -7,8 +7,8 @@ from __future__ import annotations
 import functools
 import os
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import pytest
 

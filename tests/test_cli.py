@@ -282,7 +282,9 @@ def test_search(db):
     result = run("--store", path, "search", "lisbon")
     assert result.exit_code == 0, result.output
     rows = [line.split()[:3] for line in result.stdout.splitlines()[1:-1]]
-    assert sorted(rows) == sorted([[SESSION, "u1", "user"], [SESSION, "a1", "assistant"], [facts["manager_session"], "x1", "user"]])
+    assert sorted(rows) == sorted(
+        [[SESSION, "u1", "user"], [SESSION, "a1", "assistant"], [facts["manager_session"], "x1", "user"]]
+    )
     assert result.stdout.splitlines()[-1] == "3 matches"
     only = run("--store", path, "search", "lisbon", "--session", SESSION, "--limit", "1")
     assert only.exit_code == 0 and only.stdout.splitlines()[-1] == "1 match"
@@ -342,7 +344,11 @@ def test_export_format(db):
     tool_call = next(r for r in records if r.get("id") == "a2")
     assert tool_call["message"]["parts"][0]["toolCallId"] == "c1"  # camelCase, as the AI SDK has it
     compaction = records[10]
-    assert (compaction["id"], compaction["from_message_id"], compaction["to_message_id"]) == (facts["compaction"], "a1", "t1")
+    assert (compaction["id"], compaction["from_message_id"], compaction["to_message_id"]) == (
+        facts["compaction"],
+        "a1",
+        "t1",
+    )
     assert records[11]["label"] == "memory" and records[11]["content"] == "User likes coffee."
     assert [r["content"] for r in records[13:]] == ["Lisbon trams are yellow.", "Porto has port wine."]
     manager = export_lines(path, facts["manager_session"])
@@ -512,7 +518,9 @@ def test_import_refuses_other_bad_files(db, tmp_path):
     binary.write_bytes(b'{"kind": "prompt", "session_id": "x", "prompt": "\xff"}\n')
     assert_error(run("--store", path, "import", str(binary)), 2, "line 1: not UTF-8")
     two = tmp_path / "two.jsonl"
-    two.write_text(run("--store", path, "export", SESSION).stdout + run("--store", path, "export", facts["manager_session"]).stdout)
+    two.write_text(
+        run("--store", path, "export", SESSION).stdout + run("--store", path, "export", facts["manager_session"]).stdout
+    )
     assert_error(run("--store", path, "import", "--into", "x", str(two)), 2, "line 16:", "more than one session")
     assert run("--store", path, "import", "--dry-run", str(two)).stdout.startswith(f"{two}: 17 valid records")
     header = tmp_path / "future.jsonl"
@@ -669,11 +677,37 @@ def test_export_carries_file_payloads(tmp_path):
 
     png = bytes(range(256)) * 4
     with Session(tmp_path / "a.db").for_session("x") as session:
-        session.append_message({"id": "a", "role": "user", "parts": [{"type": "file", "mediaType": "image/png", "data": png}]})
-        session.append_message({"id": "b", "role": "user", "parts": [{"type": "file", "mediaType": "image/png", "data": "data:image/png;base64," + base64.b64encode(png).decode()}]})
+        session.append_message(
+            {"id": "a", "role": "user", "parts": [{"type": "file", "mediaType": "image/png", "data": png}]}
+        )
+        session.append_message(
+            {
+                "id": "b",
+                "role": "user",
+                "parts": [
+                    {
+                        "type": "file",
+                        "mediaType": "image/png",
+                        "data": "data:image/png;base64," + base64.b64encode(png).decode(),
+                    }
+                ],
+            }
+        )
     export = subprocess.run(
-        [sys.executable, "-m", "sessions_core", "--store", str(tmp_path / "a.db"), "export", "x", "-o", str(tmp_path / "x.jsonl")],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "sessions_core",
+            "--store",
+            str(tmp_path / "a.db"),
+            "export",
+            "x",
+            "-o",
+            str(tmp_path / "x.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert "sessions-blob:" not in (tmp_path / "x.jsonl").read_text()
     subprocess.run(

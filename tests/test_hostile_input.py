@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -200,13 +201,18 @@ def invalid_message(draw: st.DrawFn) -> Any:
         part = {k: v for k, v in draw(PART).items() if k != "type"}
         message["parts"] = [*message["parts"], part]
     elif defect == "part-not-dict":
-        message["parts"] = [*message["parts"], draw(st.one_of(st.none(), st.integers(), HOSTILE, st.lists(JSON, max_size=2)))]
+        message["parts"] = [
+            *message["parts"],
+            draw(st.one_of(st.none(), st.integers(), HOSTILE, st.lists(JSON, max_size=2))),
+        ]
     elif defect == "tool-call-no-id":
         part = draw(TOOL_CALL_PART)
         del part["toolCallId"]
         message["parts"] = [part, *message["parts"]]
     elif defect == "text-not-str":
-        message["parts"] = [{"type": "text", "text": draw(st.one_of(st.none(), st.integers(), st.lists(HOSTILE, max_size=2)))}]
+        message["parts"] = [
+            {"type": "text", "text": draw(st.one_of(st.none(), st.integers(), st.lists(HOSTILE, max_size=2)))}
+        ]
     elif defect == "file-no-source":
         message["parts"] = [{"type": "file", "mediaType": draw(HOSTILE)}]
     elif defect == "metadata":
@@ -301,7 +307,9 @@ def test_search_queries_never_raise(store: Any) -> None:
     manager = SessionManager(store, namespace=f"ns{uuid.uuid4().hex[:8]}")
     one, two = manager.create("one").id, manager.create("two").id
     for i, text in enumerate(["and or not near marmalade", "deploy production tonight", "NEAR( \" ' ;-- x"]):
-        manager.append(one if i % 2 else two, {"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": text}]})
+        manager.append(
+            one if i % 2 else two, {"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": text}]}
+        )
     session = manager.get_session(one)
 
     @settings(max_examples=examples(store, 200, 50), deadline=None, suppress_health_check=FUNCTION_FIXTURE)
@@ -339,8 +347,12 @@ TOOL_NAMES = ["set_context", "load_context", "unload_context", "search_context",
 KNOWN_KEYS = ["label", "content", "action", "metadata", "key", "query", "title", "description"]
 LABELS = st.one_of(st.sampled_from(["notes", "kb", "skills", "nope", ""]), HOSTILE)
 ARG_VALUE = st.one_of(
-    JSON, LABELS, st.sampled_from(["replace", "append", "intro"]),
-    st.fixed_dictionaries({}, optional={"title": st.none() | HOSTILE | JSON, "description": st.none() | HOSTILE | JSON}),
+    JSON,
+    LABELS,
+    st.sampled_from(["replace", "append", "intro"]),
+    st.fixed_dictionaries(
+        {}, optional={"title": st.none() | HOSTILE | JSON, "description": st.none() | HOSTILE | JSON}
+    ),
 )
 ARG_DICT = st.one_of(
     st.dictionaries(st.one_of(st.sampled_from(KNOWN_KEYS), HOSTILE), ARG_VALUE, max_size=5),
@@ -540,8 +552,15 @@ def test_metacharacters_everywhere(store: Any) -> None:
     def run(session_id: str, message_id: str, text: str, metadata: dict[str, Any], update: str) -> None:
         session_id = session_id + uuid.uuid4().hex
         session = Session(store).for_session(session_id)
-        message = {"id": message_id, "role": "assistant", "metadata": metadata,
-                   "parts": [{"type": "text", "text": text}, {"type": "tool-call", "toolCallId": text, "toolName": message_id}]}
+        message = {
+            "id": message_id,
+            "role": "assistant",
+            "metadata": metadata,
+            "parts": [
+                {"type": "text", "text": text},
+                {"type": "tool-call", "toolCallId": text, "toolName": message_id},
+            ],
+        }
         try:
             session.append_message(message)
         except StoreError as error:
@@ -635,7 +654,9 @@ def test_long_digit_runs_and_lone_surrogates(store: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "args", ["[" * 100_000, '{"label": "notes", "content": ' + "[" * 100_000, "{" * 50_000], ids=["list", "value", "object"]
+    "args",
+    ["[" * 100_000, '{"label": "notes", "content": ' + "[" * 100_000, "{" * 50_000],
+    ids=["list", "value", "object"],
 )
 def test_deeply_nested_tool_arguments_are_an_error(args: str) -> None:
     manager = SessionManager().with_context("notes", max_tokens=MAX_TOKENS)

@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
-
-openai = pytest.importorskip("openai")
 
 from sessions_core import (
     Session,
@@ -27,6 +26,8 @@ from sessions_core.openai import (
     run_tool_calls,
     to_openai_messages,
 )
+
+openai = pytest.importorskip("openai")
 
 MODEL = "gpt-test"
 Check = Callable[[dict[str, Any]], None]

@@ -1,8 +1,8 @@
 """Packaging rules: the core imports no framework, and ``__all__`` is the public surface."""
 
 import subprocess
-import types
 import sys
+import types
 
 import sessions_core
 

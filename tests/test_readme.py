@@ -38,8 +38,12 @@ def test_readme_command_line_examples_run(tmp_path):
     pytest.importorskip("click")
     pytest.importorskip("rich")
     with Session(tmp_path / "chat.db").for_session("user-42").with_context("memory") as session:
-        session.append_message({"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Lisbon weather in May?"}]})
-        session.append_message({"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": "Warm and sunny."}]})
+        session.append_message(
+            {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Lisbon weather in May?"}]}
+        )
+        session.append_message(
+            {"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": "Warm and sunny."}]}
+        )
         session.replace_context_block("memory", "Trip to Lisbon")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

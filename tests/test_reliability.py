@@ -378,7 +378,11 @@ def _reading(path: Path) -> list[tuple[str, str, str]]:
     """The history as a reader sees it (summaries by their text: overlay ids are random)."""
     with Session(path).for_session("c") as session:
         return [
-            ("summary" if m.id.startswith(COMPACTION_ID_PREFIX) else m.id, m.role, m.model_dump_json(exclude={"id", "created_at"}))
+            (
+                "summary" if m.id.startswith(COMPACTION_ID_PREFIX) else m.id,
+                m.role,
+                m.model_dump_json(exclude={"id", "created_at"}),
+            )
             for m in session.get_history()
         ]
 

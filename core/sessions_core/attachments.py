@@ -11,8 +11,8 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
 
 from .messages import FilePart, SessionMessage
 

@@ -13,7 +13,8 @@ raw reads drop them with :func:`without_markers`.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from ._async import run_in_thread
 from ._time import now_us

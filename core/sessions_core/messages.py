@@ -11,9 +11,9 @@ from __future__ import annotations
 import base64
 import json
 import re
-from datetime import datetime, timezone
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Union
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -93,7 +93,7 @@ class FilePart(_PartBase):
         return base64.b64encode(data).decode("ascii") if isinstance(data, bytes) else data
 
     @model_validator(mode="after")
-    def _data_or_url(self) -> "FilePart":
+    def _data_or_url(self) -> FilePart:
         if self.data is None and self.url is None:
             raise ValueError("a file part needs 'data' or 'url'")
         return self
@@ -140,15 +140,15 @@ def _part_tag(value: Any) -> str:
 
 
 Part = Annotated[
-    Union[
-        Annotated[TextPart, Tag("text")],
-        Annotated[ReasoningPart, Tag("reasoning")],
-        Annotated[ToolCallPart, Tag("tool-call")],
-        Annotated[ToolResultPart, Tag("tool-result")],
-        Annotated[FilePart, Tag("file")],
-        Annotated[ToolUIPart, Tag("tool-ui")],
-        Annotated[UnknownPart, Tag("unknown")],
-    ],
+    (
+        Annotated[TextPart, Tag("text")]
+        | Annotated[ReasoningPart, Tag("reasoning")]
+        | Annotated[ToolCallPart, Tag("tool-call")]
+        | Annotated[ToolResultPart, Tag("tool-result")]
+        | Annotated[FilePart, Tag("file")]
+        | Annotated[ToolUIPart, Tag("tool-ui")]
+        | Annotated[UnknownPart, Tag("unknown")]
+    ),
     Discriminator(_part_tag),
 ]
 
@@ -189,7 +189,7 @@ class SessionMessage(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
-MessageInput = Union[SessionMessage, Mapping[str, Any]]
+MessageInput = SessionMessage | Mapping[str, Any]
 
 
 def _field_path(loc: tuple[Any, ...]) -> list[str]:

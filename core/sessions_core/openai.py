@@ -12,7 +12,8 @@ from __future__ import annotations
 import inspect
 import json
 import uuid
-from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ._async import run_in_thread
 from .messages import (
@@ -82,9 +83,13 @@ def to_openai_messages(
                     name = part.tool_name or part.type.removeprefix("tool-")
                     calls.append(_tool_call(part.tool_call_id, name, part.input))
                     if part.output is not None:
-                        results.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": _output_text(part.output)})
+                        results.append(
+                            {"role": "tool", "tool_call_id": part.tool_call_id, "content": _output_text(part.output)}
+                        )
                 elif isinstance(part, ToolResultPart):
-                    results.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": _output_text(part.output)})
+                    results.append(
+                        {"role": "tool", "tool_call_id": part.tool_call_id, "content": _output_text(part.output)}
+                    )
             entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
             if calls:
                 entry["tool_calls"] = calls
@@ -94,7 +99,9 @@ def to_openai_messages(
         else:
             for part in message.parts:
                 if isinstance(part, ToolResultPart):
-                    out.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": _output_text(part.output)})
+                    out.append(
+                        {"role": "tool", "tool_call_id": part.tool_call_id, "content": _output_text(part.output)}
+                    )
     return out
 
 

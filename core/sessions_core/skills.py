@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 SKILL_FILE = "SKILL.md"
 _NOT_SKILLS = {"skill.md", "readme.md"}  # files at the root that describe the collection
@@ -171,7 +172,7 @@ class FileSkillProvider:
 
     def __new__(
         cls, path_or_url: str | os.PathLike[str], *, keys: Iterable[str] | None = None, writable: bool | None = None
-    ) -> "FileSkillProvider":
+    ) -> FileSkillProvider:
         if isinstance(path_or_url, str) and "://" in path_or_url:
             files: _LocalFiles | _FsspecFiles = _FsspecFiles(path_or_url)
         else:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from .messages import ReasoningPart, SessionMessage, TextPart, is_tool_ui_type
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ._async import call, run_in_thread
 from .context import ContextBlock, ContextBlocks, context_entry_key, usage_percent

@@ -32,11 +32,13 @@ class ScriptedChatModel(FakeMessagesListChatModel):
     summary_prompts: list[str] = Field(default_factory=list)
     fail_summary: bool = False
 
-    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> "ScriptedChatModel":
+    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> ScriptedChatModel:
         self.bound_tools = list(tools)
         return self
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         if is_summary_prompt(messages):
             self.summary_prompts.append(messages[0].content)
             if self.fail_summary:

@@ -34,13 +34,17 @@ from sessions_core.messages import message_from_storage, storage_json
 
 keys = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=8)
 text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
-scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False) | text
+scalars = (
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False) | text
+)
 json_values = st.recursive(
     scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3), max_leaves=8
 )
 json_objects = st.dictionaries(keys, json_values, max_size=3)
 ids = st.text(st.characters(codec="ascii", categories=("L", "N")), min_size=1, max_size=12)
-extras = st.dictionaries(st.sampled_from(["id", "annotations", "index", "extras", "cache_control"]), json_values, max_size=2)
+extras = st.dictionaries(
+    st.sampled_from(["id", "annotations", "index", "extras", "cache_control"]), json_values, max_size=2
+)
 
 
 def block_strategy():
@@ -59,10 +63,25 @@ def block_strategy():
         lambda i, n, a: {"type": "tool_use", "id": i, "name": n, "input": a}, ids, ids, json_objects
     )
     file_id = st.builds(lambda f: {"type": "file", "file_id": f}, ids)
-    colliding = st.builds(lambda t, o: {"type": t, **o}, st.sampled_from(["tool-call", "tool-result", "tool-x", "dynamic-tool"]), json_objects)
+    colliding = st.builds(
+        lambda t, o: {"type": t, **o},
+        st.sampled_from(["tool-call", "tool-result", "tool-x", "dynamic-tool"]),
+        json_objects,
+    )
     odd_text = st.builds(lambda t: {"type": "text", "text": t, "lcBlock": "x"}, text)
     anything = st.builds(lambda t, o: {**o, "type": t}, keys, json_objects)
-    return text | text_block | reasoning | data_block | openai_image | anthropic_tool_use | file_id | colliding | odd_text | anything
+    return (
+        text
+        | text_block
+        | reasoning
+        | data_block
+        | openai_image
+        | anthropic_tool_use
+        | file_id
+        | colliding
+        | odd_text
+        | anything
+    )
 
 
 content = text | st.lists(block_strategy(), max_size=4)
@@ -122,7 +141,9 @@ def test_round_trip_through_storage_json_is_lossless(message):
     assert type(back) is type(message)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(messages, max_size=6, unique_by=lambda m: m.id))
 def test_a_stored_conversation_reads_back_equal(conversation):
     with Session(":memory:").for_session("prop") as session:
@@ -150,7 +171,9 @@ def test_typed_parts_carry_what_other_readers_need():
     )
 
     image = to_session_message(
-        HumanMessage([{"type": "text", "text": "see"}, {"type": "image", "base64": "AAAA", "mime_type": "image/png"}], id="h")
+        HumanMessage(
+            [{"type": "text", "text": "see"}, {"type": "image", "base64": "AAAA", "mime_type": "image/png"}], id="h"
+        )
     )
     assert image.role == "user"
     assert image.parts[1].type == "file"
@@ -174,7 +197,9 @@ def test_non_json_artifacts_are_kept_as_json():
 
 
 def test_chunks_round_trip():
-    chunk = AIMessageChunk("partial", id="c1", usage_metadata={"input_tokens": 1, "output_tokens": 1, "total_tokens": 2})
+    chunk = AIMessageChunk(
+        "partial", id="c1", usage_metadata={"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}
+    )
     assert to_langchain_message(stored(to_session_message(chunk))) == chunk
 
 
@@ -183,18 +208,38 @@ def test_chunks_round_trip():
 
 def test_messages_written_by_other_frameworks_become_valid_langchain_messages():
     history = [
-        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Weather?"},
-                                               {"type": "file", "mediaType": "image/png", "data": "data:image/png;base64,QUJD"}]},
-        {"id": "a1", "role": "assistant", "parts": [
-            {"type": "step-start"},
-            {"type": "reasoning", "text": "hmm"},
-            {"type": "text", "text": "Checking."},
-            {"type": "tool-weather", "toolCallId": "w1", "state": "output-available", "input": {"city": "Paris"}, "output": {"temp": 21}},
-            {"type": "tool-call", "toolCallId": "w2", "toolName": "news", "input": "{\"q\": \"x\"}"},
-        ]},
-        {"id": "t2", "role": "tool", "parts": [
-            {"type": "tool-result", "toolCallId": "w2", "toolName": "news", "output": "none", "isError": True},
-        ]},
+        {
+            "id": "u1",
+            "role": "user",
+            "parts": [
+                {"type": "text", "text": "Weather?"},
+                {"type": "file", "mediaType": "image/png", "data": "data:image/png;base64,QUJD"},
+            ],
+        },
+        {
+            "id": "a1",
+            "role": "assistant",
+            "parts": [
+                {"type": "step-start"},
+                {"type": "reasoning", "text": "hmm"},
+                {"type": "text", "text": "Checking."},
+                {
+                    "type": "tool-weather",
+                    "toolCallId": "w1",
+                    "state": "output-available",
+                    "input": {"city": "Paris"},
+                    "output": {"temp": 21},
+                },
+                {"type": "tool-call", "toolCallId": "w2", "toolName": "news", "input": '{"q": "x"}'},
+            ],
+        },
+        {
+            "id": "t2",
+            "role": "tool",
+            "parts": [
+                {"type": "tool-result", "toolCallId": "w2", "toolName": "news", "output": "none", "isError": True},
+            ],
+        },
         {"id": "s0", "role": "system", "parts": [{"type": "text", "text": "be brief"}]},
         {"id": "compaction_x", "role": "assistant", "parts": [{"type": "text", "text": "SUMMARY"}]},
     ]
@@ -218,4 +263,6 @@ def test_messages_written_by_other_frameworks_become_valid_langchain_messages():
 
 
 def test_dicts_are_accepted():
-    assert to_langchain_message({"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]}) == HumanMessage("hi", id="u")
+    assert to_langchain_message({"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]}) == HumanMessage(
+        "hi", id="u"
+    )

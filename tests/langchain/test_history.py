@@ -144,7 +144,9 @@ def test_compaction_with_a_summariser_passed_in():
 def test_async_compaction_and_failure_keeps_history():
     model = ScriptedChatModel(responses=[], fail_summary=True)
     session = Session(":memory:").for_session("s")
-    history = SessionChatMessageHistory(session, summarizer=model, compact_after=200, keep_recent_tokens=50, protect_head=1)
+    history = SessionChatMessageHistory(
+        session, summarizer=model, compact_after=200, keep_recent_tokens=50, protect_head=1
+    )
 
     async def run():
         for i in range(4):
@@ -161,6 +163,8 @@ def test_async_compaction_and_failure_keeps_history():
 
 def test_a_plain_function_summariser():
     session = Session(":memory:").for_session("s")
-    history = SessionChatMessageHistory(session, summarizer=lambda prompt: "short", compact_after=100, keep_recent_tokens=20, protect_head=1)
+    history = SessionChatMessageHistory(
+        session, summarizer=lambda prompt: "short", compact_after=100, keep_recent_tokens=20, protect_head=1
+    )
     history.add_messages([SystemMessage("be nice")] + [HumanMessage("word " * 40, id=f"h{i}") for i in range(4)])
     assert any(m.text == "short" for m in history.messages)

@@ -126,7 +126,9 @@ def test_loaded_history_does_not_stream_again(session):
 def test_a_new_thread_on_a_used_session_sees_what_came_before(session):
     """A checkpointer and two threads sharing one session (e.g. by a user id)."""
     model = ScriptedChatModel(responses=[AIMessage("a1"), AIMessage("a2"), AIMessage("a3")])
-    agent = create_agent(model, middleware=[SessionMemoryMiddleware(session, default_session_id="x")], checkpointer=InMemorySaver())
+    agent = create_agent(
+        model, middleware=[SessionMemoryMiddleware(session, default_session_id="x")], checkpointer=InMemorySaver()
+    )
     agent.invoke({"messages": [HumanMessage("q1")]}, {"configurable": {"thread_id": "A"}})
     agent.invoke({"messages": [HumanMessage("q2")]}, {"configurable": {"thread_id": "B"}})
     agent.invoke({"messages": [HumanMessage("q3")]}, {"configurable": {"thread_id": "B"}})
@@ -165,7 +167,9 @@ def test_a_rewound_thread_branches_in_the_store(session):
     model = ScriptedChatModel(responses=[AIMessage("a1"), AIMessage("a2"), AIMessage("a2-alt")])
     agent = create_agent(model, middleware=[SessionMemoryMiddleware(session)], checkpointer=saver)
     agent.invoke({"messages": [HumanMessage("q1")]}, CONFIG)
-    after_first = next(s for s in agent.get_state_history(CONFIG) if len(s.values.get("messages", [])) == 2 and not s.next)
+    after_first = next(
+        s for s in agent.get_state_history(CONFIG) if len(s.values.get("messages", [])) == 2 and not s.next
+    )
     agent.invoke({"messages": [HumanMessage("q2")]}, CONFIG)
     agent.invoke({"messages": [HumanMessage("q2-alt")]}, after_first.config)
     texts = [m.text for m in session.get_history()]
@@ -192,15 +196,27 @@ def test_manager_sessions_by_context_field_with_session_search():
         ]
     )
     agent = create_agent(model, middleware=[middleware], context_schema=UserContext)
-    agent.invoke({"messages": [HumanMessage("I own a green kettle.")]}, {"configurable": {"thread_id": "x"}}, context=UserContext("ann"))
-    agent.invoke({"messages": [HumanMessage("Hello.")]}, {"configurable": {"thread_id": "y"}}, context=UserContext("bob"))
-    out = agent.invoke({"messages": [HumanMessage("What do I own?")]}, {"configurable": {"thread_id": "z"}}, context=UserContext("ann"))
+    agent.invoke(
+        {"messages": [HumanMessage("I own a green kettle.")]},
+        {"configurable": {"thread_id": "x"}},
+        context=UserContext("ann"),
+    )
+    agent.invoke(
+        {"messages": [HumanMessage("Hello.")]}, {"configurable": {"thread_id": "y"}}, context=UserContext("bob")
+    )
+    out = agent.invoke(
+        {"messages": [HumanMessage("What do I own?")]}, {"configurable": {"thread_id": "z"}}, context=UserContext("ann")
+    )
     search_result = out["messages"][-2]
     assert isinstance(search_result, ToolMessage) and "green kettle" in search_result.content
     assert [m.text for m in manager.get_history("bob")] == ["Hello.", "Hi Bob."]
     assert {info.id for info in manager.list()} == {"ann", "bob"}
     # Ann's third run (a new thread, no checkpointer) saw her first conversation.
-    assert [m.text for m in model.calls[2][1:]] == ["I own a green kettle.", "Hi Ann, I will remember the green kettle.", "What do I own?"]
+    assert [m.text for m in model.calls[2][1:]] == [
+        "I own a green kettle.",
+        "Hi Ann, I will remember the green kettle.",
+        "What do I own?",
+    ]
 
 
 def test_usage_is_counted_in_the_manager():
@@ -223,7 +239,10 @@ def test_two_instances_need_distinct_names(session):
     other = Session(":memory:").for_session("b")
     agent = create_agent(
         ScriptedChatModel(responses=[AIMessage("x")]),
-        middleware=[SessionMemoryMiddleware(session), SessionMemoryMiddleware(other, name="second", load_history=False)],
+        middleware=[
+            SessionMemoryMiddleware(session),
+            SessionMemoryMiddleware(other, name="second", load_history=False),
+        ],
     )
     assert agent.invoke({"messages": [HumanMessage("hi")]}, CONFIG)["messages"][-1].content == "x"
 
@@ -265,7 +284,9 @@ def test_compaction_summarises_with_the_agents_model_and_keeps_the_store_whole(s
 
 def test_compaction_carries_over_when_history_is_loaded(session):
     model = ScriptedChatModel(responses=long_turns(7))
-    middleware = SessionMemoryMiddleware(session, compact_at=400, keep_recent_tokens=120, protect_head=2, summary_max_retries=0)
+    middleware = SessionMemoryMiddleware(
+        session, compact_at=400, keep_recent_tokens=120, protect_head=2, summary_max_retries=0
+    )
     agent = create_agent(model, middleware=[middleware])  # no checkpointer: history is loaded
     for i in range(7):
         agent.invoke({"messages": [HumanMessage(f"question {i} " + "milk " * 40)]}, CONFIG)

@@ -29,7 +29,12 @@ def completion(message, finish="stop"):
 
 def tool_call(name, args, call_id):
     return completion(
-        {"content": None, "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]},
+        {
+            "content": None,
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            ],
+        },
         "tool_calls",
     )
 
@@ -101,7 +106,9 @@ def test_agent_requests_carry_our_tools_and_prompt(openai_server):
         completion({"content": "You like tea."}),
     ])
     manager = SessionManager(":memory:").with_context("memory", description="Facts about the user", max_tokens=100)
-    agent = create_agent(chat_openai(server), system_prompt="You are helpful.", middleware=[SessionMemoryMiddleware(manager)])
+    agent = create_agent(
+        chat_openai(server), system_prompt="You are helpful.", middleware=[SessionMemoryMiddleware(manager)]
+    )
     config = {"configurable": {"thread_id": "wire"}}
     agent.invoke({"messages": [HumanMessage("Remember that I like tea.")]}, config)
     agent.invoke({"messages": [HumanMessage("What do I like?")]}, config)
@@ -129,10 +136,14 @@ def test_agent_requests_carry_our_tools_and_prompt(openai_server):
 def test_compaction_over_the_wire(openai_server):
     server = openai_server([completion({"content": f"answer {i} " + "tea " * 40}) for i in range(5)])
     manager = SessionManager(":memory:")
-    middleware = SessionMemoryMiddleware(manager, compact_at=400, keep_recent_tokens=120, protect_head=2, summary_max_retries=0)
+    middleware = SessionMemoryMiddleware(
+        manager, compact_at=400, keep_recent_tokens=120, protect_head=2, summary_max_retries=0
+    )
     agent = create_agent(chat_openai(server), middleware=[middleware])
     for i in range(5):
-        agent.invoke({"messages": [HumanMessage(f"question {i} " + "milk " * 40)]}, {"configurable": {"thread_id": "c"}})
+        agent.invoke(
+            {"messages": [HumanMessage(f"question {i} " + "milk " * 40)]}, {"configurable": {"thread_id": "c"}}
+        )
     assert server.summary_requests
     summary_request = server.summary_requests[0]
     assert [m["role"] for m in summary_request["messages"]] == ["user"]

@@ -40,10 +40,20 @@ def run(tmp_path, question, script):
 
 
 def test_history_and_blocks_load_in_a_new_process(tmp_path):
-    first = run(tmp_path, "I like green tea.", [["set_context", {"label": "memory", "content": "Likes green tea."}, "c1"], "Noted."])
+    first = run(
+        tmp_path,
+        "I like green tea.",
+        [["set_context", {"label": "memory", "content": "Likes green tea."}, "c1"], "Noted."],
+    )
     assert first["seen"] == ["I like green tea."]
     second = run(tmp_path, "What do I like?", ["Green tea."])
-    assert second["seen"] == ["I like green tea.", "", "Written to memory. Usage: 4 tokens", "Noted.", "What do I like?"]
+    assert second["seen"] == [
+        "I like green tea.",
+        "",
+        "Written to memory. Usage: 4 tokens",
+        "Noted.",
+        "What do I like?",
+    ]
     assert second["system"].startswith("Be brief.") and "Likes green tea." in second["system"]
     third = run(tmp_path, "Thanks.", ["Welcome."])
     assert third["seen"][-3:] == ["What do I like?", "Green tea.", "Thanks."]

@@ -106,14 +106,18 @@ def test_a_manager_toolkit_finds_the_session_per_call():
     tools = {t.name: t for t in SessionToolkit(manager).get_tools()}
     assert set(tools) == {"set_context", "session_search"}
     tools["set_context"].invoke({"label": "memory", "content": "from thread"}, {"configurable": {"thread_id": "t1"}})
-    asyncio.run(tools["set_context"].ainvoke({"label": "memory", "content": "by id"}, {"configurable": {"session_id": "s2"}}))
+    asyncio.run(
+        tools["set_context"].ainvoke({"label": "memory", "content": "by id"}, {"configurable": {"session_id": "s2"}})
+    )
     assert manager.get_session("t1").get_context_block("memory").content == "from thread"
     assert manager.get_session("s2").get_context_block("memory").content == "by id"
     manager.append("t1", {"id": "m1", "role": "user", "parts": [{"type": "text", "text": "the blue teapot"}]})
     found = tools["session_search"].invoke({"query": "teapot"}, {"configurable": {"thread_id": "t9"}})
     assert found == "[user] the blue teapot"
 
-    missing = tools["set_context"].invoke({"type": "tool_call", "id": "c", "name": "set_context", "args": {"label": "memory", "content": "x"}})
+    missing = tools["set_context"].invoke(
+        {"type": "tool_call", "id": "c", "name": "set_context", "args": {"label": "memory", "content": "x"}}
+    )
     assert missing.status == "error" and "no session for this run" in missing.content
     fixed = SessionToolkit(manager, default_session_id="default").get_tools()[0]
     fixed.invoke({"label": "memory", "content": "fallback"})
@@ -122,7 +126,9 @@ def test_a_manager_toolkit_finds_the_session_per_call():
 
 def test_toolkit_tools_in_a_plain_agent_use_the_thread():
     manager = SessionManager(":memory:").with_context("memory")
-    model = ScriptedChatModel(responses=[call("set_context", {"label": "memory", "content": "likes tea"}, "c1"), AIMessage("ok")])
+    model = ScriptedChatModel(
+        responses=[call("set_context", {"label": "memory", "content": "likes tea"}, "c1"), AIMessage("ok")]
+    )
     agent = create_agent(model, tools=SessionToolkit(manager).get_tools())
     agent.invoke({"messages": [HumanMessage("remember tea")]}, {"configurable": {"thread_id": "th"}})
     assert manager.get_session("th").get_context_block("memory").content == "likes tea"

@@ -10,8 +10,9 @@ from __future__ import annotations
 import copy
 import itertools
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from llama_index.core.base.llms.types import (
     ChatMessage,
@@ -90,7 +91,7 @@ class ScriptedLLM(FunctionCallingLLM):
     def calls(self) -> list[Call]:
         return self._calls
 
-    def add(self, *steps: Step) -> "ScriptedLLM":
+    def add(self, *steps: Step) -> ScriptedLLM:
         self._script.extend(steps)
         return self
 
@@ -155,7 +156,9 @@ class ScriptedLLM(FunctionCallingLLM):
                                  **kwargs: Any) -> dict[str, Any]:
         messages = list(chat_history or [])
         if user_msg is not None:
-            messages.append(ChatMessage(role=MessageRole.USER, content=user_msg) if isinstance(user_msg, str) else user_msg)
+            messages.append(
+                ChatMessage(role=MessageRole.USER, content=user_msg) if isinstance(user_msg, str) else user_msg
+            )
         return {"messages": messages, "tools": list(tools)}
 
     def get_tool_calls_from_response(self, response: ChatResponse, error_on_no_tool_call: bool = True,
@@ -163,9 +166,13 @@ class ScriptedLLM(FunctionCallingLLM):
         import json
 
         selections = [
-            ToolSelection(tool_id=b.tool_call_id or "", tool_name=b.tool_name,
-                          tool_kwargs=b.tool_kwargs if isinstance(b.tool_kwargs, dict) else json.loads(b.tool_kwargs or "{}"))
-            for b in response.message.blocks if isinstance(b, ToolCallBlock)
+            ToolSelection(
+                tool_id=b.tool_call_id or "",
+                tool_name=b.tool_name,
+                tool_kwargs=b.tool_kwargs if isinstance(b.tool_kwargs, dict) else json.loads(b.tool_kwargs or "{}"),
+            )
+            for b in response.message.blocks
+            if isinstance(b, ToolCallBlock)
         ]
         for call in response.message.additional_kwargs.get("tool_calls") or ():
             if any(s.tool_id == call["id"] for s in selections):

@@ -45,12 +45,16 @@ def stored_shape(session):
 
 @pytest.mark.parametrize("streaming", [True, False])
 def test_function_agent_writes_context_and_next_run_sees_it(session, streaming):
-    llm = ScriptedLLM([
-        tool_calls([("add", {"a": 2, "b": 3}), ("set_context", {"label": "memory", "content": "User likes arithmetic."})],
-                   text="Computing and noting that."),
-        "2 + 3 = 5. Noted.",
-        "You like arithmetic.",
-    ])
+    llm = ScriptedLLM(
+        [
+            tool_calls(
+                [("add", {"a": 2, "b": 3}), ("set_context", {"label": "memory", "content": "User likes arithmetic."})],
+                text="Computing and noting that.",
+            ),
+            "2 + 3 = 5. Noted.",
+            "You like arithmetic.",
+        ]
+    )
     tools = [FunctionTool.from_defaults(add), *SessionToolSpec(session).to_tool_list()]
     agent = FunctionAgent(tools=tools, llm=llm, system_prompt="You are a calculator.", streaming=streaming)
     memory = SessionMemory(session=session).bind(agent)
@@ -104,7 +108,10 @@ def test_chat_history_passed_every_run_is_not_stored_twice(session):
     llm = ScriptedLLM(["first answer", "second answer", "third answer"])
     agent = FunctionAgent(tools=[], llm=llm)
     memory = SessionMemory(session=session)
-    history = [ChatMessage(role="user", content="earlier question"), ChatMessage(role="assistant", content="earlier answer")]
+    history = [
+        ChatMessage(role="user", content="earlier question"),
+        ChatMessage(role="assistant", content="earlier answer"),
+    ]
 
     async def go():
         await agent.run(user_msg="one", chat_history=history, memory=memory)
@@ -154,10 +161,13 @@ def test_react_agent_system_prompt_trap(session):
     session.replace_context_block("memory", "FACT-MARKER")
 
     def script():
-        return ScriptedLLM([
-            'Thought: I should save it.\nAction: set_context\nAction Input: {"label": "memory", "content": "User is Ada."}',
-            "Thought: I can answer.\nAnswer: Saved.",
-        ])
+        return ScriptedLLM(
+            [
+                "Thought: I should save it.\nAction: set_context\n"
+                'Action Input: {"label": "memory", "content": "User is Ada."}',
+                "Thought: I can answer.\nAnswer: Saved.",
+            ]
+        )
 
     def saw_context(llm):
         return all(any("FACT-MARKER" in (m.content or "") for m in call.messages) for call in llm.calls)

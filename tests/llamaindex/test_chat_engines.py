@@ -28,7 +28,9 @@ def make_engine(kind, llm, memory):
     if kind == "simple":
         return SimpleChatEngine.from_defaults(llm=llm, memory=memory, system_prompt="Be brief.")
     if kind == "context":
-        return ContextChatEngine.from_defaults(retriever=FixedRetriever(), llm=llm, memory=memory, system_prompt="Be brief.")
+        return ContextChatEngine.from_defaults(
+            retriever=FixedRetriever(), llm=llm, memory=memory, system_prompt="Be brief."
+        )
     return CondensePlusContextChatEngine.from_defaults(retriever=FixedRetriever(), llm=llm, memory=memory,
                                                        system_prompt="Be brief.", skip_condense=False)
 
@@ -67,7 +69,12 @@ def test_engine_end_to_end(kind, db):
 
     history = engine.chat_history
     assert [m.role.value for m in history] == ["user", "assistant"] * 4
-    assert [m.content for m in history if m.role == MessageRole.USER] == ["Where should I go?", "And by tram?", "Thanks!", "Bye"]
+    assert [m.content for m in history if m.role == MessageRole.USER] == [
+        "Where should I go?",
+        "And by tram?",
+        "Thanks!",
+        "Bye",
+    ]
     # The model saw the context blocks and the history.
     last = llm.calls[-1].messages
     assert any("User likes trams." in (m.content or "") for m in last if m.role == MessageRole.SYSTEM)
@@ -112,5 +119,7 @@ def test_many_threads_streaming_into_one_memory(db):
     wait_for(lambda: len(memory.get_all()) == 60)
     assert errors == []
     contents = [m.content for m in memory.get_all()]
-    assert sorted(c for c in contents if c != "ok") == sorted(f"thread {n} message {i}" for n in range(6) for i in range(5))
+    assert sorted(c for c in contents if c != "ok") == sorted(
+        f"thread {n} message {i}" for n in range(6) for i in range(5)
+    )
     assert contents.count("ok") == 30

@@ -64,7 +64,9 @@ media_block = st.one_of(
     st.builds(DocumentBlock, data=raw_bytes, title=st.none() | ident, document_mimetype=st.just("application/pdf")),
 )
 other_block = st.one_of(
-    st.builds(CachePoint, cache_control=st.builds(CacheControl, type=st.just("ephemeral"), ttl=st.sampled_from(["5m", "1h"]))),
+    st.builds(
+        CachePoint, cache_control=st.builds(CacheControl, type=st.just("ephemeral"), ttl=st.sampled_from(["5m", "1h"]))
+    ),
     st.builds(CitableBlock, title=ident, source=ident, content=st.lists(text_block, min_size=1, max_size=2)),
 )
 any_block = st.one_of(text_block, thinking_block, tool_call_block, media_block, other_block)
@@ -144,16 +146,23 @@ def test_tool_call_blocks_become_tool_call_parts():
 
 
 def test_both_tool_call_forms_store_each_call_once():
-    kwargs = {"tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}]}
-    message = ChatMessage(role="assistant", blocks=[ToolCallBlock(tool_call_id="call_1", tool_name="add", tool_kwargs={"a": 1})],
-                          additional_kwargs=kwargs)
+    kwargs = {
+        "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}]
+    }
+    message = ChatMessage(
+        role="assistant",
+        blocks=[ToolCallBlock(tool_call_id="call_1", tool_name="add", tool_kwargs={"a": 1})],
+        additional_kwargs=kwargs,
+    )
     stored = from_chat_message(message)
     assert [p.type for p in stored.parts] == ["tool-call"]
     assert to_chat_message(stored) == message
 
 
 def test_kwargs_only_tool_calls_are_parsed():
-    kwargs = {"tool_calls": [{"id": "call_9", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}]}
+    kwargs = {
+        "tool_calls": [{"id": "call_9", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}]
+    }
     message = ChatMessage(role="assistant", content="", additional_kwargs=kwargs)
     stored = from_chat_message(message)
     calls = [p for p in stored.parts if p.type == "tool-call"]
@@ -185,7 +194,13 @@ def test_tool_result_and_names_from_the_batch():
     result = ChatMessage(role="tool", content="5", additional_kwargs={"tool_call_id": "c1"})
     _, stored = from_chat_messages([call, result])
     part = stored.parts[0]
-    assert (stored.role, part.type, part.tool_call_id, part.tool_name, part.output) == ("tool", "tool-result", "c1", "add", "5")
+    assert (stored.role, part.type, part.tool_call_id, part.tool_name, part.output) == (
+        "tool",
+        "tool-result",
+        "c1",
+        "add",
+        "5",
+    )
     assert to_chat_message(stored) == result
 
 
@@ -199,7 +214,9 @@ def test_roles_outside_the_core_are_restored():
 
 def test_media_is_a_file_part():
     png = base64.b64encode(b"\x89PNG fake").decode()
-    message = ChatMessage(role="user", blocks=[TextBlock(text="look"), ImageBlock(image=b"\x89PNG fake", image_mimetype="image/png")])
+    message = ChatMessage(
+        role="user", blocks=[TextBlock(text="look"), ImageBlock(image=b"\x89PNG fake", image_mimetype="image/png")]
+    )
     stored = from_chat_message(message)
     file = stored.parts[1]
     assert (file.type, file.media_type, file.data) == ("file", "image/png", png)
@@ -234,11 +251,21 @@ def test_foreign_messages_convert_to_llamaindex_shapes():
         (MessageRole.TOOL, "one", {"tool_call_id": "c1"}), (MessageRole.TOOL, "two", {"tool_call_id": "c2"}),
     ]
 
-    ui = SessionMessage.model_validate({
-        "id": "u1", "role": "assistant", "parts": [
-            {"type": "tool-weather", "toolCallId": "c3", "state": "output-available", "input": {"city": "Lisbon"}, "output": "sunny"},
-        ],
-    })
+    ui = SessionMessage.model_validate(
+        {
+            "id": "u1",
+            "role": "assistant",
+            "parts": [
+                {
+                    "type": "tool-weather",
+                    "toolCallId": "c3",
+                    "state": "output-available",
+                    "input": {"city": "Lisbon"},
+                    "output": "sunny",
+                },
+            ],
+        }
+    )
     call, result = to_chat_messages(ui)
     assert call.blocks == [ToolCallBlock(tool_call_id="c3", tool_name="weather", tool_kwargs={"city": "Lisbon"})]
     assert result.content == "sunny"

@@ -17,7 +17,6 @@ from llama_index.core.memory import BaseMemory
 
 from llamaindex_sessions import SessionMemory, llm_summarizer
 from sessions_core import Session, StaticContext, StoreSearchContext
-from sessions_core.branching import raw_history
 
 from .scripted import ScriptedLLM
 
@@ -35,7 +34,9 @@ def roles_and_text(messages):
 
 
 def turn(i):
-    call = ChatMessage(role="assistant", blocks=[ToolCallBlock(tool_call_id=f"c{i}", tool_name="lookup", tool_kwargs={"q": i})])
+    call = ChatMessage(
+        role="assistant", blocks=[ToolCallBlock(tool_call_id=f"c{i}", tool_name="lookup", tool_kwargs={"q": i})]
+    )
     result = ChatMessage(role="tool", content=f"result {i}", additional_kwargs={"tool_call_id": f"c{i}"})
     return [user(f"question {i} " + "word " * 40), call, result, assistant(f"answer {i} " + "word " * 40)]
 
@@ -208,7 +209,9 @@ def test_serialises_as_a_pointer(session, db):
     json.dumps(data)
     assert data["class_name"] == "SessionMemory"
     assert (data["store"], data["session_id"], data["token_limit"]) == (db, "user-1", 1234)
-    assert data["blocks"] == [{"label": "memory", "description": "Learned facts", "max_tokens": 500, "kind": "writable"}]
+    assert data["blocks"] == [
+        {"label": "memory", "description": "Learned facts", "max_tokens": 500, "kind": "writable"}
+    ]
     assert "tokenizer_fn" not in data
 
 
@@ -266,7 +269,8 @@ def test_history_survives_a_process_restart(db):
         "from llamaindex_sessions import SessionMemory\n"
         "m = SessionMemory.from_defaults(store=sys.argv[1], session_id='u', blocks=['memory'])\n"
         "m.put_messages([ChatMessage(role='user', content='hello'),\n"
-        "  ChatMessage(role='assistant', blocks=[ToolCallBlock(tool_call_id='c1', tool_name='f', tool_kwargs={'a': 1})]),\n"
+        "  ChatMessage(role='assistant',"
+        " blocks=[ToolCallBlock(tool_call_id='c1', tool_name='f', tool_kwargs={'a': 1})]),\n"
         "  ChatMessage(role='tool', content='1', additional_kwargs={'tool_call_id': 'c1'})])\n"
         "m.session.replace_context_block('memory', 'Written before the restart.')\n"
         "print(m.to_json())\n"
@@ -389,7 +393,9 @@ def test_thread_safe_under_concurrent_writers_and_readers(db):
         except Exception as error:  # pragma: no cover
             errors.append(error)
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)] + [threading.Thread(target=reader) for _ in range(2)]
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)] + [
+        threading.Thread(target=reader) for _ in range(2)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -56,7 +56,13 @@ class ChatServer:
                         delta["tool_calls"] = [dict(call, index=i) for i, call in enumerate(delta["tool_calls"])]
                     for choice in ({"index": 0, "delta": delta, "finish_reason": None},
                                    {"index": 0, "delta": {}, "finish_reason": finish}):
-                        chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": MODEL, "choices": [choice]}
+                        chunk = {
+                            "id": "c",
+                            "object": "chat.completion.chunk",
+                            "created": 1,
+                            "model": MODEL,
+                            "choices": [choice],
+                        }
                         self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.write(b"data: [DONE]\n\n")
                     return
@@ -134,13 +140,28 @@ def test_function_agent_over_the_openai_wire(session, streaming):
     # The tool call and its result in the API's shape; the prompt frozen during the run.
     assistant, tool = two["messages"][3:5]
     assert assistant["tool_calls"][0]["id"] == "call_abc"
-    assert json.loads(assistant["tool_calls"][0]["function"]["arguments"]) == {"label": "memory", "content": "User is Ada."}
-    assert tool == {"role": "tool", "content": "Written to memory. Usage: 1% (4/500 tokens)", "tool_call_id": "call_abc"}
+    assert json.loads(assistant["tool_calls"][0]["function"]["arguments"]) == {
+        "label": "memory",
+        "content": "User is Ada.",
+    }
+    assert tool == {
+        "role": "tool",
+        "content": "Written to memory. Usage: 1% (4/500 tokens)",
+        "tool_call_id": "call_abc",
+    }
     assert two["messages"][1] == one["messages"][1]
 
     # The next run: the write shows in the system message, the stored turn is replayed as it went.
     assert "User is Ada." in three["messages"][1]["content"]
-    assert [m["role"] for m in three["messages"]] == ["system", "system", "user", "assistant", "tool", "assistant", "user"]
+    assert [m["role"] for m in three["messages"]] == [
+        "system",
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
     assert three["messages"][3]["tool_calls"] == assistant["tool_calls"]
     assert three["messages"][4] == tool
 

@@ -30,4 +30,7 @@ def test_example_output(tmp_path):
     assert "tool call: set_context({'label': 'memory', 'content': \"The user's name is Ada. They love trams.\"})" in out
     assert "memory block: The user's name is Ada. They love trams." in out
     assert "answer: You're Ada, and you love trams." in out
-    assert "user[text] -> assistant[tool-call] -> tool[tool-result] -> assistant[text] -> user[text] -> assistant[text]" in out
+    assert (
+        "user[text] -> assistant[tool-call] -> tool[tool-result] -> assistant[text] -> user[text] -> assistant[text]"
+        in out
+    )

@@ -46,7 +46,9 @@ def test_sync_and_async_functions(rich_session):
     assert rich_session.get_context_block("memory").content == "User is Ada."
 
     async def go():
-        written = await set_context.acall(label="notes", content="Trams in Lisbon are yellow.", metadata={"title": "trams"})
+        written = await set_context.acall(
+            label="notes", content="Trams in Lisbon are yellow.", metadata={"title": "trams"}
+        )
         found = await search_context.acall(label="notes", query="yellow trams")
         return written.content, found.content
 

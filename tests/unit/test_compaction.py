@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from sessions_core.compaction import (
     STUB_RESULT_TEXT,
     CompactContext,
@@ -25,6 +26,7 @@ from sessions_core.compaction import (
     tool_pairs_intact,
     truncate_older_messages,
 )
+from sessions_core.errors import CompactionError
 from sessions_core.messages import (
     SessionMessage,
     TextPart,
@@ -33,7 +35,6 @@ from sessions_core.messages import (
     ToolUIPart,
 )
 from sessions_core.tokens import compact_json, estimate_message_tokens
-from sessions_core.errors import CompactionError
 
 # -- builders --------------------------------------------------------------------------------
 
@@ -236,7 +237,8 @@ def test_summary_budget() -> None:
 
 # -- summary prompt --------------------------------------------------------------------------
 
-SECTIONS = """## Topic
+SECTIONS = (
+    """## Topic
 [What the conversation is about]
 
 ## Key Points
@@ -248,7 +250,10 @@ SECTIONS = """## Topic
 ## Open Items
 [Unresolved questions, pending tasks, or next steps discussed]
 
-Target ~{budget} tokens. Be factual — only include information that was explicitly discussed in the conversation. Do NOT invent file paths, commands, or details that were not mentioned. Write only the summary body."""
+"""
+    "Target ~{budget} tokens. Be factual — only include information that was explicitly discussed in the conversation."
+    " Do NOT invent file paths, commands, or details that were not mentioned. Write only the summary body."
+)
 
 
 def prompt_conversation() -> list[SessionMessage]:
@@ -272,7 +277,9 @@ def prompt_conversation() -> list[SessionMessage]:
             role="assistant",
             parts=[
                 TextPart(text="Found it."),
-                ToolUIPart(type="tool-lookup", tool_call_id="c2", state="output-available", input={"id": 7}, output="ACME"),
+                ToolUIPart(
+                    type="tool-lookup", tool_call_id="c2", state="output-available", input={"id": 7}, output="ACME"
+                ),
             ],
         ),
     ]
@@ -407,7 +414,14 @@ REFERENCE_CASES = {
     "plain chat": chat(6),
     "one call, one result": [*chat(2), calls("a", "c1"), results("r", "c1"), *chat(2, start=2)],
     "two calls, one result message": [*chat(2), calls("a", "c1", "c2"), results("r", "c1", "c2"), *chat(2, start=2)],
-    "back to back tool turns": [user("u"), calls("a1", "c1"), results("r1", "c1"), calls("a2", "c2"), results("r2", "c2"), assistant("z")],
+    "back to back tool turns": [
+        user("u"),
+        calls("a1", "c1"),
+        results("r1", "c1"),
+        calls("a2", "c2"),
+        results("r2", "c2"),
+        assistant("z"),
+    ],
     "ui parts": [user("u"), ui_tool("a1", "c1"), ui_tool("a2", "c2"), assistant("z"), user("v")],
     "call without result": [user("u"), calls("a", "c1"), user("v"), assistant("w")],
 }
@@ -430,7 +444,14 @@ def test_alignment_moves_past_a_result_pair() -> None:
 
 
 def test_alignment_with_results_in_separate_messages() -> None:
-    messages = [*chat(3), calls("a", "c1", "c2", "c3"), results("r1", "c1"), results("r2", "c2"), results("r3", "c3"), *chat(2, start=3)]
+    messages = [
+        *chat(3),
+        calls("a", "c1", "c2", "c3"),
+        results("r1", "c1"),
+        results("r2", "c2"),
+        results("r3", "c3"),
+        *chat(2, start=3),
+    ]
     for idx in (4, 5, 6):
         assert align_boundary_backward(messages, idx) == 3
         assert align_boundary_forward(messages, idx) == 7
@@ -439,7 +460,15 @@ def test_alignment_with_results_in_separate_messages() -> None:
 
 
 def test_alignment_with_interleaved_calls() -> None:
-    messages = [user("u"), calls("a1", "c1"), calls("a2", "c2"), results("r1", "c1"), user("v"), results("r2", "c2"), user("w")]
+    messages = [
+        user("u"),
+        calls("a1", "c1"),
+        calls("a2", "c2"),
+        results("r1", "c1"),
+        user("v"),
+        results("r2", "c2"),
+        user("w"),
+    ]
     assert align_boundary_forward(messages, 2) == 6
     assert align_boundary_backward(messages, 5) == 1
     assert align_boundary_backward(messages, 6) == 6
@@ -476,7 +505,10 @@ def conversations(draw: st.DrawFn, *, reference_style: bool = False) -> list[Ses
             else:
                 pending += new
         elif kind == "results" and pending:
-            chosen = [pending.pop(draw(st.integers(0, len(pending) - 1))) for _ in range(draw(st.integers(1, min(2, len(pending)))))]
+            chosen = [
+                pending.pop(draw(st.integers(0, len(pending) - 1)))
+                for _ in range(draw(st.integers(1, min(2, len(pending)))))
+            ]
             messages.append(results(f"m{i}", *chosen, output=text))
         elif kind == "ui":
             messages.append(ui_tool(f"m{i}", next(call_ids), output=text or None, state="output-available"))
@@ -558,7 +590,12 @@ def test_sanitize_removes_orphaned_results() -> None:
 
 
 def test_sanitize_stubs_missing_results_after_their_call() -> None:
-    messages = [user("u"), calls("a", "c1", "c2"), results("r1", "c1"), ui_tool("b", "c3", state="input-available", output=None)]
+    messages = [
+        user("u"),
+        calls("a", "c1", "c2"),
+        results("r1", "c1"),
+        ui_tool("b", "c3", state="input-available", output=None),
+    ]
     sanitized = sanitize_tool_pairs(messages)
     assert ids(sanitized) == ["u", "a", "stub-c2", "r1", "b", "stub-c3"]
     stub = sanitized[2]
@@ -660,7 +697,9 @@ def test_truncate_skips_calls_and_provider_executed_outputs() -> None:
              "providerExecuted": True, "output": "x" * 1000},
         ]}
     )
-    call = SessionMessage(id="a", role="assistant", parts=[ToolCallPart(tool_call_id="c2", tool_name="t", input="x" * 1000)])
+    call = SessionMessage(
+        id="a", role="assistant", parts=[ToolCallPart(tool_call_id="c2", tool_name="t", input="x" * 1000)]
+    )
     messages = [provider, call, user("u")]
     truncated = truncate_older_messages(messages, keep_recent=1, max_tool_output_chars=10)
     assert truncated[0] is provider and truncated[1] is call

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import pytest
+
 from sessions_core._async import run_in_thread
 from sessions_core.context import (
     SEP,

@@ -20,7 +20,9 @@ def test_expression_quotes_every_term():
     assert len(query_terms(" ".join(f"w{i}" for i in range(500)))) == MAX_QUERY_TERMS
 
 
-OPERATORS = st.sampled_from(['"', "'", "(", ")", "AND", "OR", "NOT", "NEAR", "NEAR(", "*", ":", "^", "-", "+", "{", "}", "\x00", ";", "--"])
+OPERATORS = st.sampled_from(
+    ['"', "'", "(", ")", "AND", "OR", "NOT", "NEAR", "NEAR(", "*", ":", "^", "-", "+", "{", "}", "\x00", ";", "--"]
+)
 QUERIES = st.one_of(
     st.text(),
     st.lists(st.one_of(OPERATORS, st.text(max_size=5)), max_size=30).map(" ".join),

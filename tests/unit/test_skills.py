@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from sessions_core.context import (
     ContextBlocks,
     ContextConfig,

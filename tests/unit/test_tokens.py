@@ -1,6 +1,9 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sessions_core import SessionMessage, TiktokenCounter, estimate_message_tokens, estimate_tokens
+from sessions_core.tokens import _JS_WORD, _word_count
 
 
 @pytest.mark.parametrize(
@@ -61,12 +64,6 @@ def test_tiktoken_counter_is_exact_and_offline():
 def test_tiktoken_counter_rejects_unknown_encodings():
     with pytest.raises(ValueError, match="no tiktoken encoding"):
         TiktokenCounter("no-such-encoding")
-
-
-from hypothesis import given
-from hypothesis import strategies as st
-
-from sessions_core.tokens import _JS_WORD, _word_count
 
 
 @given(st.text())

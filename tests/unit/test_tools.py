@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
 from sessions_core import SessionMessage
 from sessions_core.context import ContextBlocks, ContextConfig, StaticContext
 from sessions_core.tools import (
