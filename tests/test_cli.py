@@ -19,7 +19,6 @@ from click.testing import CliRunner
 
 from sessions_core import Session, SessionManager, SqliteStore, StaticContext, StoreSearchContext
 from sessions_core.cli import build_cli
-from sessions_core.stores.base import CompactionRow
 
 from .helpers import msg
 from .postgres import postgres_url, require_postgres, temporary_schema
@@ -138,65 +137,6 @@ def snapshot(store, session_id: str) -> dict:
 
 
 # -- the store methods behind the command line (SQLite here, Postgres below) ------------------------
-
-
-def check_inspection_methods(store) -> None:
-    facts = populate(store)
-    summaries = {s.session_id: s for s in store.session_summaries()}
-    assert set(summaries) == {SESSION, facts["manager_session"], "blocks-only"}
-    assert summaries[SESSION].message_count == 9 and summaries[SESSION].registry is None
-    assert summaries[facts["manager_session"]].registry.name == "Trip planning"
-    assert summaries["blocks-only"].message_count == 0 and summaries["blocks-only"].last_created_at_us is None
-    assert [s.session_id for s in store.session_summaries([SESSION, "nope"])] == [SESSION]
-    assert store.session_summaries(["nope"]) == []
-
-    seen, after = [], 0
-    while page := store.message_rows(SESSION, after, 2):
-        assert len(page) <= 2
-        seen += [row.id for _seq, row in page]
-        after = page[-1][0]
-    assert seen == ["u1", "a1", "u2", "a2", "t1", "a3", "a1b", "u3b", "a3c"]
-
-    assert [(b.label, b.content) for b in store.list_blocks(SESSION)] == [("memory", "User likes coffee.")]
-    assert store.search_entry_counts(SESSION) == [("knowledge", 2)]
-    keys, after = [], 0
-    while page := store.search_entry_rows(SESSION, after, 1):
-        keys += [e.key for e in page]
-        after = page[-1].seq
-    assert [key.split("-")[0] for key in keys] == ["lisbon", "porto"]  # keys are slugs of the content
-
-    row = CompactionRow("imported-1", "summary", "u1", "a1", 42)
-    assert store.import_compaction(SESSION, row) is True
-    assert store.import_compaction(SESSION, row) is False
-    assert store.import_compaction("other", row) is False  # ids are unique in the store
-    assert [c for c in store.get_compactions(SESSION) if c.id == "imported-1"] == [row]
-
-    stats = store.stats()
-    assert (stats.sessions, stats.registered_sessions, stats.messages) == (3, 1, 10)
-    assert (stats.compactions, stats.blocks, stats.cached_prompts, stats.search_entries) == (2, 2, 1, 2)
-    assert stats.schema_version >= 1 and stats.size_bytes > 0
-
-
-def test_sqlite_inspection_methods():
-    store = SqliteStore(":memory:")
-    check_inspection_methods(store)
-    store.close()
-
-
-def test_message_rows_pages_by_time_and_keep_every_row():
-    store = SqliteStore(":memory:")
-    session = Session(store).for_session("s")
-    base = datetime(2024, 1, 1, tzinfo=timezone.utc)
-    session.import_message(msg("late-parent"), parent_id=None, created_at=base + timedelta(hours=1))
-    session.import_message(msg("early-child"), parent_id="late-parent", created_at=base)
-    for i in range(5):  # equal times: insertion order breaks the tie
-        session.import_message(msg(f"same-{i}"), parent_id=None, created_at=base + timedelta(hours=2))
-    seen, after = [], 0
-    while page := store.message_rows("s", after, 2):
-        seen += [row.id for _seq, row in page]
-        after = page[-1][0]
-    assert seen == ["early-child", "late-parent"] + [f"same-{i}" for i in range(5)]
-    store.close()
 
 
 # -- every command on SQLite ---------------------------------------------------------------------
@@ -615,16 +555,6 @@ def pg_schema():
     require_postgres()
     with temporary_schema() as name:
         yield name
-
-
-def test_postgres_inspection_methods(pg_schema):
-    from sessions_core.stores.postgres import PostgresStore
-
-    store = PostgresStore(postgres_url(), schema=pg_schema, max_size=2)
-    try:
-        check_inspection_methods(store)
-    finally:
-        store.close()
 
 
 def test_postgres_export_import_list_show(db, tmp_path, pg_schema):
