@@ -1,32 +1,236 @@
-"""Full-text query building (pure): user and model text never reaches FTS5 unquoted."""
+"""Full-text analysis (pure): text into index terms, a query into a match plan, for every store.
+
+Both stores index the terms made here and run the plan made here, so the same query over the
+same messages finds the same messages on each; only ranking is the backend's own (bm25 on
+SQLite, ``ts_rank`` on PostgreSQL). What matches what:
+
+- **Words** are folded (case, accents, compatibility forms: ``Café`` is ``cafe``, ``ＡＰＩ`` is
+  ``api``) and stemmed with Snowball English (``deploying``, ``deployed`` and ``deployment`` are
+  ``deploy``). A query word of three characters or more also matches as a prefix (``depl``
+  finds ``deployment``); exact matches rank above prefix-only ones.
+- **Identifiers** are split into their parts at ``_ . - / \\ : @ # '``, at camel case and
+  between letters and digits (``getUserById``: get, user, by, id), and are indexed whole too
+  (``getuserbyid``). A query identifier matches its parts as a phrase, or the whole:
+  ``UserById``, ``getUser``, ``ERR_CONN_RESET`` and ``invoice.py`` find what contains them.
+- **CJK text** (Han, Hiragana, Katakana, Hangul), which has no spaces between words, is indexed
+  as overlapping character bigrams (and each run's last character alone); a query run matches
+  its bigrams as a phrase, as Lucene's CJK analyzer does, and a single character as a prefix.
+  Any word or phrase of it is found, without a dictionary, in any mix with other scripts.
+
+The terms are made of letters, digits and marks only, joined by spaces, so that neither
+backend's own tokenizer changes them. A message contributes at most ``MAX_TERMS`` terms (the
+positions a PostgreSQL ``tsvector`` can hold; more text stays searchable by its beginning).
+"""
 
 from __future__ import annotations
 
 import re
+import unicodedata
+from functools import lru_cache
+from itertools import chain, islice
+from typing import NamedTuple
 
-# unicode61 splits on everything that is not a letter, a digit or a private-use character;
-# the underscore is punctuation to it.
-_WORD = re.compile(r"[^\W_]+")
+import regex
+import Stemmer
 
 MAX_QUERY_TERMS = 64
+"""Terms a query plan holds at most (the rest of a long query is ignored)."""
+MAX_TERMS = 16_383
+"""Terms indexed per text at most: PostgreSQL's largest ``tsvector`` position."""
+MAX_INDEX_BYTES = 1_000_000
+"""A text's distinct terms take at most about this many bytes (a ``tsvector`` holds 1 MB)."""
+MAX_TERM_CHARS = 80
+"""Longer terms (a pasted hash, base64) are cut to this, in the index and in queries alike."""
+PREFIX_MIN_CHARS = 3
+"""Shorter query words match exactly only (a one-letter prefix would match half the index)."""
+
+_CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\u30fc"
+_JOINERS = r"_.\-/\\:@#'\u2019"
+_LETTER = rf"[[\p{{L}}\p{{N}}\p{{M}}]--[{_CJK}]]"
+_TOKEN = regex.compile(rf"[{_CJK}]+|{_LETTER}+(?:[{_JOINERS}]{_LETTER}+)*", regex.V1)
+_ASCII_TOKEN = re.compile(rf"[A-Za-z0-9]+(?:[{_JOINERS}][A-Za-z0-9]+)*")
+_IS_CJK = regex.compile(rf"[{_CJK}]")
+_JOINER = re.compile(rf"[{_JOINERS}]")
+_BOUNDARY = regex.compile(
+    r"(?<=\p{Ll}\p{M}*)(?=\p{Lu})|(?<=\p{Lu}\p{M}*)(?=\p{Lu}\p{Ll})|(?<=\p{L}\p{M}*)(?=\p{N})|(?<=\p{N})(?=\p{L})"
+)
+_ASCII_BOUNDARY = re.compile(
+    r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])"
+)
+# The generic combining diacritics (accents on Latin, Greek, Cyrillic); a script's own marks
+# (Devanagari vowel signs, the kana voicing marks) are part of its letters and stay.
+_DIACRITICS = regex.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+_NOT_TERM = regex.compile(r"[^\p{L}\p{N}\p{M}]")
+# Letters that carry their accent in the letter itself (no decomposition), folded as unaccent does.
+_LETTERS = str.maketrans({"ø": "o", "đ": "d", "ð": "d", "ħ": "h", "ı": "i", "ł": "l", "ŧ": "t",
+                          "æ": "ae", "œ": "oe", "þ": "th"})
+
+_stem = Stemmer.Stemmer("english").stemWord
 
 
-def query_terms(query: str) -> list[str]:
-    """The distinct searchable words of ``query``, in order, at most ``MAX_QUERY_TERMS``."""
+class Alternative(NamedTuple):
+    """A phrase of terms (one term is a word); ``prefix``: its last term matches as a prefix."""
+
+    terms: tuple[str, ...]
+    prefix: bool = False
+
+
+Unit = tuple[Alternative, ...]
+"""What one word of a query matches: any of its alternatives."""
+
+
+def fold(part: str) -> str:
+    """``part`` in its indexed form: case-folded, accents removed, compatibility forms unified."""
+    if part.isascii():
+        return part.lower()
+    folded = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", part).casefold())
+    folded = unicodedata.normalize("NFC", _DIACRITICS.sub("", folded)).translate(_LETTERS)
+    return _NOT_TERM.sub("", folded)
+
+
+def _tokens(text: str) -> list[str]:
+    """``text``'s words, identifiers and CJK runs, in order."""
+    if text.isascii():
+        return _ASCII_TOKEN.findall(text)
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text))
+
+
+class _Token(NamedTuple):
+    cjk: bool
+    terms: tuple[str, ...]
+    """A word's stem, an identifier's part stems, a CJK run's bigrams."""
+    whole: str | None
+    """An identifier of several parts, folded and joined; ``None`` for a word or a CJK run."""
+    word: str
+    """The word folded (not stemmed), or the CJK run."""
+
+
+@lru_cache(maxsize=1 << 14)
+def _token(token: str) -> _Token:
+    if _IS_CJK.match(token):
+        return _Token(True, tuple(_bigrams(token)), None, token)
+    boundary = _ASCII_BOUNDARY if token.isascii() else _BOUNDARY
+    parts = [part for segment in _JOINER.split(token) for part in boundary.split(segment) if part]
+    folded = [term[:MAX_TERM_CHARS] for term in map(fold, parts) if term]
+    stems = tuple(_stem(term) for term in folded)
+    whole = "".join(folded)[:MAX_TERM_CHARS] if len(folded) > 1 else None
+    return _Token(False, stems, whole, folded[0] if folded else "")
+
+
+@lru_cache(maxsize=1 << 14)
+def _token_terms(token: str) -> tuple[str, ...]:
+    """What ``token`` is indexed by: a CJK run's bigrams and its last character alone, a word's
+    stem, an identifier's part stems then the whole."""
+    analysed = _token(token)
+    if analysed.cjk:
+        return (*analysed.terms, token[-1])
+    return analysed.terms if analysed.whole is None else (*analysed.terms, analysed.whole)
+
+
+def _bigrams(run: str) -> list[str]:
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def index_terms(text: str) -> list[str]:
+    """The terms ``text`` is indexed by, in order (at most ``MAX_TERMS``)."""
+    terms = list(islice(chain.from_iterable(map(_token_terms, _tokens(text))), MAX_TERMS))
+    # Below this length the distinct terms cannot reach the budget (a character makes at most
+    # two characters of terms, of four bytes each).
+    return terms if len(text) * 8 < MAX_INDEX_BYTES // 2 else _within_budget(terms)
+
+
+def _within_budget(terms: list[str]) -> list[str]:
+    """The longest beginning of ``terms`` whose ``tsvector`` fits in ``MAX_INDEX_BYTES``."""
+    seen: set[str] = set()
+    size = 0
+    for count, term in enumerate(terms):
+        if term not in seen:
+            seen.add(term)
+            size += len(term.encode("utf-8")) + 8
+        size += 2
+        if size > MAX_INDEX_BYTES:
+            return terms[:count]
+    return terms
+
+
+def index_text(text: str) -> str:
+    """:func:`index_terms` joined by spaces: what the SQLite index tokenizes."""
+    return " ".join(index_terms(text))
+
+
+def parse_query(query: str) -> tuple[Unit, ...]:
+    """What ``query`` matches: every unit (one per word, identifier or CJK run, in order, without
+    repeats), each by any of its alternatives; empty when nothing in it is searchable. Search
+    syntax is not interpreted: quotes, ``*``, ``AND``, ``-`` are text like any other."""
     if not isinstance(query, str):
-        return []
-    return list(dict.fromkeys(map(str.lower, _WORD.findall(query))))[:MAX_QUERY_TERMS]
+        return ()
+    units: dict[Unit, None] = {}
+    budget = MAX_QUERY_TERMS
+    for token in _tokens(query):
+        analysed = _token(token)
+        if not analysed.terms and not analysed.cjk:
+            continue
+        if analysed.cjk:
+            single = len(token) == 1
+            unit: Unit = (Alternative((token,), True),) if single else (Alternative(analysed.terms),)
+        elif analysed.whole is not None:
+            unit = (Alternative(analysed.terms), Alternative((analysed.whole,)))
+        else:
+            unit = (Alternative(analysed.terms),)
+            if len(analysed.word) >= PREFIX_MIN_CHARS:
+                unit += (Alternative((analysed.word,), True),)
+        size = sum(len(alternative.terms) for alternative in unit)
+        if size > budget:
+            break
+        if unit not in units:
+            units[unit] = None
+            budget -= size
+    return tuple(units)
 
 
-def quote_term(term: str) -> str:
-    """One FTS5 string token: wrapped in double quotes, inner quotes doubled."""
-    return '"' + term.replace('"', '""') + '"'
+def exact_units(units: tuple[Unit, ...]) -> tuple[Unit, ...]:
+    """``units`` without their prefix alternatives (units that are only a prefix dropped): what
+    a match must also satisfy to rank as exact."""
+    exact = tuple(tuple(a for a in unit if not a.prefix) for unit in units)
+    return tuple(unit for unit in exact if unit)
 
 
-def match_all_words(query: str) -> str | None:
-    """An FTS5 expression matching rows that contain every word of ``query`` (stemmed by the
-    table's tokenizer), or ``None`` when the query has no searchable word."""
-    terms = query_terms(query)
-    if not terms:
+# -- rendering for the backends ----------------------------------------------------------------
+
+
+def fts5_expression(units: tuple[Unit, ...]) -> str | None:
+    """An FTS5 query expression for ``units`` (every term a quoted string), or ``None``."""
+    if not units:
         return None
-    return " ".join(quote_term(t) for t in terms)
+
+    def alternative(a: Alternative) -> str:
+        return '"' + " ".join(a.terms).replace('"', '""') + '"' + ("*" if a.prefix else "")
+
+    def unit(u: Unit) -> str:
+        return alternative(u[0]) if len(u) == 1 else "(" + " OR ".join(map(alternative, u)) + ")"
+
+    return " AND ".join(map(unit, units))
+
+
+def _lexeme(term: str) -> str:
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def tsquery_literal(units: tuple[Unit, ...]) -> str | None:
+    """A PostgreSQL ``tsquery`` literal for ``units`` (cast with ``::tsquery``), or ``None``."""
+    if not units:
+        return None
+
+    def alternative(a: Alternative) -> str:
+        phrase = " <-> ".join(map(_lexeme, a.terms))
+        return phrase + ":*" if a.prefix else f"({phrase})"
+
+    def unit(u: Unit) -> str:
+        return "(" + " | ".join(map(alternative, u)) + ")"
+
+    return " & ".join(map(unit, units))
+
+
+def tsvector_literal(text: str) -> str:
+    """A PostgreSQL ``tsvector`` literal of ``text``'s terms at their positions (``::tsvector``)."""
+    return " ".join(f"{_lexeme(term)}:{position}" for position, term in enumerate(index_terms(text), 1))

@@ -1,27 +1,107 @@
 import sqlite3
 
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessions_core import Session
-from sessions_core.fts import MAX_QUERY_TERMS, match_all_words, query_terms
+from sessions_core import Session, fts
+from sessions_core.fts import (
+    MAX_QUERY_TERMS,
+    MAX_TERM_CHARS,
+    MAX_TERMS,
+    Alternative,
+    exact_units,
+    fts5_expression,
+    index_terms,
+    parse_query,
+    tsquery_literal,
+    tsvector_literal,
+)
 
 
-def test_terms_are_words_lowercased_and_deduplicated():
-    assert query_terms('Deploy "production" deploy, NOT (x)*') == ["deploy", "production", "not", "x"]
-    assert query_terms("snake_case") == ["snake", "case"]
-    assert query_terms("  ***  ") == []
-    assert query_terms("用户喜欢咖啡 café") == ["用户喜欢咖啡", "café"]
+def test_words_are_folded_and_stemmed():
+    assert index_terms("Deploying the deployment, DEPLOYED!") == ["deploy", "the", "deploy", "deploy"]
+    assert index_terms("Café naïve Straße Łódź ＡＰＩ") == ["cafe", "naiv", "strass", "lodz", "api"]
 
 
-def test_expression_quotes_every_term():
-    assert match_all_words("deploy production") == '"deploy" "production"'
-    assert match_all_words('"";--') is None
-    assert len(query_terms(" ".join(f"w{i}" for i in range(500)))) == MAX_QUERY_TERMS
+def test_identifiers_are_their_parts_then_the_whole():
+    assert index_terms("getUserById") == ["get", "user", "by", "id", "getuserbyid"]
+    assert index_terms("ERR_CONN_RESET") == ["err", "conn", "reset", "errconnreset"]
+    assert index_terms("user_service.py") == ["user", "servic", "py", "userservicepy"]
+    assert index_terms("HTTPServer v1.2.3") == ["http", "server", "httpserver", "v", "1", "2", "3", "v123"]
+    assert index_terms("end. Next") == ["end", "next"]  # a joiner joins only between two words
+
+
+def test_cjk_runs_are_bigrams_and_their_last_character():
+    assert index_terms("生产环境") == ["生产", "产环", "环境", "境"]
+    assert index_terms("東京でラーメン") == ["東京", "京で", "でラ", "ラー", "ーメ", "メン", "ン"]
+    assert index_terms("금요일에 새") == ["금요", "요일", "일에", "에", "새"]
+    assert index_terms("ｶﾞｲﾄﾞ") == ["ガイ", "イド", "ド"]  # half-width kana, composed
+    assert index_terms("在Python中") == ["在", "python", "中"]
+
+
+def test_queries_become_units_of_alternatives():
+    assert parse_query("deploy") == ((Alternative(("deploy",)), Alternative(("deploy",), True)),)
+    assert parse_query("to") == ((Alternative(("to",)),),)  # too short to be a prefix
+    assert parse_query("UserById") == ((Alternative(("user", "by", "id")), Alternative(("userbyid",))),)
+    assert parse_query("生产环境") == ((Alternative(("生产", "产环", "环境")),),)
+    assert parse_query("东") == ((Alternative(("东",), True),),)
+    assert parse_query('deploy "deploy" DEPLOY') == parse_query("deploy")
+    assert parse_query("  ***  ") == () and parse_query(None) == ()
+
+
+def test_exact_units_drop_prefixes():
+    units = parse_query("deploy 东 to")
+    assert exact_units(units) == ((Alternative(("deploy",)),), (Alternative(("to",)),))
+
+
+def test_renderings():
+    units = parse_query("deploy UserById 环境")
+    assert fts5_expression(units) == '("deploy" OR "deploy"*) AND ("user by id" OR "userbyid") AND "环境"'
+    assert tsquery_literal(units) == (
+        "(('deploy') | 'deploy':*) & (('user' <-> 'by' <-> 'id') | ('userbyid')) & (('环境'))"
+    )
+    assert fts5_expression(()) is None and tsquery_literal(()) is None
+    assert tsvector_literal("deploy 环境") == "'deploy':1 '环境':2 '境':3"
+
+
+def test_limits():
+    assert len(index_terms("word " * 50_000)) == MAX_TERMS
+    assert index_terms("x" * 500) == ["x" * MAX_TERM_CHARS]
+    assert len(parse_query(" ".join(f"w{i}" for i in range(500)))) <= MAX_QUERY_TERMS
+    letters = str.maketrans("0123456789", "abcdefghij")
+    long_unique = " ".join(str(i).translate(letters) * 40 for i in range(20_000))  # the tsvector byte budget
+    assert 10_000 < len(index_terms(long_unique)) < MAX_TERMS
+
+
+_TERM = regex.compile(r"[\p{L}\p{N}\p{M}]+")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_terms_are_letters_digits_and_marks_only(text):
+    for term in index_terms(text):
+        assert _TERM.fullmatch(term) and len(term) <= MAX_TERM_CHARS
+
+
+ASCII = st.text(alphabet=st.characters(max_codepoint=127)) | st.sampled_from(
+    ["getUserById", "HTTPServer2 x86_64", "ERR_CONN_RESET v1.2.3", "don't stop", "a.b-c/d\\e:f@g#h", "iOS 17.2"]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(ASCII)
+def test_the_ascii_fast_path_splits_as_the_unicode_path(text):
+    tokens = fts._ASCII_TOKEN.findall(text)
+    assert tokens == fts._TOKEN.findall(text)
+    for token in tokens:
+        for segment in fts._JOINER.split(token):
+            assert fts._ASCII_BOUNDARY.split(segment) == fts._BOUNDARY.split(segment)
 
 
 OPERATORS = st.sampled_from(
-    ['"', "'", "(", ")", "AND", "OR", "NOT", "NEAR", "NEAR(", "*", ":", "^", "-", "+", "{", "}", "\x00", ";", "--"]
+    ['"', "'", "(", ")", "AND", "OR", "NOT", "NEAR", "NEAR(", "*", ":", "^", "-", "+", "{", "}", "\x00", ";", "--",
+     "\\", "<->", "&", "|", "!", ":*"]
 )
 QUERIES = st.one_of(
     st.text(),
@@ -33,11 +113,11 @@ QUERIES = st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(QUERIES)
 def test_any_query_is_a_valid_fts5_expression(query):
-    expression = match_all_words(query)
+    expression = fts5_expression(parse_query(query))
     if expression is None:
         return
     conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61')")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='ascii')")
     conn.execute("INSERT INTO t VALUES ('and or not near start value')")
     conn.execute("SELECT * FROM t WHERE t MATCH ?", (expression,)).fetchall()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .inspect_commands import cmd_blocks, cmd_list, cmd_search, cmd_show, cmd_stats
+from .inspect_commands import cmd_blocks, cmd_list, cmd_migrate, cmd_search, cmd_show, cmd_stats
 from .store import StoreHandle, error_for, one_line
 from .transfer_commands import cmd_export, cmd_import
 
@@ -89,7 +89,11 @@ def build_cli() -> click.Group:
     @width_option
     @click.pass_obj
     def search_command(handle: StoreHandle, query: str, sessions: tuple[str, ...], limit: int, width: int) -> None:
-        """Find messages containing every word of QUERY (stemmed), best first."""
+        """Find messages containing every word of QUERY, best first.
+
+        Words match their family (deploy: deploying, deployment) and as a prefix; identifiers
+        by their parts (UserById in getUserById); Chinese, Japanese and Korean by any word or
+        phrase."""
         cmd_search(handle, query, sessions, limit, width)
 
     @cli.command("export")
@@ -131,5 +135,14 @@ def build_cli() -> click.Group:
     def stats_command(handle: StoreHandle, as_json: bool) -> None:
         """Count sessions, messages, compactions, blocks and search entries."""
         cmd_stats(handle, as_json)
+
+    @cli.command("migrate")
+    @click.pass_obj
+    def migrate_command(handle: StoreHandle) -> None:
+        """Create or upgrade the schema, and re-index search where an upgrade needs it.
+
+        Any command upgrades an older store on opening it; this one shows the re-indexing's
+        progress. Interrupted, it resumes where it stopped."""
+        cmd_migrate(handle)
 
     return cli

@@ -1,4 +1,5 @@
-"""The commands that read a store: ``list``, ``show``, ``search``, ``blocks`` and ``stats``."""
+"""The commands that read a store (``list``, ``show``, ``search``, ``blocks``, ``stats``), and
+``migrate``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,18 @@ from .._time import from_us
 from ..messages import message_from_storage
 from ..stores.base import CompactionRow, InspectableStore, SessionSummary
 from ..tokens import estimate_tokens
-from .output import clip, console, emit, format_size, format_time, iso_time, message_preview, table, text
+from .output import (
+    clip,
+    console,
+    emit,
+    format_size,
+    format_time,
+    iso_time,
+    message_preview,
+    progress_bar,
+    table,
+    text,
+)
 from .store import StoreHandle, summary_of
 
 PAGE_ROWS = 500
@@ -305,3 +317,24 @@ def cmd_stats(handle: StoreHandle, as_json: bool) -> None:
         shown = format_size(value) if key.endswith("_bytes") else value
         grid.add_row(text(key.replace("_", " ")), text(shown))
     emit(out, grid)
+
+
+# -- migrate -------------------------------------------------------------------------------------
+
+
+def cmd_migrate(handle: StoreHandle) -> None:
+    reindexed = 0
+    with progress_bar() as progress:
+        task = None
+
+        def advance(done: int, total: int) -> None:
+            nonlocal task, reindexed
+            if task is None:
+                task = progress.add_task("Re-indexing search", total=total or None)
+            progress.update(task, completed=done)
+            reindexed = done
+
+        store = handle.open(create=True, progress=advance)
+    version = store.schema_version()
+    done = f"; {reindexed:,} rows re-indexed for search" if reindexed else ""
+    console().print(f"{handle.display}: schema version {version}{done}")

@@ -89,15 +89,20 @@ class StoreHandle:
         if self.schema is not None:
             raise BadInput("--schema applies to PostgreSQL stores only")
 
-    def open(self, *, create: bool = False) -> InspectableStore:
-        """The store; a read (``create=False``) never creates a database or tables."""
+    def open(
+        self, *, create: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> InspectableStore:
+        """The store, its schema migrated (``progress(done, total)`` while a migration re-indexes
+        search); a read (``create=False``) never creates a database or tables."""
         if self.store is None:
             self.check()
-            store = self._open_postgres(create) if self.is_postgres else self._open_sqlite(create)
+            store = self._open_postgres(create) if self.is_postgres else self._open_sqlite(create, progress)
+            if self.is_postgres and progress is not None:
+                store.setup(progress=progress)
             self.store = inspectable(store)
         return self.store
 
-    def _open_sqlite(self, create: bool) -> Store:
+    def _open_sqlite(self, create: bool, progress: Callable[[int, int], None] | None = None) -> Store:
         from ..stores.sqlite import SqliteStore
 
         path = self.url
@@ -112,7 +117,7 @@ class StoreHandle:
         try:
             store = SqliteStore(path)
             self.closers.append(store.close)
-            store.setup()
+            store.setup(progress=progress)
         except Exception as error:
             cause = not_a_sqlite_database(error)
             if cause is None:

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from ..errors import StoreError
-from ..fts import query_terms
+from ..fts import exact_units, parse_query, tsquery_literal, tsvector_literal
 from .base import Inserted, MessageRecord, PathTotals, SearchRow, _Latest
 from .sql import INSERT_UNDER_PARENT, TABLES, SqlStore, load_migrations
 
@@ -39,7 +39,12 @@ MIGRATIONS: tuple[str, ...] = load_migrations("postgres")
 _SETUP_LOCK = zlib.crc32(b"session-memory setup")
 _PLACEHOLDER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _TABLE = re.compile(r"\b(" + "|".join(TABLES) + r")\b")
-_FRAGMENTS = {"{random_id}": "gen_random_uuid()::text", "{rowid}": "seq"}
+_FRAGMENTS = {
+    "{random_id}": "gen_random_uuid()::text",
+    "{rowid}": "seq",
+    "{terms}": "CAST(:terms AS tsvector)",
+    "{for_update}": "FOR UPDATE",
+}
 
 _HEADER = """\
 -- session-memory: PostgreSQL schema.
@@ -131,9 +136,9 @@ class PostgresStore(SqlStore):
     def _translate(self, sql: str) -> str:
         # Every compiled statement runs with parameters, so a literal % (even in the schema's
         # name) is written %%.
-        sql = _PLACEHOLDER.sub(r"%(\1)s", sql.replace("%", "%%"))
         for fragment, replacement in _FRAGMENTS.items():
             sql = sql.replace(fragment, replacement)
+        sql = _PLACEHOLDER.sub(r"%(\1)s", sql.replace("%", "%%"))
         schema = _quote(self.schema).replace("%", "%%")
         return _TABLE.sub(lambda match: f"{schema}.{match.group(1)}", sql)
 
@@ -237,7 +242,11 @@ class PostgresStore(SqlStore):
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def setup(self) -> None:
+    _terms = staticmethod(tsvector_literal)
+
+    def setup(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Create or migrate the schema (under an advisory lock: many processes may run it at
+        once), then index the rows a migration left unindexed (``progress(done, total)``)."""
         try:
             with self._borrow() as conn:
                 with conn.transaction():
@@ -251,6 +260,7 @@ class PostgresStore(SqlStore):
         except psycopg.Error as error:
             raise StoreError(f"{self!r}: setup failed: {error}") from error
         self._ready = True
+        self._backfill_search_terms(progress)
 
     def close(self) -> None:
         if not self._closed:
@@ -265,14 +275,14 @@ class PostgresStore(SqlStore):
     ) -> list[Inserted | None]:
         if not records:
             return []
-        first = records[0].insert_params(session_id)
+        first = {**records[0].insert_params(session_id), "terms": tsvector_literal(records[0].text)}
         if isinstance(parent_id, _Latest):
             first_sql = self._insert_under_latest
         else:
             first_sql = self._insert_under_parent
             first["parent"] = parent_id
         rest = [
-            {**record.insert_params(session_id), "parent": previous.id}
+            {**record.insert_params(session_id), "terms": tsvector_literal(record.text), "parent": previous.id}
             for previous, record in zip(records, records[1:])
         ]
 
@@ -307,43 +317,54 @@ class PostgresStore(SqlStore):
     # -- search ----------------------------------------------------------------------------
 
     def search_messages(self, session_ids: Sequence[str] | None, query: str, limit: int) -> list[SearchRow]:
-        text = " ".join(query_terms(query))
-        if not text or limit <= 0 or (session_ids is not None and not session_ids):
+        params = _query_params(query, limit)
+        if params is None or (session_ids is not None and not session_ids):
             return []
         where = "" if session_ids is None else " AND session_id = ANY(:ids)"
         rows = self._all(
-            "SELECT session_id, id, role, text_content, created_at"
-            " FROM session_messages, plainto_tsquery('english', :q) query"
-            f" WHERE content_tsv @@ query{where} ORDER BY ts_rank(content_tsv, query) DESC, seq LIMIT :limit",
-            {"q": text, "ids": list(session_ids or ()), "limit": limit},
+            f"SELECT session_id, id, role, text_content, created_at FROM session_messages, {_QUERIES}"
+            f" WHERE search_terms @@ query{where} ORDER BY {_RANK} DESC, seq LIMIT :limit",
+            {**params, "ids": list(session_ids or ())},
         )
         return [SearchRow(*row) for row in rows]
 
     def search_sessions(self, namespace: str, query: str, limit: int) -> list[SearchRow]:
-        text = " ".join(query_terms(query))
-        if not text or limit <= 0:
+        params = _query_params(query, limit)
+        if params is None:
             return []
         rows = self._all(
             "SELECT s.id, m.id, m.role, m.text_content, m.created_at"
-            " FROM session_messages m JOIN sessions s ON s.storage_id = m.session_id,"
-            " plainto_tsquery('english', :q) query"
-            " WHERE m.content_tsv @@ query AND s.namespace = :ns"
-            " ORDER BY ts_rank(m.content_tsv, query) DESC, m.seq LIMIT :limit",
-            {"q": text, "ns": namespace, "limit": limit},
+            f" FROM session_messages m JOIN sessions s ON s.storage_id = m.session_id, {_QUERIES}"
+            f" WHERE m.search_terms @@ query AND s.namespace = :ns ORDER BY {_RANK} DESC, m.seq LIMIT :limit",
+            {**params, "ns": namespace},
         )
         return [SearchRow(*row) for row in rows]
 
     def search_entries(self, session_id: str, label: str, query: str, limit: int) -> list[tuple[str, str]]:
-        text = " ".join(query_terms(query))
-        if not text or limit <= 0:
+        params = _query_params(query, limit)
+        if params is None:
             return []
         rows = self._all(
-            "SELECT key, content FROM search_entries, plainto_tsquery('english', :q) query"
-            " WHERE session_id = :s AND label = :label AND content_tsv @@ query"
-            " ORDER BY ts_rank(content_tsv, query) DESC, seq LIMIT :limit",
-            {"q": text, "s": session_id, "label": label, "limit": limit},
+            f"SELECT key, content FROM search_entries, {_QUERIES}"
+            " WHERE session_id = :s AND label = :label AND search_terms @@ query"
+            f" ORDER BY {_RANK} DESC, seq LIMIT :limit",
+            {**params, "s": session_id, "label": label},
         )
         return [(key, content) for key, content in rows]
+
+
+# The match plan, and the same without its prefix alternatives: a row that also matches the
+# exact plan ranks above one that matches by prefix only (ts_rank scores both alike).
+_QUERIES = "CAST(:q AS tsquery) query, CAST(:exact AS tsquery) exact"
+_RANK = "ts_rank(search_terms, query) + ts_rank(search_terms, exact)"
+
+
+def _query_params(query: str, limit: int) -> dict[str, Any] | None:
+    units = parse_query(query)
+    if not units or limit <= 0:
+        return None
+    exact = exact_units(units) or units
+    return {"q": tsquery_literal(units), "exact": tsquery_literal(exact), "limit": limit}
 
 
 def _version(conn: psycopg.Connection, schema: str) -> int:

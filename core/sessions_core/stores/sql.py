@@ -1,10 +1,11 @@
 """The SQL both stores run, written once, and the store built on it.
 
 Statements are written for both backends: named parameters (``:name``), plain table names, and
-two fragments a dialect fills in, ``{random_id}`` (a new random text id) and ``{rowid}`` (the
-registry's insertion order). A dialect compiles each statement once (:meth:`SqlStore.compile`)
-and supplies only what really differs: connections and transactions, locking, list binding,
-schema versions, full-text search and the batch insert.
+fragments a dialect fills in: ``{random_id}`` (a new random text id), ``{rowid}`` (the
+registry's insertion order), ``{terms}`` (the ``:terms`` parameter as the search column's type)
+and ``{for_update}`` (a row lock where the backend has one). A dialect compiles each statement
+once (:meth:`SqlStore.compile`) and supplies only what really differs: connections and
+transactions, locking, list binding, schema versions, full-text search and the batch insert.
 
 One module on purpose (past 500 lines): every shared statement sits next to the one method that
 runs it, so a change to the SQL and to its use is made in one place.
@@ -44,7 +45,7 @@ T = TypeVar("T")
 SESSION_TABLES = tuple(table for table, column in SUMMARY_SOURCES if column == "session_id")
 """The tables whose rows belong to one session (by ``session_id``); the registry is apart."""
 
-TABLES = (*SESSION_TABLES, "sessions", "blobs", "message_blobs")
+TABLES = (*SESSION_TABLES, "sessions", "blobs", "message_blobs", "search_backfill")
 """Every table of the schema (what a dialect qualifies with its schema)."""
 
 
@@ -70,13 +71,13 @@ LATEST_LEAF = """
 """
 
 MESSAGE_COLUMNS = """session_id, id, parent_id, role, created_at, tokens, bytes,
-        depth, path_tokens, path_bytes, text_content, content"""
+        depth, path_tokens, path_bytes, text_content, search_terms, content"""
 
 _INSERT = f"""
     INSERT INTO session_messages ({MESSAGE_COLUMNS})
     SELECT :s, :id, p.id, :role, :created_at, :tokens, :bytes,
            coalesce(p.depth, 0) + 1, coalesce(p.path_tokens, 0) + :tokens,
-           coalesce(p.path_bytes, 0) + :bytes, :text, :content
+           coalesce(p.path_bytes, 0) + :bytes, :text, {{{{terms}}}}, :content
     FROM (SELECT 1) AS one LEFT JOIN session_messages p ON p.session_id = :s AND p.id = {{parent}}
     WHERE true
     ON CONFLICT (session_id, id) DO NOTHING
@@ -94,7 +95,7 @@ MESSAGE_SIZE = "SELECT tokens, bytes, seq FROM session_messages WHERE session_id
 UNLINK_BLOBS = "DELETE FROM message_blobs WHERE message_seq = :seq"
 UPDATE_MESSAGE = """
     UPDATE session_messages SET role = :role, tokens = :tokens, bytes = :bytes, text_content = :text,
-    content = :content WHERE session_id = :s AND id = :id
+    search_terms = {terms}, content = :content WHERE session_id = :s AND id = :id
 """
 DELETE_MESSAGE = f"DELETE FROM session_messages WHERE session_id = :s AND id = :id RETURNING {POSITION}"
 ORPHAN_CHILDREN = "UPDATE session_messages SET parent_id = NULL WHERE session_id = :s AND parent_id = :id RETURNING id"
@@ -171,11 +172,27 @@ SET_CACHED_PROMPT = """
     ON CONFLICT (session_id) DO UPDATE SET prompt = excluded.prompt, updated_at = excluded.updated_at
 """
 SET_SEARCH_ENTRY = """
-    INSERT INTO search_entries (session_id, label, key, created_at, updated_at, content)
-    VALUES (:s, :label, :key, :now, :now, :content) ON CONFLICT (session_id, label, key) DO UPDATE
-    SET content = excluded.content, updated_at = excluded.updated_at
+    INSERT INTO search_entries (session_id, label, key, created_at, updated_at, content, search_terms)
+    VALUES (:s, :label, :key, :now, :now, :content, {terms}) ON CONFLICT (session_id, label, key) DO UPDATE
+    SET content = excluded.content, search_terms = excluded.search_terms, updated_at = excluded.updated_at
 """
 COUNT_SEARCH_ENTRIES = "SELECT count(*) FROM search_entries WHERE session_id = :s AND label = :label"
+
+# Rows stored before the search terms existed get them in batches, after the migration.
+SEARCH_SOURCES = {"session_messages": "text_content", "search_entries": "content"}
+"""The tables search indexes, and the column whose text their ``search_terms`` analyse."""
+BACKFILL_PENDING = "SELECT source, next_seq, end_seq FROM search_backfill ORDER BY source"
+BACKFILL_CLAIM = "SELECT next_seq, end_seq FROM search_backfill WHERE source = :source {for_update}"
+BACKFILL_ADVANCE = "UPDATE search_backfill SET next_seq = :next WHERE source = :source"
+BACKFILL_DONE = "DELETE FROM search_backfill WHERE source = :source"
+BACKFILL_ROWS = {
+    table: f"SELECT seq, {column} FROM {table} WHERE seq >= :start AND seq <= :end ORDER BY seq LIMIT :n"
+    for table, column in SEARCH_SOURCES.items()
+}
+BACKFILL_COUNT = {
+    table: f"SELECT count(*) FROM {table} WHERE seq >= :start AND seq <= :end" for table in SEARCH_SOURCES
+}
+BACKFILL_SET = {table: f"UPDATE {table} SET search_terms = {{terms}} WHERE seq = :seq" for table in SEARCH_SOURCES}
 
 _SESSION_FIELDS = ", ".join(SESSION_COLUMNS)
 REGISTER_SESSION = (
@@ -203,7 +220,7 @@ FORK = (
     + f"""
     INSERT INTO session_messages ({MESSAGE_COLUMNS})
     SELECT :dst, m.id, m.parent_id, m.role, m.created_at, m.tokens, m.bytes,
-           m.depth, m.path_tokens, m.path_bytes, m.text_content, m.content
+           m.depth, m.path_tokens, m.path_bytes, m.text_content, m.search_terms, m.content
     FROM session_messages m WHERE m.seq IN (SELECT seq FROM path) ORDER BY m.depth
     """,
     _PATH_SEQS
@@ -322,6 +339,12 @@ class SqlStore(InspectableStore):
     def _lock_session(self, conn: Any, session_id: str) -> None:
         """Serialise the current transaction's writes to ``session_id`` (no-op by default)."""
 
+    @staticmethod
+    @abstractmethod
+    def _terms(text: str) -> Any:
+        """The ``:terms`` parameter for ``text``: its :func:`sessions_core.fts.index_terms` in the
+        form the search column stores."""
+
     # -- plumbing --------------------------------------------------------------------------
 
     def compile(self, sql: str) -> str:
@@ -364,12 +387,57 @@ class SqlStore(InspectableStore):
         params = {"s": session_id, "root": root_id, "depth": depth, "tokens": tokens, "bytes": size}
         conn.execute(self.compile(SHIFT_SUBTREE), params)
 
+    # -- the search backfill (after a migration) -------------------------------------------
+
+    backfill_batch: int = 2_000
+    """Rows analysed per transaction when a migration leaves search terms to compute."""
+
+    def _backfill_search_terms(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Compute the search terms of the rows a migration left without them, in batches of
+        ``backfill_batch`` (a transaction each, so that an interrupted backfill resumes where it
+        stopped); ``progress(done, total)`` after each. The number of rows analysed."""
+        pending = self._all(BACKFILL_PENDING, {})
+        if not pending:
+            return 0
+        total = sum(self._one(BACKFILL_COUNT[source], {"start": start, "end": end})[0]
+                    for source, start, end in pending)
+        done = 0
+        if progress is not None:
+            progress(done, total)
+        for source, _start, _end in pending:
+            while True:
+                count = self._write(lambda conn, source=source: self._backfill_batch(conn, source))
+                if count is None:
+                    break
+                done += count
+                if progress is not None:
+                    progress(min(done, total), total)
+        return done
+
+    def _backfill_batch(self, conn: Any, source: str) -> int | None:
+        """One batch of ``source``'s backfill; ``None`` once it is complete."""
+        claim = conn.execute(self.compile(BACKFILL_CLAIM), {"source": source}).fetchone()
+        if claim is None:
+            return None
+        start, end = claim
+        rows = conn.execute(self.compile(BACKFILL_ROWS[source]),
+                            {"start": start, "end": end, "n": self.backfill_batch}).fetchall()
+        if not rows:
+            conn.execute(self.compile(BACKFILL_DONE), {"source": source})
+            return 0
+        update = self.compile(BACKFILL_SET[source])
+        for seq, text in rows:
+            conn.execute(update, {"seq": seq, "terms": self._terms(text)})
+        conn.execute(self.compile(BACKFILL_ADVANCE), {"source": source, "next": rows[-1][0] + 1})
+        return len(rows)
+
     # -- message writes --------------------------------------------------------------------
 
     def insert_message(
         self, session_id: str, record: MessageRecord, parent_id: str | None | _Latest
     ) -> Inserted | None:
         params = record.insert_params(session_id)
+        params["terms"] = self._terms(record.text)
         if parent_id is LATEST:
             sql = self._insert_under_latest
         else:
@@ -397,7 +465,7 @@ class SqlStore(InspectableStore):
             conn.execute(
                 self.compile(UPDATE_MESSAGE),
                 {"role": record.role, "tokens": record.tokens, "bytes": size, "text": record.text,
-                 "content": record.content, "s": session_id, "id": record.id},
+                 "terms": self._terms(record.text), "content": record.content, "s": session_id, "id": record.id},
             )
             if (record.tokens, size) != (old_tokens, old_size):
                 self._shift_subtree(conn, session_id, record.id, 0, record.tokens - old_tokens, size - old_size)
@@ -529,7 +597,8 @@ class SqlStore(InspectableStore):
         self._execute(SET_CACHED_PROMPT, {"s": session_id, "now": now_us(), "prompt": prompt})
 
     def set_search_entry(self, session_id: str, label: str, key: str, content: str) -> None:
-        params = {"s": session_id, "label": label, "key": key, "now": now_us(), "content": content}
+        params = {"s": session_id, "label": label, "key": key, "now": now_us(), "content": content,
+                  "terms": self._terms(content)}
         self._execute(SET_SEARCH_ENTRY, params)
 
     def count_search_entries(self, session_id: str, label: str) -> int:

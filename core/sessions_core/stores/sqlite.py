@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import StoreError
-from ..fts import match_all_words
+from ..fts import fts5_expression, index_text, parse_query
 from .base import LATEST, Inserted, MessageRecord, PathTotals, SearchRow, _Latest
 from .sql import LATEST_LEAF, MESSAGE_COLUMNS, POSITION, SqlStore, load_migrations
 
@@ -30,11 +30,11 @@ large ones so that walking a path never reads content pages."""
 SEARCH_CANDIDATES = 2_000
 """Matches ranked at most per search: the most recent ones when a query matches more."""
 
-_INSERT_ROW = f"INSERT INTO session_messages ({MESSAGE_COLUMNS}) VALUES ({', '.join('?' * 12)})"
+_INSERT_ROW = f"INSERT INTO session_messages ({MESSAGE_COLUMNS}) VALUES ({', '.join('?' * 13)})"
 _POSITIONS = f"SELECT id, {POSITION} FROM session_messages"
 _POSITION_OF = f"{_POSITIONS} WHERE session_id = ? AND id = ?"
 _POSITION_OF_LATEST_LEAF = f"SELECT id, {POSITION} FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})"
-_FRAGMENTS = {"{random_id}": "lower(hex(randomblob(16)))", "{rowid}": "rowid"}
+_FRAGMENTS = {"{random_id}": "lower(hex(randomblob(16)))", "{rowid}": "rowid", "{terms}": ":terms", "{for_update}": ""}
 
 _HINTS = (
     ("readonly", "the database file or its folder is read-only for this process"),
@@ -137,6 +137,8 @@ class SqliteStore(SqlStore):
         except sqlite3.Error as error:
             raise self._failure(error) from error
 
+    _terms = staticmethod(index_text)
+
     def _list(self, values: Sequence[Any], uses: int = 1) -> tuple[str, tuple[Any, ...]]:
         return _marks(len(values)), tuple(values) * uses
 
@@ -156,7 +158,9 @@ class SqliteStore(SqlStore):
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def setup(self) -> None:
+    def setup(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Create or migrate the schema, then index the rows a migration left unindexed
+        (``progress(done, total)`` after each batch)."""
         with self._lock:
             self._check_open()
             try:
@@ -174,6 +178,7 @@ class SqliteStore(SqlStore):
             except sqlite3.Error as error:
                 raise self._failure(error) from error
             self._ready = True
+            self._backfill_search_terms(progress)
 
     def close(self) -> None:
         with self._lock:
@@ -252,7 +257,7 @@ class SqliteStore(SqlStore):
                     parent_key, depth = parent[0], parent[1] + 1
                     tokens, total_bytes = parent[2] + record.tokens, parent[3] + size
                 rows.append((session_id, record.id, parent_key, record.role, record.created_at_us, record.tokens,
-                             size, depth, tokens, total_bytes, record.text, record.content))
+                             size, depth, tokens, total_bytes, record.text, index_text(record.text), record.content))
                 results.append(Inserted(parent_key, PathTotals(depth, tokens, total_bytes)))
                 known[record.id] = (depth, tokens, total_bytes)
                 parent = (record.id, depth, tokens, total_bytes)
@@ -278,7 +283,7 @@ class SqliteStore(SqlStore):
     # -- search ----------------------------------------------------------------------------
 
     def search_entries(self, session_id: str, label: str, query: str, limit: int) -> list[tuple[str, str]]:
-        expression = match_all_words(query)
+        expression = fts5_expression(parse_query(query))
         if expression is None or limit <= 0:
             return []
         rows = self._read(
@@ -292,7 +297,7 @@ class SqliteStore(SqlStore):
         return [(key, content) for key, content in rows]
 
     def search_sessions(self, namespace: str, query: str, limit: int) -> list[SearchRow]:
-        expression = match_all_words(query)
+        expression = fts5_expression(parse_query(query))
         if expression is None or limit <= 0:
             return []
         rows = self._read(
@@ -301,7 +306,7 @@ class SqliteStore(SqlStore):
                 " FROM session_messages_fts f JOIN session_messages m ON m.seq = f.rowid"
                 " JOIN sessions s ON s.storage_id = m.session_id"
                 " WHERE session_messages_fts MATCH ? AND s.namespace = ? ORDER BY f.rank LIMIT ?",
-                (f"text_content : ({expression})", namespace, limit),
+                (f"search_terms : ({expression})", namespace, limit),
             ).fetchall()
         )
         return [SearchRow(*row) for row in rows]
@@ -311,10 +316,10 @@ class SqliteStore(SqlStore):
         over every match of a frequent word costs ~100 ms at 1M messages): the session filter
         runs inside the index, and the window is found without scoring. When the whole index
         holds fewer matches than that, all of them are ranked, without looking for a window."""
-        expression = match_all_words(query)
+        expression = fts5_expression(parse_query(query))
         if expression is None or limit <= 0 or (session_ids is not None and not session_ids):
             return []
-        text_match = window_match = f"text_content : ({expression})"
+        text_match = window_match = f"search_terms : ({expression})"
         where, params = "", []
         if session_ids is not None:
             params = list(session_ids)

@@ -554,6 +554,19 @@ def test_session_search_results(make_manager):
     assert tool.invoke({}).startswith("Error: ")
 
 
+def test_session_search_finds_every_language_and_code(make_manager):
+    m = make_manager()
+    a, b = m.create("a").id, m.create("b").id
+    m.append(a, msg("zh", "我们周五部署新版本到生产环境"))
+    m.append(b, msg("ja", "東京でラーメンを食べました", role="assistant"))
+    m.append(b, msg("code", "the fix is in user_service.py"))
+    [tool] = m.tools()
+    assert tool.invoke({"query": "部署"}) == "[user] 我们周五部署新版本到生产环境"
+    assert tool.invoke({"query": "ラーメン"}) == "[assistant] 東京でラーメンを食べました"
+    assert tool.invoke({"query": "user_service.py"}) == "[user] the fix is in user_service.py"
+    assert {(h.session_id, h.id) for h in m.search("周五")} == {(a, "zh")}
+
+
 def test_session_search_reports_errors_as_strings(make_manager):
     m = make_manager()
     [tool] = m.tools()

@@ -1,9 +1,10 @@
-"""Search contract: stemming, every word, ranking, isolation, hostile queries."""
+"""Search contract: stemming, every word, ranking, isolation, hostile queries, every language and code."""
 
 from __future__ import annotations
 
 import pytest
 
+from ..providers import StoreSearchContext
 from .builders import ids, msg
 
 
@@ -98,7 +99,9 @@ def test_operators_are_plain_words(make_session):
     s.append_message(msg("b", "salt only"))
     assert ids(s.search("salt AND pepper")) == ["a"]
     assert ids(s.search('salt "pepper')) == ["a"]
-    assert ids(s.search("pepp*")) == []
+    # "*" is text; a word of three characters or more is a prefix anyway, a shorter one is not.
+    assert ids(s.search("pepp*")) == ids(s.search("pepp")) == ["a"]
+    assert s.search("pe*") == []
 
 
 def test_a_session_token_is_never_a_search_word(make_session):
@@ -118,3 +121,112 @@ def test_frequent_words_rank_the_most_recent_matches(make_session):
         s.append_message(msg(f"m{i}", "common word " + "filler " * (i % 7)))
     hits = s.search("common", limit=100)
     assert sorted(ids(hits)) == sorted(f"m{i}" for i in range(30))
+
+
+# -- every language, and code (sessions_core.fts says what matches what) ------------------------
+
+MULTILINGUAL = {
+    "zh": "我们周五部署新版本到生产环境",
+    "zh2": "用户喜欢喝咖啡，不喜欢茶",
+    "ja": "東京でラーメンを食べました",
+    "ja2": "ｶﾀｶﾅのテストです",
+    "ko": "금요일에 새 버전을 배포합니다",
+    "mixed": "在Python中调用getUserById函数",
+    "code": "call getUserById in user_service.py",
+    "err": "the socket failed with ERR_CONN_RESET after v1.2.3",
+    "http": "HTTPServer listens on /var/run/app.sock",
+    "deploying": "deploying the new version",
+    "deployment": "the deployment failed",
+    "cafe": "we met at the café downtown",
+    "category": "a category of its own",
+    "cat": "the cat sat",
+}
+
+FOUND = [
+    ("部署", ["zh"]),
+    ("周五", ["zh"]),
+    ("生产环境", ["zh"]),
+    ("部署新版本", ["zh"]),
+    ("咖啡", ["zh2"]),
+    ("喜欢", ["zh2"]),
+    ("境", ["zh"]),
+    ("ラーメン", ["ja"]),
+    ("東京", ["ja"]),
+    ("カタカナ", ["ja2"]),
+    ("배포", ["ko"]),
+    ("금요일", ["ko"]),
+    ("버전", ["ko"]),
+    ("Python 调用", ["mixed"]),
+    ("UserById", ["code", "mixed"]),
+    ("getUser", ["code", "mixed"]),
+    ("getuserbyid", ["code", "mixed"]),
+    ("user_service.py", ["code"]),
+    ("user_service", ["code"]),
+    ("ERR_CONN_RESET", ["err"]),
+    ("conn reset", ["err"]),
+    ("1.2.3", ["err"]),
+    ("HTTPServer", ["http"]),
+    ("server", ["http"]),
+    ("app.sock", ["http"]),
+    ("deploy", ["deploying", "deployment"]),
+    ("deployed", ["deploying", "deployment"]),
+    ("depl", ["deploying", "deployment"]),
+    ("cafe", ["cafe"]),
+    ("CAFÉ", ["cafe"]),
+    ("cat", ["cat", "category"]),
+    ("部署 环境", ["zh"]),
+    ("环境部署", []),
+    ("ラーメン 東京 deploy", []),
+]
+
+
+@pytest.mark.parametrize(("query", "expected"), FOUND, ids=[q for q, _ in FOUND])
+def test_every_language_and_code_is_found(make_session, query, expected):
+    s = make_session()
+    s.append_messages([msg(key, text) for key, text in MULTILINGUAL.items()])
+    assert sorted(ids(s.search(query, limit=50))) == sorted(expected)
+
+
+def test_exact_words_rank_above_prefix_matches(make_session):
+    s = make_session()
+    s.append_messages([msg("prefix", "a category of things"), msg("exact", "a cat of things")])
+    assert ids(s.search("cat")) == ["exact", "prefix"]
+
+
+def test_identifier_parts_and_whole_rank_the_whole_first(make_session):
+    s = make_session()
+    s.append_messages([msg("parts", "get the user by the id"), msg("whole", "getUserById")])
+    assert ids(s.search("getUserById")) == ["whole"]
+    assert sorted(ids(s.search("user id"))) == ["parts", "whole"]
+
+
+def test_updated_text_is_found_by_its_new_words(make_session):
+    s = make_session()
+    s.append_message(msg("a", "東京で会議"))
+    s.update_message(msg("a", "大阪で会議"))
+    assert s.search("東京") == []
+    assert ids(s.search("大阪")) == ["a"]
+
+
+def test_a_huge_text_is_stored_and_searchable_by_its_beginning(make_session):
+    s = make_session()
+    text = "beginning " + " ".join(f"w{i}" for i in range(200_000)) + " ending"
+    s.append_message(msg("huge", text))
+    assert s.get_message("huge").parts[0].text == text
+    assert ids(s.search("beginning")) == ["huge"]
+    assert s.search("ending") == []
+
+
+def test_searchable_blocks_find_every_language_and_code(make_session):
+    from .context import call_tool
+
+    s = make_session("kb").with_context("knowledge", description="Notes", provider=StoreSearchContext())
+    for title, content in [("tokyo", "東京の天気は晴れです"), ("deploy", "Run deploy_service.sh on Fridays"),
+                           ("seoul", "서울에서 회의가 있습니다")]:
+        call_tool(s, "set_context", {"label": "knowledge", "content": content, "metadata": {"title": title}})
+    search = lambda query: call_tool(s, "search_context", {"label": "knowledge", "query": query})  # noqa: E731
+    assert search("天気") == "[tokyo]\n東京の天気は晴れです"
+    assert search("회의") == "[seoul]\n서울에서 회의가 있습니다"
+    assert search("deploy_service") == "[deploy]\nRun deploy_service.sh on Fridays"
+    assert search("friday") == "[deploy]\nRun deploy_service.sh on Fridays"
+    assert search("大阪") == "No results found."
