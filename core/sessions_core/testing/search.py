@@ -215,6 +215,11 @@ def test_a_huge_text_is_stored_and_searchable_by_its_beginning(make_session):
     assert s.get_message("huge").parts[0].text == text
     assert ids(s.search("beginning")) == ["huge"]
     assert s.search("ending") == []
+    # Distinct long words: the index keeps as many as PostgreSQL's 1 MB tsvector holds.
+    letters = str.maketrans("0123456789", "abcdefghij")
+    distinct = " ".join(str(i).translate(letters) * 40 for i in range(20_000))
+    s.append_message(msg("distinct", distinct))
+    assert ids(s.search("a" * 40)) == ["distinct"]
 
 
 def test_searchable_blocks_find_every_language_and_code(make_session):
