@@ -17,7 +17,8 @@ from .postgres import postgres_url, require_postgres, temporary_schema
 PIECES = [
     "deploy", "deploying", "deployment", "Deployed", "café", "CAFE", "naïve", "getUserById", "user_service.py",
     "ERR_CONN_RESET", "v1.2.3", "HTTPServer", "cat", "category", "我们", "周五", "部署", "生产环境", "東京", "で",
-    "ラーメン", "を", "食べました", "금요일에", "배포합니다", "새", "버전을", "Straße", "Ωmega", "данные", "à", "x86_64",
+    "ラーメン", "を", "食べました", "금요일에", "배포합니다", "새", "버전을",
+    "Straße", "Ωmega", "данные", "à", "x86_64",
     "don't", "e.g.", "—", "!", "?", " ", "  ", "\n", "。", "、", "1.5", "42",
 ]
 

@@ -189,10 +189,9 @@ def parse_query(query: str) -> tuple[Unit, ...]:
 
 
 def exact_units(units: tuple[Unit, ...]) -> tuple[Unit, ...]:
-    """``units`` without their prefix alternatives (units that are only a prefix dropped): what
-    a match must also satisfy to rank as exact."""
-    exact = tuple(tuple(a for a in unit if not a.prefix) for unit in units)
-    return tuple(unit for unit in exact if unit)
+    """``units`` without their prefix alternatives (a unit that is only a prefix, a single CJK
+    character, stays): the plan of exact matches, which rank above prefix-only ones."""
+    return tuple(tuple(a for a in unit if not a.prefix) or unit for unit in units)
 
 
 # -- rendering for the backends ----------------------------------------------------------------

@@ -52,7 +52,7 @@ def test_queries_become_units_of_alternatives():
 
 def test_exact_units_drop_prefixes():
     units = parse_query("deploy 东 to")
-    assert exact_units(units) == ((Alternative(("deploy",)),), (Alternative(("to",)),))
+    assert exact_units(units) == ((Alternative(("deploy",)),), (Alternative(("东",), True),), (Alternative(("to",)),))
 
 
 def test_renderings():

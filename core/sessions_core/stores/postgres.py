@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from ..errors import StoreError
-from ..fts import exact_units, parse_query, tsquery_literal, tsvector_literal
+from ..fts import Unit, tsquery_literal, tsvector_literal
 from .base import Inserted, MessageRecord, PathTotals, SearchRow, _Latest
 from .sql import INSERT_UNDER_PARENT, TABLES, SqlStore, load_migrations
 
@@ -316,55 +316,34 @@ class PostgresStore(SqlStore):
 
     # -- search ----------------------------------------------------------------------------
 
-    def search_messages(self, session_ids: Sequence[str] | None, query: str, limit: int) -> list[SearchRow]:
-        params = _query_params(query, limit)
-        if params is None or (session_ids is not None and not session_ids):
-            return []
+    def _match_messages(self, units: tuple[Unit, ...], session_ids: Sequence[str] | None, limit: int
+                        ) -> list[SearchRow]:
         where = "" if session_ids is None else " AND session_id = ANY(:ids)"
         rows = self._all(
-            f"SELECT session_id, id, role, text_content, created_at FROM session_messages, {_QUERIES}"
-            f" WHERE search_terms @@ query{where} ORDER BY {_RANK} DESC, seq LIMIT :limit",
-            {**params, "ids": list(session_ids or ())},
+            "SELECT session_id, id, role, text_content, created_at FROM session_messages, CAST(:q AS tsquery) query"
+            f" WHERE search_terms @@ query{where} ORDER BY ts_rank(search_terms, query) DESC, seq LIMIT :limit",
+            {"q": tsquery_literal(units), "ids": list(session_ids or ()), "limit": limit},
         )
         return [SearchRow(*row) for row in rows]
 
-    def search_sessions(self, namespace: str, query: str, limit: int) -> list[SearchRow]:
-        params = _query_params(query, limit)
-        if params is None:
-            return []
+    def _match_sessions(self, units: tuple[Unit, ...], namespace: str, limit: int) -> list[SearchRow]:
         rows = self._all(
             "SELECT s.id, m.id, m.role, m.text_content, m.created_at"
-            f" FROM session_messages m JOIN sessions s ON s.storage_id = m.session_id, {_QUERIES}"
-            f" WHERE m.search_terms @@ query AND s.namespace = :ns ORDER BY {_RANK} DESC, m.seq LIMIT :limit",
-            {**params, "ns": namespace},
+            " FROM session_messages m JOIN sessions s ON s.storage_id = m.session_id, CAST(:q AS tsquery) query"
+            " WHERE m.search_terms @@ query AND s.namespace = :ns"
+            " ORDER BY ts_rank(m.search_terms, query) DESC, m.seq LIMIT :limit",
+            {"q": tsquery_literal(units), "ns": namespace, "limit": limit},
         )
         return [SearchRow(*row) for row in rows]
 
-    def search_entries(self, session_id: str, label: str, query: str, limit: int) -> list[tuple[str, str]]:
-        params = _query_params(query, limit)
-        if params is None:
-            return []
+    def _match_entries(self, units: tuple[Unit, ...], session_id: str, label: str, limit: int) -> list[Any]:
         rows = self._all(
-            f"SELECT key, content FROM search_entries, {_QUERIES}"
+            "SELECT key, content FROM search_entries, CAST(:q AS tsquery) query"
             " WHERE session_id = :s AND label = :label AND search_terms @@ query"
-            f" ORDER BY {_RANK} DESC, seq LIMIT :limit",
-            {**params, "s": session_id, "label": label},
+            " ORDER BY ts_rank(search_terms, query) DESC, seq LIMIT :limit",
+            {"q": tsquery_literal(units), "s": session_id, "label": label, "limit": limit},
         )
         return [(key, content) for key, content in rows]
-
-
-# The match plan, and the same without its prefix alternatives: a row that also matches the
-# exact plan ranks above one that matches by prefix only (ts_rank scores both alike).
-_QUERIES = "CAST(:q AS tsquery) query, CAST(:exact AS tsquery) exact"
-_RANK = "ts_rank(search_terms, query) + ts_rank(search_terms, exact)"
-
-
-def _query_params(query: str, limit: int) -> dict[str, Any] | None:
-    units = parse_query(query)
-    if not units or limit <= 0:
-        return None
-    exact = exact_units(units) or units
-    return {"q": tsquery_literal(units), "exact": tsquery_literal(exact), "limit": limit}
 
 
 def _version(conn: psycopg.Connection, schema: str) -> int:

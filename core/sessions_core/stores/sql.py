@@ -20,6 +20,7 @@ from importlib import resources
 from typing import Any, TypeVar
 
 from .._time import now_us
+from ..fts import Unit, exact_units, parse_query
 from .base import (
     LATEST,
     SESSION_COLUMNS,
@@ -33,6 +34,7 @@ from .base import (
     PathEntry,
     PathTotals,
     SearchEntryRow,
+    SearchRow,
     SessionChanges,
     SessionRow,
     SessionSummary,
@@ -387,6 +389,35 @@ class SqlStore(InspectableStore):
         params = {"s": session_id, "root": root_id, "depth": depth, "tokens": tokens, "bytes": size}
         conn.execute(self.compile(SHIFT_SUBTREE), params)
 
+    # -- search: exact matches first, prefix-only matches after them ------------------------
+
+    @abstractmethod
+    def _match_messages(self, units: tuple[Unit, ...], session_ids: Sequence[str] | None, limit: int) -> list[Any]:
+        """The best ``limit`` messages matching every unit (of ``session_ids``, or all), as
+        ``SearchRow`` values, best first."""
+
+    @abstractmethod
+    def _match_sessions(self, units: tuple[Unit, ...], namespace: str, limit: int) -> list[Any]:
+        """The same over the registered sessions of ``namespace`` (``SearchRow`` values)."""
+
+    @abstractmethod
+    def _match_entries(self, units: tuple[Unit, ...], session_id: str, label: str, limit: int) -> list[Any]:
+        """The best ``limit`` ``(key, content)`` search entries of a block matching every unit."""
+
+    def search_messages(self, session_ids: Sequence[str] | None, query: str, limit: int) -> list[SearchRow]:
+        if session_ids is not None and not session_ids:
+            return []
+        return _exact_first(query, limit, lambda units: self._match_messages(units, session_ids, limit),
+                            key=lambda row: (row[0], row[1]))
+
+    def search_sessions(self, namespace: str, query: str, limit: int) -> list[SearchRow]:
+        return _exact_first(query, limit, lambda units: self._match_sessions(units, namespace, limit),
+                            key=lambda row: (row[0], row[1]))
+
+    def search_entries(self, session_id: str, label: str, query: str, limit: int) -> list[tuple[str, str]]:
+        return _exact_first(query, limit, lambda units: self._match_entries(units, session_id, label, limit),
+                            key=lambda row: row[0])
+
     # -- the search backfill (after a migration) -------------------------------------------
 
     backfill_batch: int = 2_000
@@ -688,3 +719,20 @@ class SqlStore(InspectableStore):
             return StoreStats(*counts, schema_version=self._schema_version(conn), size_bytes=self._size_bytes(conn))
 
         return self._read(work)
+
+
+def _exact_first(query: str, limit: int, match: Callable[[tuple[Unit, ...]], list[Any]],
+                 key: Callable[[Any], Any]) -> list[Any]:
+    """The matches of ``query``'s exact plan (words by their stem, no prefixes), best first; when
+    they are fewer than ``limit``, the matches the prefixes add, after them. Exact matches rank
+    above prefix-only ones on every backend, and a frequent complete word never pays for a
+    prefix expansion."""
+    units = parse_query(query)
+    if not units or limit <= 0:
+        return []
+    exact = exact_units(units)
+    rows = match(exact)
+    if len(rows) < limit and exact != units:
+        seen = {key(row) for row in rows}
+        rows += [row for row in match(units) if key(row) not in seen][: limit - len(rows)]
+    return rows

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import StoreError
-from ..fts import fts5_expression, index_text, parse_query
+from ..fts import Unit, fts5_expression, index_text
 from .base import LATEST, Inserted, MessageRecord, PathTotals, SearchRow, _Latest
 from .sql import LATEST_LEAF, MESSAGE_COLUMNS, POSITION, SqlStore, load_migrations
 
@@ -282,44 +282,36 @@ class SqliteStore(SqlStore):
 
     # -- search ----------------------------------------------------------------------------
 
-    def search_entries(self, session_id: str, label: str, query: str, limit: int) -> list[tuple[str, str]]:
-        expression = fts5_expression(parse_query(query))
-        if expression is None or limit <= 0:
-            return []
+    def _match_entries(self, units: tuple[Unit, ...], session_id: str, label: str, limit: int) -> list[Any]:
         rows = self._read(
             lambda conn: conn.execute(
                 "SELECT e.key, e.content FROM search_entries_fts f JOIN search_entries e ON e.seq = f.rowid"
                 " WHERE search_entries_fts MATCH ? AND e.session_id = ? AND e.label = ?"
                 " ORDER BY f.rank LIMIT ?",
-                (expression, session_id, label, limit),
+                (fts5_expression(units), session_id, label, limit),
             ).fetchall()
         )
         return [(key, content) for key, content in rows]
 
-    def search_sessions(self, namespace: str, query: str, limit: int) -> list[SearchRow]:
-        expression = fts5_expression(parse_query(query))
-        if expression is None or limit <= 0:
-            return []
+    def _match_sessions(self, units: tuple[Unit, ...], namespace: str, limit: int) -> list[SearchRow]:
         rows = self._read(
             lambda conn: conn.execute(
                 "SELECT s.id, m.id, m.role, m.text_content, m.created_at"
                 " FROM session_messages_fts f JOIN session_messages m ON m.seq = f.rowid"
                 " JOIN sessions s ON s.storage_id = m.session_id"
                 " WHERE session_messages_fts MATCH ? AND s.namespace = ? ORDER BY f.rank LIMIT ?",
-                (f"search_terms : ({expression})", namespace, limit),
+                (f"search_terms : ({fts5_expression(units)})", namespace, limit),
             ).fetchall()
         )
         return [SearchRow(*row) for row in rows]
 
-    def search_messages(self, session_ids: Sequence[str] | None, query: str, limit: int) -> list[SearchRow]:
+    def _match_messages(self, units: tuple[Unit, ...], session_ids: Sequence[str] | None, limit: int
+                        ) -> list[SearchRow]:
         """Ranks only the ``SEARCH_CANDIDATES`` most recent matches when there are more (bm25
         over every match of a frequent word costs ~100 ms at 1M messages): the session filter
         runs inside the index, and the window is found without scoring. When the whole index
         holds fewer matches than that, all of them are ranked, without looking for a window."""
-        expression = fts5_expression(parse_query(query))
-        if expression is None or limit <= 0 or (session_ids is not None and not session_ids):
-            return []
-        text_match = window_match = f"search_terms : ({expression})"
+        text_match = window_match = f"search_terms : ({fts5_expression(units)})"
         where, params = "", []
         if session_ids is not None:
             params = list(session_ids)
