@@ -35,7 +35,7 @@ from typing import Any
 
 import sessions_core
 from sessions_core import Session, SqliteStore
-from sessions_core.fts import fts5_expression, index_text, parse_query
+from sessions_core.fts import exact_units, fts5_expression, index_text, parse_query
 from sessions_core.stores.sqlite import MIGRATIONS
 
 HERE = Path(__file__).resolve().parent
@@ -726,10 +726,24 @@ class FloorSearch:
         self.window_size = size if (size and "session_token" in columns) else None
         self.token = "s" + SESSION.encode("utf-8").hex()
 
-    def expression(self, query: str) -> str:
-        """The store's own match plan (``sessions_core.fts``), run by hand."""
-        words = fts5_expression(parse_query(query))
+    def _expression(self, units: tuple[Any, ...]) -> str:
+        words = fts5_expression(units)
         return f"{self.column}({words})" if self.column else words
+
+    def expression(self, query: str) -> str:
+        """The store's whole match plan (``sessions_core.fts``): exact and prefix matches."""
+        return self._expression(parse_query(query))
+
+    def run(self, query: str, search: Callable[[str], list[tuple[Any, ...]]], limit: int = 20) -> list[tuple[Any, ...]]:
+        """``search`` by hand as the store plans it: the exact matches, then (when fewer than
+        ``limit``) the matches the prefixes add."""
+        units = parse_query(query)
+        exact = exact_units(units)
+        rows = search(self._expression(exact))
+        if len(rows) < limit and exact != units:
+            seen = {row[1] for row in rows}
+            rows += [row for row in search(self._expression(units)) if row[1] not in seen][: limit - len(rows)]
+        return rows
 
     def full(self, expression: str) -> list[tuple[Any, ...]]:
         return self.conn.execute(FLOOR_SEARCH, (expression, SESSION)).fetchall()
@@ -795,14 +809,14 @@ def bench_search(tmp: Path, n: int, reps: int, do_profile: bool) -> list[dict[st
             "SELECT count(*) FROM session_messages_fts WHERE session_messages_fts MATCH ?", (expression,)
         ).fetchone()[0]
         ours_ids = [r.id for r in session.search(query, limit=20)]
-        floor_ids = [r[1] for r in floor_fn(expression)]
+        floor_ids = [r[1] for r in floor.run(query, floor_fn)]
         exact_ids = [r[1] for r in floor.full(expression)]
         if ours_ids != floor_ids:
             print(f"  WARNING: {kind}: ours and the floor return different results; the floor no longer"
                   " mirrors the store's search", flush=True)
         ours, base, full = [], [], []
         contenders = [(ours, lambda q=query: session.search(q, limit=20)),
-                      (base, lambda e=expression: floor_fn(e)),
+                      (base, lambda q=query: floor.run(q, floor_fn)),
                       (full, lambda e=expression: floor.full(e))]
         for r in range(reps):
             for bucket, fn in contenders[r % 3:] + contenders[:r % 3]:

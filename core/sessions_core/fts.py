@@ -10,8 +10,9 @@ SQLite, ``ts_rank`` on PostgreSQL). What matches what:
   finds ``deployment``); exact matches rank above prefix-only ones.
 - **Identifiers** are split into their parts at ``_ . - / \\ : @ # '``, at camel case and
   between letters and digits (``getUserById``: get, user, by, id), and are indexed whole too
-  (``getuserbyid``). A query identifier matches its parts as a phrase, or the whole:
-  ``UserById``, ``getUser``, ``ERR_CONN_RESET`` and ``invoice.py`` find what contains them.
+  (``getuserbyid``). A query identifier matches the whole, then (ranked after) its parts as a
+  phrase: ``UserById``, ``getUser``, ``ERR_CONN_RESET`` and ``invoice.py`` find what contains
+  them.
 - **CJK text** (Han, Hiragana, Katakana, Hangul), which has no spaces between words, is indexed
   as overlapping character bigrams (and each run's last character alone); a query run matches
   its bigrams as a phrase, as Lucene's CJK analyzer does, and a single character as a prefix.
@@ -69,10 +70,13 @@ _stem = Stemmer.Stemmer("english").stemWord
 
 
 class Alternative(NamedTuple):
-    """A phrase of terms (one term is a word); ``prefix``: its last term matches as a prefix."""
+    """A phrase of terms (one term is a word); ``prefix``: its last term matches as a prefix.
+    ``exact``: a match by it is exact (a word's stem, an identifier whole, a CJK phrase), and
+    ranks above the others (a prefix, an identifier's parts)."""
 
     terms: tuple[str, ...]
     prefix: bool = False
+    exact: bool = True
 
 
 Unit = tuple[Alternative, ...]
@@ -172,13 +176,13 @@ def parse_query(query: str) -> tuple[Unit, ...]:
             continue
         if analysed.cjk:
             single = len(token) == 1
-            unit: Unit = (Alternative((token,), True),) if single else (Alternative(analysed.terms),)
+            unit: Unit = (Alternative((token,), True, False),) if single else (Alternative(analysed.terms),)
         elif analysed.whole is not None:
-            unit = (Alternative(analysed.terms), Alternative((analysed.whole,)))
+            unit = (Alternative((analysed.whole,)), Alternative(analysed.terms, exact=False))
         else:
             unit = (Alternative(analysed.terms),)
             if len(analysed.word) >= PREFIX_MIN_CHARS:
-                unit += (Alternative((analysed.word,), True),)
+                unit += (Alternative((analysed.word,), True, False),)
         size = sum(len(alternative.terms) for alternative in unit)
         if size > budget:
             break
@@ -189,9 +193,9 @@ def parse_query(query: str) -> tuple[Unit, ...]:
 
 
 def exact_units(units: tuple[Unit, ...]) -> tuple[Unit, ...]:
-    """``units`` without their prefix alternatives (a unit that is only a prefix, a single CJK
-    character, stays): the plan of exact matches, which rank above prefix-only ones."""
-    return tuple(tuple(a for a in unit if not a.prefix) or unit for unit in units)
+    """``units`` with their exact alternatives only (a unit with none, a single CJK character,
+    stays whole): the plan of the matches that rank first."""
+    return tuple(tuple(a for a in unit if a.exact) or unit for unit in units)
 
 
 # -- rendering for the backends ----------------------------------------------------------------

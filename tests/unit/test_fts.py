@@ -41,25 +41,26 @@ def test_cjk_runs_are_bigrams_and_their_last_character():
 
 
 def test_queries_become_units_of_alternatives():
-    assert parse_query("deploy") == ((Alternative(("deploy",)), Alternative(("deploy",), True)),)
+    assert parse_query("deploy") == ((Alternative(("deploy",)), Alternative(("deploy",), True, False)),)
     assert parse_query("to") == ((Alternative(("to",)),),)  # too short to be a prefix
-    assert parse_query("UserById") == ((Alternative(("user", "by", "id")), Alternative(("userbyid",))),)
+    assert parse_query("UserById") == ((Alternative(("userbyid",)), Alternative(("user", "by", "id"), exact=False)),)
     assert parse_query("生产环境") == ((Alternative(("生产", "产环", "环境")),),)
-    assert parse_query("东") == ((Alternative(("东",), True),),)
+    assert parse_query("东") == ((Alternative(("东",), True, False),),)
     assert parse_query('deploy "deploy" DEPLOY') == parse_query("deploy")
     assert parse_query("  ***  ") == () and parse_query(None) == ()
 
 
 def test_exact_units_drop_prefixes():
     units = parse_query("deploy 东 to")
-    assert exact_units(units) == ((Alternative(("deploy",)),), (Alternative(("东",), True),), (Alternative(("to",)),))
+    only_prefix = Alternative(("东",), True, False)
+    assert exact_units(units) == ((Alternative(("deploy",)),), (only_prefix,), (Alternative(("to",)),))
 
 
 def test_renderings():
     units = parse_query("deploy UserById 环境")
-    assert fts5_expression(units) == '("deploy" OR "deploy"*) AND ("user by id" OR "userbyid") AND "环境"'
+    assert fts5_expression(units) == '("deploy" OR "deploy"*) AND ("userbyid" OR "user by id") AND "环境"'
     assert tsquery_literal(units) == (
-        "(('deploy') | 'deploy':*) & (('user' <-> 'by' <-> 'id') | ('userbyid')) & (('环境'))"
+        "(('deploy') | 'deploy':*) & (('userbyid') | ('user' <-> 'by' <-> 'id')) & (('环境'))"
     )
     assert fts5_expression(()) is None and tsquery_literal(()) is None
     assert tsvector_literal("deploy 环境") == "'deploy':1 '环境':2 '境':3"

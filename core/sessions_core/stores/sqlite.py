@@ -27,7 +27,7 @@ MIGRATIONS: tuple[str, ...] = load_migrations("sqlite")
 """Append-only; ``PRAGMA user_version`` counts those applied. Small columns come before the
 large ones so that walking a path never reads content pages."""
 
-SEARCH_CANDIDATES = 2_000
+SEARCH_CANDIDATES = 1_000
 """Matches ranked at most per search: the most recent ones when a query matches more."""
 
 _INSERT_ROW = f"INSERT INTO session_messages ({MESSAGE_COLUMNS}) VALUES ({', '.join('?' * 13)})"
