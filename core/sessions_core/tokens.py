@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .messages import ReasoningPart, SessionMessage, TextPart, is_tool_ui_type
+from .messages import MessageInput, ReasoningPart, SessionMessage, TextPart, is_tool_ui_type, parse_message
 
 CHARS_PER_TOKEN = 4
 WORDS_TOKEN_MULTIPLIER = 1.3
@@ -79,10 +79,13 @@ def _part_tokens(part: Any, count: Callable[[str], int]) -> int:
     return _value_tokens(fields.get("result"), count)
 
 
-def count_message_tokens(messages: Iterable[SessionMessage], count: Callable[[str], int]) -> int:
-    """Per message 4 tokens plus its parts, each string measured by ``count``."""
+def count_message_tokens(messages: Iterable[MessageInput], count: Callable[[str], int]) -> int:
+    """Per message 4 tokens plus its parts, each string measured by ``count``. A message is a
+    ``SessionMessage`` or a dict of its shape (an invalid one raises ``MessageValidationError``)."""
     total = 0
     for message in messages:
+        if type(message) is not SessionMessage:
+            message = parse_message(message)
         total += TOKENS_PER_MESSAGE
         for part in message.parts:
             # Text parts, most of them, measured without the general walk.
@@ -90,8 +93,8 @@ def count_message_tokens(messages: Iterable[SessionMessage], count: Callable[[st
     return total
 
 
-def estimate_message_tokens(messages: Iterable[SessionMessage]) -> int:
-    """The reference's ``estimateMessageTokens`` over ``SessionMessage`` objects."""
+def estimate_message_tokens(messages: Iterable[MessageInput]) -> int:
+    """The reference's ``estimateMessageTokens``, over ``SessionMessage`` objects or dicts."""
     return count_message_tokens(messages, estimate_tokens)
 
 
@@ -118,10 +121,10 @@ class TiktokenCounter:
             return 0
         return len(self._encoding.encode(text, disallowed_special=()))
 
-    def count_messages(self, messages: Iterable[SessionMessage]) -> int:
+    def count_messages(self, messages: Iterable[MessageInput]) -> int:
         return count_message_tokens(messages, self.count_text)
 
-    def __call__(self, messages: Iterable[SessionMessage]) -> int:
+    def __call__(self, messages: Iterable[MessageInput]) -> int:
         return self.count_messages(messages)
 
     def __repr__(self) -> str:

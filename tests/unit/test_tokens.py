@@ -2,7 +2,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessions_core import SessionMessage, TiktokenCounter, estimate_message_tokens, estimate_tokens
+from sessions_core import (
+    MessageValidationError,
+    SessionMessage,
+    TiktokenCounter,
+    estimate_message_tokens,
+    estimate_tokens,
+)
 from sessions_core.tokens import _JS_WORD, _word_count
 
 
@@ -43,6 +49,14 @@ def test_estimate_message_tokens_counts_every_kind_of_part():
     assert estimate_message_tokens([message]) == 4 + 3 + 100 + 2 + 3 + 5 + 0 + 3 + 3
     assert estimate_message_tokens([]) == 0
     assert estimate_message_tokens([message, message]) == 2 * estimate_message_tokens([message])
+
+
+def test_plain_dicts_are_counted_like_messages():
+    message = {"id": "m", "role": "user", "parts": [{"type": "text", "text": "Hello world"}]}
+    assert estimate_message_tokens([message]) == estimate_message_tokens([SessionMessage.model_validate(message)])
+    assert TiktokenCounter("cl100k_base")([message]) == 4 + 2
+    with pytest.raises(MessageValidationError, match="role"):
+        estimate_message_tokens([{"id": "m", "parts": []}])
 
 
 def test_reasoning_falls_back_to_the_legacy_field():
