@@ -646,6 +646,6 @@ def test_export_carries_file_payloads(tmp_path):
     )
     with Session(tmp_path / "b.db").for_session("x") as copy:
         first, second = copy.get_history()
-        assert base64.b64decode(first.parts[0].data) == png
+        assert first.parts[0].data == png  # bytes come back as bytes
         assert second.parts[0].data == "data:image/png;base64," + base64.b64encode(png).decode()
     assert export.returncode == 0

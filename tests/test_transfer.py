@@ -121,6 +121,37 @@ def test_round_trip_into_another_store(new_store):
     assert again.stored == {} and again.present == {"session": 1, "message": 1}
 
 
+def test_a_round_trip_reads_back_equal_bytes_and_times_included(new_store):
+    source, target = new_store(), new_store()
+    populate(source)
+    image = bytes(range(256)) * 4
+    Session(source).for_session(SESSION).append_message(
+        {"id": "f1", "role": "user", "parts": [{"type": "file", "mediaType": "image/png", "data": image},
+                                               {"type": "file", "mediaType": "text/plain", "data": "aGVsbG8="}]}
+    )
+    import_records(target, export_lines(source, SESSION))
+    stored = Session(target).for_session(SESSION).get_message("f1")
+    assert stored.parts[0].data == image and stored.parts[1].data == "aGVsbG8="  # bytes stay bytes, str stays str
+    assert contents(target, SESSION) == contents(source, SESSION)
+    assert [(b.label, b.updated_at_us) for b in target.list_blocks(SESSION)] == [
+        (b.label, b.updated_at_us) for b in source.list_blocks(SESSION)
+    ]
+    times = lambda store: [(e.key, e.created_at_us, e.updated_at_us) for e in store.search_entry_rows(SESSION)]  # noqa: E731
+    assert times(target) == times(source)
+    without_export_time = lambda store: [{k: v for k, v in r.items() if k != "exported_at"}  # noqa: E731
+                                         for r in export_session(store, SESSION)]
+    assert without_export_time(target) == without_export_time(source)
+
+
+def test_binary_parts_are_checked(new_store):
+    store = new_store()
+    record = {"kind": "message", "session_id": "s", "created_at": "2026-01-01T00:00:00+00:00",
+              "message": {"id": "m", "role": "user", "parts": [{"type": "text", "text": "x"}]}}
+    for binary, why in [([0], "not a file part"), ("0", "list of part indexes"), ([3], "not a file part")]:
+        with pytest.raises(InvalidRecordError, match=why):
+            import_records(store, [{**record, "binary_parts": binary}])
+
+
 def test_importing_twice_stores_nothing_twice(new_store, tmp_path):
     source, target = new_store(), new_store()
     populate(source)

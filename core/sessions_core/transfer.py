@@ -20,7 +20,7 @@ from typing import Any
 from ._time import from_us
 from .attachments import BLOB_PREFIX, restore_blobs
 from .errors import InvalidRecordError, MessageValidationError, SessionNotFoundError
-from .messages import parse_message
+from .messages import FilePart, parse_message
 from .stores.base import InspectableStore, MessageRow, SessionRow, SessionSummary, Store, inspectable
 from .transfer_records import (
     EXPORT_FORMAT,
@@ -172,7 +172,7 @@ def _message_records(
                 stack.extend(reversed(waiting.pop(current.id, [])))
                 continue
             emitted.add(current.id)
-            yield {
+            record = {
                 "kind": "message",
                 "session_id": session_id,
                 "id": current.id,
@@ -180,6 +180,11 @@ def _message_records(
                 "created_at": _iso(current.created_at_us),
                 "message": data,
             }
+            binary = [i for i, part in enumerate(message.parts) if isinstance(part, FilePart)
+                      and isinstance(part.data, bytes)]
+            if binary:  # JSON has no bytes: these parts' base64 data is bytes again on import
+                record["binary_parts"] = binary
+            yield record
             stack.extend(reversed(waiting.pop(current.id, [])))
 
     after = 0

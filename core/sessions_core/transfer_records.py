@@ -3,6 +3,8 @@ written. :mod:`sessions_core.transfer` drives them; nothing here is called by us
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import uuid
@@ -11,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ._time import to_us
+from ._time import now_us, to_us
 from .errors import MessageValidationError
-from .messages import SessionMessage, parse_message
+from .messages import FilePart, SessionMessage, parse_message
 from .session import Session
 from .stores.base import CompactionRow, InspectableStore, SessionRow
 
@@ -41,6 +43,7 @@ class Record:
     data: dict[str, Any]
     message: SessionMessage | None = None
     created_at: datetime | None = None
+    updated_at: datetime | None = None
 
 
 def parse_time(value: Any, name: str) -> datetime:
@@ -164,7 +167,7 @@ class RecordChecker:
             raise InvalidRecord(f"'id' {ident!r} differs from the message's id {message.id!r}")
         parent = _string(data, "parent_id", optional=True, empty=False)
         record.created_at = parse_time(data.get("created_at"), "'created_at'")
-        record.message = message
+        record.message = _with_bytes(message, data.get("binary_parts", []))
         key = (record.session_id, message.id)
         digest = hashlib.sha256(
             json.dumps([parent, data["created_at"], data["message"]], sort_keys=True).encode()
@@ -191,6 +194,8 @@ class RecordChecker:
     def _check_block(self, record: Record) -> None:
         _string(record.data, "label", empty=False)
         _string(record.data, "content")
+        if "updated_at" in record.data:
+            record.updated_at = parse_time(record.data["updated_at"], "'updated_at'")
 
     def _check_prompt(self, record: Record) -> None:
         _string(record.data, "prompt")
@@ -199,6 +204,9 @@ class RecordChecker:
         _string(record.data, "label", empty=False)
         _string(record.data, "key", empty=False)
         _string(record.data, "content")
+        for name in ("created_at", "updated_at"):
+            if name in record.data:
+                setattr(record, name, parse_time(record.data[name], repr(name)))
 
 
 class RecordWriter:
@@ -281,7 +289,8 @@ class RecordWriter:
         label, content = record.data["label"], record.data["content"]
         if self.store.get_block(record.session_id, label) == content:
             return False
-        self.store.set_block(record.session_id, label, content)
+        updated = now_us() if record.updated_at is None else to_us(record.updated_at)
+        self.store.import_block(record.session_id, label, content, updated)
         return True
 
     def _write_prompt(self, record: Record) -> bool:
@@ -304,6 +313,29 @@ class RecordWriter:
         key, digest = (data["label"], data["key"]), hashlib.sha256(data["content"].encode()).digest()
         if entries.get(key) == digest:
             return False
-        self.store.set_search_entry(target, data["label"], data["key"], data["content"])
+        now = now_us()
+        created = now if record.created_at is None else to_us(record.created_at)
+        updated = now if record.updated_at is None else to_us(record.updated_at)
+        self.store.import_search_entry(target, data["label"], data["key"], data["content"], created, updated)
         entries[key] = digest
         return True
+
+
+def _with_bytes(message: SessionMessage, binary_parts: Any) -> SessionMessage:
+    """``message`` with the file parts at ``binary_parts`` holding bytes again (an export writes
+    a file part's bytes as base64: JSON has no bytes)."""
+    if not isinstance(binary_parts, list) or not all(type(i) is int for i in binary_parts):
+        raise InvalidRecord("'binary_parts' must be a list of part indexes")
+    if not binary_parts:
+        return message
+    parts = list(message.parts)
+    for index in binary_parts:
+        part = parts[index] if 0 <= index < len(parts) else None
+        if not isinstance(part, FilePart) or not isinstance(part.data, str):
+            raise InvalidRecord(f"'binary_parts': part {index} is not a file part with base64 data")
+        try:
+            data = base64.b64decode(part.data, validate=True)
+        except binascii.Error as error:
+            raise InvalidRecord(f"'binary_parts': part {index} holds invalid base64 ({error})") from None
+        parts[index] = part.model_copy(update={"data": data})
+    return message.model_copy(update={"parts": parts})

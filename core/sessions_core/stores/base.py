@@ -469,6 +469,16 @@ class InspectableStore(Store):
         the start); page like :meth:`message_rows`."""
 
     @abstractmethod
+    def import_block(self, session_id: str, label: str, content: str, updated_at_us: int) -> None:
+        """Store a context block with the time it was last written (an import keeps it)."""
+
+    @abstractmethod
+    def import_search_entry(
+        self, session_id: str, label: str, key: str, content: str, created_at_us: int, updated_at_us: int
+    ) -> None:
+        """Store a search entry with its times (an entry stored already keeps its creation time)."""
+
+    @abstractmethod
     def import_compaction(self, session_id: str, row: CompactionRow) -> bool:
         """Store an overlay keeping its id and time, unless an overlay with that id is already
         stored (in any session: ids are unique in the store); ``True`` if it was stored."""

@@ -175,7 +175,7 @@ SET_CACHED_PROMPT = """
 """
 SET_SEARCH_ENTRY = """
     INSERT INTO search_entries (session_id, label, key, created_at, updated_at, content, search_terms)
-    VALUES (:s, :label, :key, :now, :now, :content, {terms}) ON CONFLICT (session_id, label, key) DO UPDATE
+    VALUES (:s, :label, :key, :created, :updated, :content, {terms}) ON CONFLICT (session_id, label, key) DO UPDATE
     SET content = excluded.content, search_terms = excluded.search_terms, updated_at = excluded.updated_at
 """
 COUNT_SEARCH_ENTRIES = "SELECT count(*) FROM search_entries WHERE session_id = :s AND label = :label"
@@ -618,7 +618,10 @@ class SqlStore(InspectableStore):
         return None if row is None else row[0]
 
     def set_block(self, session_id: str, label: str, content: str) -> None:
-        self._execute(SET_BLOCK, {"s": session_id, "label": label, "now": now_us(), "content": content})
+        self.import_block(session_id, label, content, now_us())
+
+    def import_block(self, session_id: str, label: str, content: str, updated_at_us: int) -> None:
+        self._execute(SET_BLOCK, {"s": session_id, "label": label, "now": updated_at_us, "content": content})
 
     def get_cached_prompt(self, session_id: str) -> str | None:
         row = self._one(GET_CACHED_PROMPT, {"s": session_id})
@@ -628,8 +631,14 @@ class SqlStore(InspectableStore):
         self._execute(SET_CACHED_PROMPT, {"s": session_id, "now": now_us(), "prompt": prompt})
 
     def set_search_entry(self, session_id: str, label: str, key: str, content: str) -> None:
-        params = {"s": session_id, "label": label, "key": key, "now": now_us(), "content": content,
-                  "terms": self._terms(content)}
+        now = now_us()
+        self.import_search_entry(session_id, label, key, content, now, now)
+
+    def import_search_entry(
+        self, session_id: str, label: str, key: str, content: str, created_at_us: int, updated_at_us: int
+    ) -> None:
+        params = {"s": session_id, "label": label, "key": key, "created": created_at_us, "updated": updated_at_us,
+                  "content": content, "terms": self._terms(content)}
         self._execute(SET_SEARCH_ENTRY, params)
 
     def count_search_entries(self, session_id: str, label: str) -> int:

@@ -116,6 +116,18 @@ def test_an_imported_overlay_keeps_its_id_once_in_the_store(inspectable_store):
     assert [c for c in store.get_compactions(SESSION) if c.id == "imported-1"] == [row]
 
 
+def test_imported_blocks_and_entries_keep_their_times(inspectable_store):
+    store = inspectable_store
+    store.import_block(SESSION, "memory", "Likes tea.", 1_000)
+    blocks = [(b.label, b.content, b.updated_at_us) for b in store.list_blocks(SESSION)]
+    assert blocks == [("memory", "Likes tea.", 1_000)]
+    store.import_search_entry(SESSION, "kb", "tea", "Green tea", 2_000, 3_000)
+    store.import_search_entry(SESSION, "kb", "tea", "Black tea", 5_000, 6_000)  # stored already: keeps its creation
+    [entry] = store.search_entry_rows(SESSION)
+    assert (entry.content, entry.created_at_us, entry.updated_at_us) == ("Black tea", 2_000, 6_000)
+    assert store.search_entries(SESSION, "kb", "black", 10) == [("tea", "Black tea")]
+
+
 def test_stats_count_every_kind_of_row(inspectable_store):
     store = inspectable_store
     populate(store)
