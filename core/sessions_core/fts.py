@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
-from itertools import chain, islice
 from typing import NamedTuple
 
 import regex
@@ -109,10 +107,12 @@ class _Token(NamedTuple):
     """The word folded (not stemmed), or the CJK run."""
 
 
-@lru_cache(maxsize=1 << 14)
 def _token(token: str) -> _Token:
     if _IS_CJK.match(token):
         return _Token(True, tuple(_bigrams(token)), None, token)
+    if token.isascii() and token.isalpha() and (token.islower() or token.istitle() or token.isupper()):
+        word = token.lower()[:MAX_TERM_CHARS]  # a plain word, the common case: one part
+        return _Token(False, (_stem(word),), None, word)
     boundary = _ASCII_BOUNDARY if token.isascii() else _BOUNDARY
     parts = [part for segment in _JOINER.split(token) for part in boundary.split(segment) if part]
     folded = [term[:MAX_TERM_CHARS] for term in map(fold, parts) if term]
@@ -121,7 +121,6 @@ def _token(token: str) -> _Token:
     return _Token(False, stems, whole, folded[0] if folded else "")
 
 
-@lru_cache(maxsize=1 << 14)
 def _token_terms(token: str) -> tuple[str, ...]:
     """What ``token`` is indexed by: a CJK run's bigrams and its last character alone, a word's
     stem, an identifier's part stems then the whole."""
@@ -135,9 +134,29 @@ def _bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
+_CACHE_SIZE = 50_000
+_cache: dict[str, tuple[str, ...]] = {}
+
+
 def index_terms(text: str) -> list[str]:
     """The terms ``text`` is indexed by, in order (at most ``MAX_TERMS``)."""
-    terms = list(islice(chain.from_iterable(map(_token_terms, _tokens(text))), MAX_TERMS))
+    terms: list[str] = []
+    cache = _cache
+    for token in _tokens(text):
+        found = cache.get(token)
+        if found is None:
+            if token.isascii() and token.isalpha() and (token.islower() or token.istitle() or token.isupper()):
+                found = (_stem(token.lower()[:MAX_TERM_CHARS]),)  # a plain word, the common case
+            else:
+                found = _token_terms(token)
+            if len(token) <= MAX_TERM_CHARS:  # words recur (Zipf); a long CJK run rarely does
+                if len(cache) >= _CACHE_SIZE:
+                    cache.clear()
+                cache[token] = found
+        terms += found
+        if len(terms) >= MAX_TERMS:
+            del terms[MAX_TERMS:]
+            break
     # Below this length the distinct terms cannot reach the budget (a character makes at most
     # two characters of terms, of four bytes each).
     return terms if len(text) * 8 < MAX_INDEX_BYTES // 2 else _within_budget(terms)

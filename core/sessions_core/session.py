@@ -8,7 +8,7 @@ The facade and its builder. The jobs behind it live in their own modules: openin
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -209,6 +209,16 @@ class Session(StoreOwner):
         if self.store.insert_message(self.session_id, record, parent_id) is not None:
             return AppendResult(True, parsed.model_copy(update={"created_at": from_us(record.created_at_us)}))
         return AppendResult(False, self.get_message(parsed.id) or parsed)
+
+    @io
+    def import_messages(
+        self, messages: Sequence[tuple[MessageInput, datetime]], *, parent_id: str | None
+    ) -> list[bool]:
+        """Store a chain of ``(message, created_at)`` as they are, in one transaction: the first
+        under ``parent_id``, each next one under the one before (for migrations). Per message,
+        whether it was stored (``False``: its id was stored already; the chain goes on from it)."""
+        records = [self._record(parse_message(message), to_us(created_at)) for message, created_at in messages]
+        return [inserted is not None for inserted in self.store.insert_messages(self.session_id, records, parent_id)]
 
     @io
     def update_message(self, message: MessageInput) -> bool:

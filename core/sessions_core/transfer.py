@@ -242,8 +242,8 @@ def import_records(
     Every record is checked before anything is written: the first bad one raises
     ``InvalidRecordError`` naming its 1-based position (blank lines count, as lines of a file)
     and the store is left as it was. A message's parent must be earlier in the input or stored
-    already. Ids, parents and times are kept; block and search-entry update times are those of the
-    import. Idempotent: what is stored already is not written again (it is counted in
+    already. Ids, parents, times (of messages, blocks and search entries) and bytes are kept.
+    Idempotent: what is stored already is not written again (it is counted in
     ``ImportReport.present``). ``into`` imports the records of one session under another session
     id; ``dry_run`` only checks. ``records`` is read twice (check, then write): a one-shot
     iterator (a generator, an open file) is held in memory between the two, a list or
@@ -267,11 +267,15 @@ def import_records(
     writer = RecordWriter(target)
     stored: dict[str, int] = {}
     present: dict[str, int] = {}
-    for record in _checked(RecordChecker(target, into), records):
-        outcome = writer.write(record)
-        if outcome is not None:
-            tally = stored if outcome else present
-            tally[record.kind] = tally.get(record.kind, 0) + 1
+    def tally_up(outcomes: list[tuple[Any, bool | None]]) -> None:
+        for record, outcome in outcomes:
+            if outcome is not None:
+                tally = stored if outcome else present
+                tally[record.kind] = tally.get(record.kind, 0) + 1
+
+    for record in _checked(RecordChecker(target, into, checked=True), records):
+        tally_up(writer.write(record))
+    tally_up(writer.flush())
     return ImportReport(count, tuple(sorted(sessions)), stored, present)
 
 

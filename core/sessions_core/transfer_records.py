@@ -42,6 +42,8 @@ class Record:
     """The target session (``into`` when given, else the record's own ``session_id``)."""
     data: dict[str, Any]
     message: SessionMessage | None = None
+    """The parsed message (a second pass parses it only when it is written: :func:`message_of`)."""
+    message_id: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -93,9 +95,14 @@ def _decode(item: Any) -> dict[str, Any] | None:
 class RecordChecker:
     """Checks records in input order against what is earlier in the input and in ``store``."""
 
-    def __init__(self, store: InspectableStore, into: str | None) -> None:
+    def __init__(self, store: InspectableStore, into: str | None, *, checked: bool = False) -> None:
+        """``checked``: the input passed a first check already; this pass only makes its records
+        (a message is parsed when it is written, and only if it is not stored already)."""
         self.store = store
         self.into = into
+        self.checked = checked
+        self.item: Any = None
+        """The input item being checked."""
         self.source_session: str | None = None
         self.seen: dict[tuple[str, str], tuple[int, str]] = {}  # (target, message id) -> (line, digest)
         self.line = 0
@@ -118,6 +125,7 @@ class RecordChecker:
             raise InvalidRecord(str(error)) from None
 
     def _check(self, item: Any) -> Record | None:
+        self.item = item
         data = _decode(item)
         if data is None:
             return None
@@ -159,6 +167,10 @@ class RecordChecker:
 
     def _check_message(self, record: Record) -> None:
         data = record.data
+        if self.checked:
+            record.message_id = data["message"]["id"]
+            record.created_at = parse_time(data["created_at"], "'created_at'")
+            return
         message = parse_message(data.get("message")) if isinstance(data.get("message"), dict) else None
         if message is None:
             raise InvalidRecord("'message' must be a message object")
@@ -168,10 +180,15 @@ class RecordChecker:
         parent = _string(data, "parent_id", optional=True, empty=False)
         record.created_at = parse_time(data.get("created_at"), "'created_at'")
         record.message = _with_bytes(message, data.get("binary_parts", []))
+        record.message_id = message.id
         key = (record.session_id, message.id)
-        digest = hashlib.sha256(
-            json.dumps([parent, data["created_at"], data["message"]], sort_keys=True).encode()
-        ).hexdigest()
+        if isinstance(self.item, (bytes, str)):  # a line: the same message twice is the same line
+            line = self.item.encode() if isinstance(self.item, str) else self.item
+            digest = hashlib.blake2b(line.strip(), digest_size=16).hexdigest()
+        else:
+            digest = hashlib.sha256(
+                json.dumps([parent, data["created_at"], data["message"]], sort_keys=True).encode()
+            ).hexdigest()
         earlier = self.seen.get(key)
         if earlier is not None:
             if earlier[1] != digest:
@@ -209,27 +226,75 @@ class RecordChecker:
                 setattr(record, name, parse_time(record.data[name], repr(name)))
 
 
+MESSAGE_BATCH = 1_000
+"""Messages of one chain written per transaction by an import."""
+
+
 class RecordWriter:
-    """Writes checked records into ``store``, each unless what it holds is stored already."""
+    """Writes checked records into ``store``, each unless what it holds is stored already.
+    Consecutive messages that form a chain (each the child of the one before) are written
+    together, :data:`MESSAGE_BATCH` a transaction, and those stored already are skipped
+    without being prepared."""
 
     def __init__(self, store: InspectableStore) -> None:
         self.store = store
         self.stored_compactions: dict[str, set[str]] = {}
         self.stored_entries: dict[str, dict[tuple[str, str], bytes]] = {}
         self._sessions: dict[str, Session] = {}
+        self._chain: list[Record] = []
         self._writes: dict[str, Callable[[Record], bool | None]] = {
             "session": self._write_session,
-            "message": self._write_message,
             "compaction": self._write_compaction,
             "block": self._write_block,
             "prompt": self._write_prompt,
             "search_entry": self._write_search_entry,
         }
 
-    def write(self, record: Record) -> bool | None:
-        """``True`` if the record was stored, ``False`` if it was there already, ``None`` if it
-        holds nothing to store (a ``session`` record without a registry row)."""
-        return self._writes[record.kind](record)
+    def write(self, record: Record) -> list[tuple[Record, bool | None]]:
+        """Write ``record`` (a message may wait for the rest of its chain) and return the records
+        whose outcome is now known, each with ``True`` if it was stored, ``False`` if it was there
+        already, ``None`` if it holds nothing to store (a ``session`` record without a registry
+        row). Call :meth:`flush` after the last record."""
+        if record.kind == "message":
+            chain = self._chain
+            if chain and (
+                chain[-1].session_id != record.session_id
+                or record.data.get("parent_id") != chain[-1].message_id
+                or len(chain) >= MESSAGE_BATCH
+            ):
+                done = self.flush()
+                self._chain.append(record)
+                return done
+            chain.append(record)
+            return []
+        done = self.flush()
+        done.append((record, self._writes[record.kind](record)))
+        return done
+
+    def flush(self) -> list[tuple[Record, bool | None]]:
+        """Write the waiting chain of messages; their outcomes."""
+        chain, self._chain = self._chain, []
+        if not chain:
+            return []
+        session_id = chain[0].session_id
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._sessions[session_id] = Session(self.store).for_session(session_id)
+        stored = self.store.stored_message_ids(session_id, [r.message_id for r in chain])  # type: ignore[misc]
+        outcomes: list[tuple[Record, bool | None]] = []
+        parent_id, pending = chain[0].data.get("parent_id"), []
+        for record in [*chain, None]:
+            if record is None or record.message_id in stored:
+                if pending:
+                    items = [(message_of(r), r.created_at) for r in pending]
+                    outcomes += zip(pending, session.import_messages(items, parent_id=parent_id))
+                    pending = []
+                if record is not None:
+                    outcomes.append((record, False))
+                    parent_id = record.message_id
+            else:
+                pending.append(record)
+        return outcomes
 
     def _write_session(self, record: Record) -> bool | None:
         registry = record.data.get("registry")
@@ -255,14 +320,6 @@ class RecordWriter:
             )
         )
         return True
-
-    def _write_message(self, record: Record) -> bool:
-        assert record.message is not None and record.created_at is not None
-        session = self._sessions.get(record.session_id)
-        if session is None:
-            session = self._sessions[record.session_id] = Session(self.store).for_session(record.session_id)
-        parent_id = record.data.get("parent_id")
-        return session.import_message(record.message, parent_id=parent_id, created_at=record.created_at).inserted
 
     def _write_compaction(self, record: Record) -> bool:
         data = record.data
@@ -319,6 +376,14 @@ class RecordWriter:
         self.store.import_search_entry(target, data["label"], data["key"], data["content"], created, updated)
         entries[key] = digest
         return True
+
+
+def message_of(record: Record) -> SessionMessage:
+    """The message of a ``message`` record, parsed now if the pass that made it did not."""
+    if record.message is None:
+        data = record.data
+        record.message = _with_bytes(parse_message(data["message"]), data.get("binary_parts", []))
+    return record.message
 
 
 def _with_bytes(message: SessionMessage, binary_parts: Any) -> SessionMessage:

@@ -469,6 +469,10 @@ class InspectableStore(Store):
         the start); page like :meth:`message_rows`."""
 
     @abstractmethod
+    def stored_message_ids(self, session_id: str, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` the session holds (an import skips them without preparing them)."""
+
+    @abstractmethod
     def import_block(self, session_id: str, label: str, content: str, updated_at_us: int) -> None:
         """Store a context block with the time it was last written (an import keeps it)."""
 

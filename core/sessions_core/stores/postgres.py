@@ -44,6 +44,7 @@ _FRAGMENTS = {
     "{rowid}": "seq",
     "{terms}": "CAST(:terms AS tsvector)",
     "{for_update}": "FOR UPDATE",
+    "{first}": ":first",
 }
 
 _HEADER = """\
@@ -158,6 +159,9 @@ class PostgresStore(SqlStore):
 
     def _list(self, values: Sequence[Any], uses: int = 1) -> tuple[str, dict[str, list[Any]]]:
         return "= ANY(:values)", {"values": list(values)}
+
+    def _bind_first(self, value: Any, params: dict[str, Any]) -> dict[str, Any]:
+        return {**params, "first": value}
 
     def _lock_session(self, conn: psycopg.Connection, session_id: str) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))", (session_id,))

@@ -121,6 +121,7 @@ GET_LATEST_LEAF = f"SELECT {ROW} FROM session_messages WHERE session_id = :s AND
 CHILDREN = f"SELECT {ROW} FROM session_messages WHERE session_id = :s AND parent_id = :id ORDER BY created_at, seq"
 PATH_TOTALS = f"SELECT {POSITION} FROM session_messages WHERE session_id = :s AND id = :id"
 FETCH_ROWS = f"SELECT seq, {ROW} FROM session_messages WHERE seq {{values}}"
+STORED_IDS = "SELECT id FROM session_messages WHERE session_id = {first} AND id {values}"
 GET_BLOBS = "SELECT digest, data FROM blobs WHERE digest {values}"
 
 PATH = """
@@ -337,6 +338,10 @@ class SqlStore(InspectableStore):
     @abstractmethod
     def _size_bytes(self, conn: Any) -> int | None:
         """The database's size as the backend reports it."""
+
+    @abstractmethod
+    def _bind_first(self, value: Any, params: Any) -> Any:
+        """``params`` of a ``{values}`` list with ``value`` bound to ``{first}`` before it."""
 
     def _lock_session(self, conn: Any, session_id: str) -> None:
         """Serialise the current transaction's writes to ``session_id`` (no-op by default)."""
@@ -574,6 +579,16 @@ class SqlStore(InspectableStore):
         sql = self.compile(FETCH_ROWS.replace("{values}", fragment))
         rows = self._read(lambda conn: conn.execute(sql, params).fetchall())
         return {row[0]: MessageRow(row[1], row[2], row[3], row[4], row[5]) for row in rows}
+
+    def stored_message_ids(self, session_id: str, ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), self.max_list):
+            fragment, params = self._list(unique[start : start + self.max_list])
+            sql = self.compile(STORED_IDS.replace("{values}", fragment))
+            params = self._bind_first(session_id, params)
+            found.update(row[0] for row in self._read(lambda conn, sql=sql, p=params: conn.execute(sql, p).fetchall()))
+        return found
 
     def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
         if not digests:

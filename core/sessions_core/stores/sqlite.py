@@ -34,7 +34,8 @@ _INSERT_ROW = f"INSERT INTO session_messages ({MESSAGE_COLUMNS}) VALUES ({', '.j
 _POSITIONS = f"SELECT id, {POSITION} FROM session_messages"
 _POSITION_OF = f"{_POSITIONS} WHERE session_id = ? AND id = ?"
 _POSITION_OF_LATEST_LEAF = f"SELECT id, {POSITION} FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})"
-_FRAGMENTS = {"{random_id}": "lower(hex(randomblob(16)))", "{rowid}": "rowid", "{terms}": ":terms", "{for_update}": ""}
+_FRAGMENTS = {"{random_id}": "lower(hex(randomblob(16)))", "{rowid}": "rowid", "{terms}": ":terms", "{for_update}": "",
+              "{first}": "?"}
 
 _HINTS = (
     ("readonly", "the database file or its folder is read-only for this process"),
@@ -141,6 +142,9 @@ class SqliteStore(SqlStore):
 
     def _list(self, values: Sequence[Any], uses: int = 1) -> tuple[str, tuple[Any, ...]]:
         return _marks(len(values)), tuple(values) * uses
+
+    def _bind_first(self, value: Any, params: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (value, *params)
 
     def _schema_version(self, conn: sqlite3.Connection | None = None) -> int:
         return (conn or self._conn).execute("PRAGMA user_version").fetchone()[0]
