@@ -649,3 +649,33 @@ def test_export_carries_file_payloads(tmp_path):
         assert first.parts[0].data == png  # bytes come back as bytes
         assert second.parts[0].data == "data:image/png;base64," + base64.b64encode(png).decode()
     assert export.returncode == 0
+
+
+def test_show_pages_a_long_session(tmp_path):
+    path = str(tmp_path / "long.db")
+    with Session(path).for_session("long") as session:
+        session.append_messages([msg(f"m{i:04d}", f"message {i}") for i in range(1200)])
+    first = run("--store", path, "show", "long")
+    assert first.exit_code == 0
+    assert "m0000" in first.stdout and "m0499" in first.stdout and "m0500" not in first.stdout
+    assert first.stdout.rstrip().endswith("messages 1-500 of 1,200 shown (page 1 of 3; --page 2 for the next 500)")
+    last = run("--store", path, "show", "long", "--page", "3", "--limit", "500")
+    assert "m1000" in last.stdout and "m1199" in last.stdout and "m0999" not in last.stdout
+    assert last.stdout.rstrip().endswith("messages 1,001-1,200 of 1,200 shown (page 3 of 3)")
+    assert "<- active leaf" in last.stdout
+    assert run("--store", path, "show", "long", "--page", "0").exit_code == 2
+
+
+def test_ids_are_never_folded_in_tables():
+    import io
+
+    from rich.console import Console
+
+    from sessions_core.cli.output import emit, table
+
+    out = Console(file=io.StringIO(), force_terminal=True, width=60)
+    grid = table(out, "SESSION", "TEXT")
+    long_id = "team:" + "0123456789abcdef" * 3
+    grid.add_row(long_id, "a text long enough to be folded over several lines of the table " * 2)
+    emit(out, grid)
+    assert long_id in out.file.getvalue()

@@ -75,12 +75,14 @@ def build_cli() -> click.Group:
     @cli.command("show")
     @click.argument("session")
     @width_option
+    @click.option("--page", type=click.IntRange(1), default=1, show_default=True, help="Which page of messages.")
+    @click.option("--limit", type=click.IntRange(1), default=500, show_default=True, help="Messages a page.")
     @click.pass_obj
-    def show_command(handle: StoreHandle, session: str, width: int) -> None:
-        """Print the message tree of SESSION (every branch; compactions marked).
+    def show_command(handle: StoreHandle, session: str, width: int, page: int, limit: int) -> None:
+        """Print the message tree of SESSION (every branch; compactions marked), a page at a time.
 
         * marks the messages of the active branch (the path to the latest leaf)."""
-        cmd_show(handle, session, width)
+        cmd_show(handle, session, width, page, limit)
 
     @cli.command("search")
     @click.argument("query")

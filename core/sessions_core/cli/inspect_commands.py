@@ -97,13 +97,15 @@ class _Node:
     id: str
     parent_id: str | None
     role: str
-    preview: str
+    content: str
+    created_at_us: int
+
+    def preview(self, width: int) -> str:
+        return message_preview(message_from_storage(self.content, from_us(self.created_at_us)), width)
 
 
-def _load_tree(
-    store: InspectableStore, session_id: str, width: int
-) -> tuple[dict[str, _Node], dict[str | None, list[str]]]:
-    """Every message of the session (ids, roles and previews only), read page by page."""
+def _load_tree(store: InspectableStore, session_id: str) -> tuple[dict[str, _Node], dict[str | None, list[str]]]:
+    """Every message of the session, read page by page (parsed only when it is shown)."""
     nodes: dict[str, _Node] = {}
     after = 0
     while True:
@@ -111,8 +113,7 @@ def _load_tree(
         if not page:
             break
         for _seq, row in page:
-            message = message_from_storage(row.content, from_us(row.created_at_us))
-            nodes[row.id] = _Node(row.id, row.parent_id, row.role, message_preview(message, width))
+            nodes[row.id] = _Node(row.id, row.parent_id, row.role, row.content, row.created_at_us)
         after = page[-1][0]
     children: dict[str | None, list[str]] = {}
     for node in nodes.values():  # (created_at, seq) order, as Store.children gives them
@@ -135,12 +136,13 @@ def _ancestry(nodes: dict[str, _Node], leaf: str, stop: str | None = None) -> li
     return chain
 
 
-def cmd_show(handle: StoreHandle, session_id: str, width: int) -> None:
+def cmd_show(handle: StoreHandle, session_id: str, width: int, page: int = 1, limit: int = 500) -> None:
     from rich.tree import Tree
 
     store = handle.open()
     summary = summary_of(store, session_id)
-    nodes, children = _load_tree(store, session_id, width)
+    nodes, children = _load_tree(store, session_id)
+    first, last = (page - 1) * limit, page * limit  # the messages shown, in the tree's order
     compactions = store.get_compactions(session_id)
     latest = store.latest_leaf(session_id)
     active_leaf = latest.id if latest is not None else None
@@ -181,7 +183,7 @@ def cmd_show(handle: StoreHandle, session_id: str, width: int) -> None:
         line.append("* " if node.id in active else "  ", style="bold yellow")
         line.append(node.id, style="cyan")
         line.append(f" {node.role}", style=ROLE_STYLES.get(node.role, "yellow"))
-        line.append(f": {node.preview}")
+        line.append(f": {node.preview(width)}")
         if node.id in covered_by:
             line.append(f"  [summarised by compaction {covered_by[node.id]}]", style="dim")
         if node.id == active_leaf:
@@ -206,12 +208,15 @@ def cmd_show(handle: StoreHandle, session_id: str, width: int) -> None:
         pending.append((tree, roots[0]))
     for index, root in enumerate(roots if len(roots) > 1 else [], 1):
         pending.append((tree.add(branch_label("root", index, len(roots), root, None)), root))
+    position = 0
     while pending:  # iterative: a long chain stays at one level, a fork nests its branches
         container, current = pending.popleft()
         while True:
-            for compaction in starts.get(current, ()):
-                container.add(compaction_label(compaction))
-            container.add(label(nodes[current]))
+            if first <= position < last:
+                for compaction in starts.get(current, ()):
+                    container.add(compaction_label(compaction))
+                container.add(label(nodes[current]))
+            position += 1
             kids = children.get(current, [])
             if len(kids) == 1:
                 current = kids[0]
@@ -228,6 +233,10 @@ def cmd_show(handle: StoreHandle, session_id: str, width: int) -> None:
             )
         )
     emit(out, tree)
+    if len(nodes) > limit:
+        shown = f"messages {min(first + 1, len(nodes)):,}-{min(last, len(nodes)):,} of {len(nodes):,} shown"
+        more = f"; --page {page + 1} for the next {limit:,}" if last < len(nodes) else ""
+        out.print(f"{shown} (page {page} of {-(-len(nodes) // limit):,}{more})")
 
 
 # -- search --------------------------------------------------------------------------------------

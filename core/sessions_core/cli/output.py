@@ -38,8 +38,13 @@ def emit(target: Console, renderable: Any) -> None:
     target.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
 
 
+WHOLE_COLUMNS = ("SESSION", "ID")
+"""Columns of ids, never folded (an id cut in two cannot be copied): the others give way."""
+
+
 def table(target: Console, *columns: str, right: tuple[str, ...] = ()) -> Any:
-    """A table: boxed on a terminal (text folds to fit, numbers do not), bare columns otherwise."""
+    """A table: boxed on a terminal (text folds to fit, numbers and ids do not), bare columns
+    otherwise."""
     from rich import box
     from rich.table import Table
 
@@ -51,11 +56,12 @@ def table(target: Console, *columns: str, right: tuple[str, ...] = ()) -> Any:
         pad_edge=terminal,
     )
     for column in columns:
+        whole = column in WHOLE_COLUMNS
         result.add_column(
             column,
             justify="right" if column in right else "left",
-            no_wrap=column in right,
-            overflow="fold",
+            no_wrap=column in right or whole,
+            overflow="ignore" if whole else "fold",
         )
     return result
 
