@@ -1,12 +1,13 @@
 """Quickstart: a durable, branching, searchable conversation in a SQLite file.
 
-Runs offline: python examples/quickstart.py [path/to/chat.db]
+Runs offline: python examples/quickstart.py [path/to/chat.db] (default: chat.db here). Run it
+again: every append is idempotent by id, so nothing is stored twice. Then look inside with the
+``sessions`` command (``pip install -e ".[cli]"``), as the last line printed says.
 """
 
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 from sessions_core import Session
@@ -58,11 +59,8 @@ def main(db_path: Path) -> None:
     # A new process on the same file sees everything.
     with Session(db_path).for_session("user-42") as reopened:
         print("after reopening:", len(reopened.get_history()), "messages on the active branch")
+    print(f"look inside: sessions --store {db_path} show user-42")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        main(Path(sys.argv[1]))
-    else:
-        with tempfile.TemporaryDirectory() as folder:
-            main(Path(folder) / "chat.db")
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "chat.db"))

@@ -20,11 +20,15 @@ def test_example_runs(example, tmp_path):
     assert result.stdout.strip(), "an example should show what it did"
 
 
-def test_quickstart_output():
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLES[[p.name for p in EXAMPLES].index("quickstart.py")])],
-        capture_output=True, text=True, check=True,
-    )
+def test_quickstart_output(tmp_path):
+    quickstart = str(EXAMPLES[[p.name for p in EXAMPLES].index("quickstart.py")])
+    result = subprocess.run([sys.executable, quickstart], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert "active branch: ['u1', 'a1', 'u2', 'a2-retry']" in result.stdout
     assert "retry inserted? False" in result.stdout
     assert "after reopening: 4 messages" in result.stdout
+    assert result.stdout.rstrip().endswith("look inside: sessions --store chat.db show user-42")
+    again = subprocess.run([sys.executable, quickstart], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert again.stdout == result.stdout  # it leaves chat.db, and a second run stores nothing twice
+    shown = subprocess.run([sys.executable, "-m", "sessions_core", "--store", "chat.db", "show", "user-42"],
+                           cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert "a2-retry" in shown.stdout
