@@ -160,6 +160,10 @@ class PostgresStore(SqlStore):
     def _list(self, values: Sequence[Any], uses: int = 1) -> tuple[str, dict[str, list[Any]]]:
         return "= ANY(:values)", {"values": list(values)}
 
+    def _execute_many(self, conn: psycopg.Connection, sql: str, params: Sequence[Any]) -> None:
+        with conn.cursor() as cursor:
+            cursor.executemany(sql, params)
+
     def _bind_first(self, value: Any, params: dict[str, Any]) -> dict[str, Any]:
         return {**params, "first": value}
 

@@ -340,6 +340,10 @@ class SqlStore(InspectableStore):
         """The database's size as the backend reports it."""
 
     @abstractmethod
+    def _execute_many(self, conn: Any, sql: str, params: Sequence[Any]) -> None:
+        """Run compiled ``sql`` once for each parameter set, in one call to the driver."""
+
+    @abstractmethod
     def _bind_first(self, value: Any, params: Any) -> Any:
         """``params`` of a ``{values}`` list with ``value`` bound to ``{first}`` before it."""
 
@@ -461,9 +465,9 @@ class SqlStore(InspectableStore):
         if not rows:
             conn.execute(self.compile(BACKFILL_DONE), {"source": source})
             return 0
-        update = self.compile(BACKFILL_SET[source])
-        for seq, text in rows:
-            conn.execute(update, {"seq": seq, "terms": self._terms(text)})
+        terms = self._terms
+        self._execute_many(conn, self.compile(BACKFILL_SET[source]),
+                           [{"seq": seq, "terms": terms(text)} for seq, text in rows])
         conn.execute(self.compile(BACKFILL_ADVANCE), {"source": source, "next": rows[-1][0] + 1})
         return len(rows)
 

@@ -143,6 +143,9 @@ class SqliteStore(SqlStore):
     def _list(self, values: Sequence[Any], uses: int = 1) -> tuple[str, tuple[Any, ...]]:
         return _marks(len(values)), tuple(values) * uses
 
+    def _execute_many(self, conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> None:
+        conn.executemany(sql, params)
+
     def _bind_first(self, value: Any, params: tuple[Any, ...]) -> tuple[Any, ...]:
         return (value, *params)
 
