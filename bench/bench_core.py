@@ -855,6 +855,7 @@ def bench_index_size(tmp: Path, n: int) -> dict[str, Any]:
     text = conn.execute("SELECT coalesce(sum(length(CAST(text_content AS BLOB))), 0) FROM session_messages"
                         ).fetchone()[0]
     ours = _fts_bytes(conn, "session_messages_fts")
+    database = conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
     started = time.perf_counter()
     conn.execute("CREATE VIRTUAL TABLE previous_fts USING fts5(text_content, session_token,"
                  " content='session_messages', content_rowid='seq', tokenize='porter unicode61')")
@@ -866,6 +867,8 @@ def bench_index_size(tmp: Path, n: int) -> dict[str, Any]:
         "messages": n, "text_bytes": text, "index_bytes": ours, "search_terms_column_bytes": terms,
         "previous_index_bytes": previous, "previous_rebuild_s": round(rebuild_s, 1),
         "growth_index_only": ours / previous, "growth_with_terms_column": (ours + terms) / previous,
+        "database_bytes": database, "previous_database_bytes": database - ours - terms + previous,
+        "growth_database": database / (database - ours - terms + previous),
     }
 
 
@@ -975,7 +978,8 @@ def main(argv: list[str] | None = None) -> int:
               f" {format_bytes(index_size['search_terms_column_bytes'])} of stored terms, against"
               f" {format_bytes(index_size['previous_index_bytes'])} for the previous porter unicode61 index:"
               f" {index_size['growth_index_only']:.2f}x the index alone,"
-              f" {index_size['growth_with_terms_column']:.2f}x with the terms)")
+              f" {index_size['growth_with_terms_column']:.2f}x with the terms; the whole database"
+              f" {format_bytes(index_size['database_bytes'])}, {index_size['growth_database']:.2f}x)")
     out = args.out or RESULTS / ("core-quick.json" if quick else "core.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     report = {
