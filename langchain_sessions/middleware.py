@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
 from langchain.agents.middleware.types import ModelCallResult, PrivateStateAttr
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
@@ -196,11 +196,19 @@ class SessionMemoryMiddleware(AgentMiddleware):
 
     def _plan(self, session_id: str, messages: Sequence[BaseMessage]) -> list[tuple[BaseMessage, Any]]:
         """The messages not known to be stored, each with the parent to store it under: the
-        message before it in the state, so a rewound thread branches where it was rewound."""
+        message before it in the state, so a rewound thread branches where it was rewound.
+
+        An AI message's invalid tool calls are answered in the store right after it (the error
+        ``create_agent`` answers them with, under an id derived from the call), so every stored
+        tool call has its result on the path; the copy ``create_agent`` later inserts into the
+        state is not stored again."""
         known = self._known_ids(session_id)
         pending: list[tuple[BaseMessage, Any]] = []
         previous: str | None = None
+        repaired: set[str] = set()
         for message in messages:
+            if isinstance(message, ToolMessage) and message.tool_call_id in repaired:
+                continue  # create_agent's answer to an invalid tool call: ours is stored instead
             ident = source_id(message)
             if is_summary(message) or not ident:
                 previous = None
@@ -208,6 +216,15 @@ class SessionMemoryMiddleware(AgentMiddleware):
             if ident not in known:
                 pending.append((message, previous if previous is not None else LATEST))
             previous = ident
+            if isinstance(message, AIMessage):
+                repaired = set()
+                for answer in _invalid_call_answers(message):
+                    if answer.id not in known:
+                        pending.append((answer, previous))
+                    previous = answer.id
+                    repaired.add(answer.tool_call_id)
+            elif not isinstance(message, ToolMessage):
+                repaired = set()
         return pending
 
     def _stored(self, session_id: str, message: BaseMessage, result: Any) -> None:
@@ -404,6 +421,30 @@ def _with_prompt(system: SystemMessage | None, prompt: str | None) -> SystemMess
     else:
         merged = [*content, {"type": "text", "text": prompt}]
     return system.model_copy(update={"content": merged})
+
+
+def _invalid_call_answers(message: AIMessage) -> list[ToolMessage]:
+    """The error results ``create_agent`` gives an AI message's invalid tool calls (its text,
+    word for word), with ids derived from the message and the call."""
+    answers = []
+    for call in message.invalid_tool_calls:
+        call_id = call.get("id")
+        if call_id is None or not message.id:
+            continue
+        name = call.get("name") or "unknown"
+        answers.append(
+            ToolMessage(
+                content=(
+                    f"Tool call {name} with id {call_id} could not be executed - "
+                    "arguments were malformed or truncated."
+                ),
+                name=name,
+                tool_call_id=call_id,
+                status="error",
+                id=f"{message.id}:invalid:{call_id}",
+            )
+        )
+    return answers
 
 
 def _last_stored(messages: Sequence[BaseMessage]) -> str | None:
