@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    ModelRequest,
+    ToolCallRequest,
+)
 from langchain.agents.middleware.types import ModelCallResult, PrivateStateAttr
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
@@ -21,7 +27,6 @@ from typing_extensions import NotRequired
 
 from sessions_core import LATEST, CompactionError, Session, create_compact_function
 from sessions_core.integration import (
-    async_twin,
     is_summary_id,
     plan_overlays,
     prefer_async,
@@ -44,7 +49,8 @@ _ACTIVE_COMPACTION: ContextVar[Callable[..., Any] | None] = ContextVar("session_
 
 
 class SessionMemoryState(AgentState):
-    """The agent state with the system prompt frozen for the current run."""
+    """The agent state as earlier versions declared it (the frozen prompt is no longer kept in
+    the state, so that the middleware adds no graph step; the field stays for old checkpoints)."""
 
     session_memory_prompt: NotRequired[Annotated[str | None, PrivateStateAttr]]
 
@@ -124,6 +130,8 @@ class SessionMemoryMiddleware(AgentMiddleware):
         self.tools = langchain_tools(self.source.template_tools(), self.source)
         self._tool_names = {tool.name for tool in self.tools}
         self._lock = threading.Lock()
+        self._tool_lock = threading.Lock()
+        self._answers: dict[tuple[str, str], dict[str, list[BaseMessage]]] = {}
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._known: OrderedDict[str, set[str]] = OrderedDict()
         self._prefixes: OrderedDict[tuple[str, str], list[BaseMessage]] = OrderedDict()
@@ -274,49 +282,55 @@ class SessionMemoryMiddleware(AgentMiddleware):
             prefix = self._prefixes.get(key)
         return prefix if prefix is not None else self._keep_prefix(key, session.get_history(key[1]), messages)
 
-    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        session_id, session = self._session(runtime)
+    def _begin(self, session_id: str, session: Session, messages: Sequence[BaseMessage]) -> str:
+        """Start a run: freeze the prompt, read the stored branch before the state."""
         prompt = session.system_prompt_for_run()
         self._start(session_id, prompt, self.source.tools(session_id))
-        messages = state.get("messages", [])
-        self._persist(session_id, session, messages)
         key = self._prefix_key(session_id, messages)
         if key is not None:
             self._keep_prefix(key, session.get_history(key[1]), messages)
-        return {"session_memory_prompt": prompt}
+        return prompt
 
-    abefore_agent = async_twin(before_agent, prefer_async=True)
+    # -- tool results: stored as soon as every earlier call of the same AI message is done ----
 
-    # -- before_model / after_model / after_agent: store what is new ------------------------
-
-    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        session_id, session = self._session(runtime)
-        self._persist(session_id, session, state.get("messages", []))
-        return None
-
-    abefore_model = async_twin(before_model, prefer_async=True)
-
-    after_model = before_model
-    aafter_model = abefore_model
-    after_agent = before_model
-    aafter_agent = abefore_model
+    def _tool_results(self, request: Any, result: Any) -> None:
+        messages = list(request.state.get("messages", [])) if isinstance(request.state, dict) else []
+        caller = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        call_id = request.tool_call.get("id")
+        if caller is None or not caller.id or call_id is None:
+            return
+        answers = [m for m in _messages_of(result) if isinstance(m, ToolMessage)]
+        for answer in answers:
+            if not answer.id:
+                answer.id = str(uuid.uuid4())
+        session_id, session = self._session(request.runtime)
+        order = [c["id"] for c in caller.tool_calls]
+        with self._tool_lock:
+            done = self._answers.setdefault((session_id, caller.id), {})
+            done[call_id] = answers
+            ready: list[BaseMessage] = []
+            for ident in order:
+                if ident not in done:
+                    break
+                ready.extend(done[ident])
+            if len(done) == len(order):
+                del self._answers[(session_id, caller.id)]
+            if ready:
+                self._persist(session_id, session, [*messages, *ready])
 
     # -- wrap_model_call: system prompt, tools, compacted view -------------------------------
 
     def _run(self, session_id: str, session: Session, state: Any) -> _Run:
         with self._lock:
             run = self._runs.get(session_id)
-        if run is None:  # a run resumed in another process: before_agent did not run here
-            prompt = state.get("session_memory_prompt")
-            if prompt is None:
-                prompt = session.system_prompt_for_run()
+        if run is None:  # a run resumed in another process: it did not start here
+            prompt = session.system_prompt_for_run()
             run = _Run(prompt, langchain_tools(self.source.tools(session_id), self.source))
             self._remember(self._runs, session_id, run)
         return run
 
     def _prepare(self, request: ModelRequest, run: _Run, view: list[BaseMessage]) -> ModelRequest:
-        prompt = request.state.get("session_memory_prompt") if isinstance(request.state, dict) else None
-        system = _with_prompt(request.system_message, prompt if prompt is not None else run.prompt)
+        system = _with_prompt(request.system_message, run.prompt)
         ours = {tool.name: tool for tool in run.tools}
         tools: list[Any] = []
         for tool in request.tools:
@@ -375,12 +389,14 @@ class SessionMemoryMiddleware(AgentMiddleware):
             self._failed.add(session_id)
         logger.warning("compaction of session %r failed, history kept whole: %s", session_id, error)
 
-    def _model_request(self, request: ModelRequest) -> ModelRequest:
+    def _model_request(self, request: ModelRequest, prompt: str | None) -> ModelRequest:
         """The request with the run's system prompt and tools and the compacted history
         (compacting first when the model's input is over the trigger)."""
         session_id, session = self._session(request.runtime)
         self._last_model = request.model
         run = self._run(session_id, session, request.state)
+        if prompt is not None:
+            run = _Run(prompt, run.tools)
         prefix = self._prefix(session, self._prefix_key(session_id, request.messages), request.messages)
         prepared = self._prepare(request, run, _view([*prefix, *request.messages], session.get_compactions()))
         trigger = self._trigger(request.model)
@@ -396,17 +412,73 @@ class SessionMemoryMiddleware(AgentMiddleware):
                 _ACTIVE_COMPACTION.reset(token)
         return prepared
 
+    def _before_call(self, request: ModelRequest) -> ModelRequest:
+        """Store what is new in the state (starting a run when the state is not in a tool
+        loop) and prepare the request."""
+        session_id, session = self._session(request.runtime)
+        messages = request.state.get("messages", []) if isinstance(request.state, dict) else []
+        self._persist(session_id, session, messages)
+        prompt = None if _in_tool_loop(messages) else self._begin(session_id, session, messages)
+        return self._model_request(request, prompt)
+
+    def _after_call(self, request: ModelRequest, response: Any) -> ModelCallResult:
+        """Store the model's reply under the state."""
+        session_id, session = self._session(request.runtime)
+        replies = list(getattr(response, "result", None) or [])
+        for reply in replies:
+            if not reply.id:
+                reply.id = str(uuid.uuid4())
+        messages = request.state.get("messages", []) if isinstance(request.state, dict) else []
+        self._persist(session_id, session, [*messages, *replies])
+        return response
+
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelCallResult]
     ) -> ModelCallResult:
-        return handler(self._model_request(request))
+        prepared = self._before_call(request)
+        return self._after_call(request, handler(prepared))
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelCallResult]]
     ) -> ModelCallResult:
         with prefer_async():
-            prepared = await run_in_thread(self._model_request, request)
-        return await handler(prepared)
+            prepared = await run_in_thread(self._before_call, request)
+        response = await handler(prepared)
+        return await run_in_thread(self._after_call, request, response)
+
+    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        result = handler(request)
+        self._tool_results(request, result)
+        return result
+
+    async def awrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]
+    ) -> Any:
+        result = await handler(request)
+        await run_in_thread(self._tool_results, request, result)
+        return result
+
+
+def _in_tool_loop(messages: Sequence[BaseMessage]) -> bool:
+    """Whether the state ends with tool results answering its last AI message's calls: the
+    model is called again inside a run (else a run starts)."""
+    answered = False
+    for message in reversed(messages):
+        if isinstance(message, ToolMessage):
+            answered = True
+            continue
+        return answered and isinstance(message, AIMessage) and bool(message.tool_calls)
+    return False
+
+
+def _messages_of(result: Any) -> list[Any]:
+    """The messages a tool call returned: a ``ToolMessage``, or those of a ``Command`` update."""
+    if isinstance(result, BaseMessage):
+        return [result]
+    update = getattr(result, "update", None)
+    if isinstance(update, dict):
+        return list(update.get("messages") or [])
+    return []
 
 
 def _with_prompt(system: SystemMessage | None, prompt: str | None) -> SystemMessage | None:

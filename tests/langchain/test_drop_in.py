@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import GraphRecursionError
 
 from langchain_sessions import SessionMemoryMiddleware, to_langchain_messages
 
-from .helpers import ScriptedChatModel
+from .helpers import ScriptedChatModel, call, texts
 
 CONFIG = {"configurable": {"thread_id": "thread-1"}}
 
@@ -66,3 +69,55 @@ def test_an_invalid_tool_call_is_answered_on_the_stored_path(session, checkpoint
     assert stored[2].status == "error" and "could not be executed" in stored[2].text
     # The model's last input answers every call too (stored history, or state, or both).
     assert_every_tool_call_answered(model.calls[-1])
+
+
+# -- defect 6: the middleware adds no graph step ------------------------------------------------
+
+
+def fewest_steps(middleware_factory) -> int:
+    """The smallest ``recursion_limit`` a one-tool loop runs in."""
+    for limit in range(1, 30):
+        model = ScriptedChatModel(responses=[call("add", {"a": 1, "b": 2}, "c1"), AIMessage("3")])
+        agent = create_agent(model, tools=[add], middleware=middleware_factory())
+        try:
+            agent.invoke({"messages": [HumanMessage("Add 1 and 2.")]}, {**CONFIG, "recursion_limit": limit})
+        except GraphRecursionError:
+            continue
+        return limit
+    raise AssertionError("never fit")
+
+
+def test_an_agent_that_fits_a_recursion_limit_fits_it_with_the_middleware(session):
+    assert fewest_steps(lambda: [SessionMemoryMiddleware(session)]) == fewest_steps(list)
+    assert [m.type for m in to_langchain_messages(session.get_history())][-4:] == ["human", "ai", "tool", "ai"]
+
+
+@tool(return_direct=True)
+def shout(text: str) -> str:
+    """Say it loud; the run ends with the result."""
+    return text.upper()
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_a_tool_result_that_ends_the_run_is_stored(session, mode):
+    model = ScriptedChatModel(responses=[call("shout", {"text": "hi"}, "c1"), call("add", {"a": 1, "b": 2}, "c2")])
+    agent = create_agent(model, tools=[shout, add], middleware=[SessionMemoryMiddleware(session)])
+    inputs = {"messages": [HumanMessage("Shout hi.")]}
+    result = agent.invoke(inputs, CONFIG) if mode == "invoke" else asyncio.run(agent.ainvoke(inputs, CONFIG))
+    assert [m.type for m in result["messages"]] == ["human", "ai", "tool"]
+    assert texts(to_langchain_messages(session.get_history())) == ["human:Shout hi.", "ai:", "tool:HI"]
+
+
+def test_parallel_tool_results_are_stored_in_call_order(session):
+    both = AIMessage(
+        "",
+        tool_calls=[
+            {"name": "add", "args": {"a": 1, "b": 2}, "id": "first"},
+            {"name": "add", "args": {"a": 3, "b": 4}, "id": "second"},
+        ],
+    )
+    model = ScriptedChatModel(responses=[both, AIMessage("3 and 7")])
+    agent = create_agent(model, tools=[add], middleware=[SessionMemoryMiddleware(session)])
+    asyncio.run(agent.ainvoke({"messages": [HumanMessage("Two sums.")]}, CONFIG))
+    stored = to_langchain_messages(session.get_history())
+    assert [getattr(m, "tool_call_id", m.type) for m in stored] == ["human", "ai", "first", "second", "ai"]
