@@ -66,8 +66,11 @@ class SessionMemoryMiddleware(AgentMiddleware):
     system message, its memory tools, and compaction with the agent's own model.
 
     ``session_or_manager`` is a ``Session`` (every run uses it), a ``SessionManager`` (a
-    registered session per run, plus the ``session_search`` tool) or a function
-    ``session_id -> Session``. A run's session id is the ``context_key`` field of the agent's
+    registered session per run, plus the ``session_search`` tool), a function
+    ``session_id -> Session``, or a store's path or URL (``"chat.db"``: a ``SessionManager`` over
+    it). Nothing is read from the store until the first run; the memory tools are registered
+    only when the blocks (or a manager) have some, and ``memory_tools=False`` leaves them out
+    (for a model without tool calling). A run's session id is the ``context_key`` field of the agent's
     context, else ``config["configurable"]["session_id"]``, else the ``thread_id``, else
     ``default_session_id``.
 
@@ -94,8 +97,10 @@ class SessionMemoryMiddleware(AgentMiddleware):
     history whole. The middleware sets each session's compaction function
     (``Session.on_compaction``) to this one.
 
-    Each async hook runs its sync twin in a worker thread (the model call itself stays on the
-    event loop), with summaries asked of the model natively async.
+    It uses only ``wrap_model_call`` and ``wrap_tool_call``, so it adds no step to the agent's
+    graph (a ``recursion_limit`` that fits without it fits with it). Their async forms run the
+    store's work in a worker thread (the model and tool calls stay on the event loop), with
+    summaries asked of the model natively async.
     """
 
     state_schema = SessionMemoryState
@@ -113,6 +118,7 @@ class SessionMemoryMiddleware(AgentMiddleware):
         summarizer: Any = None,
         summary_max_retries: int = 2,
         token_counter: Callable[[list[BaseMessage]], int] | None = None,
+        memory_tools: bool = True,
         name: str | None = None,
     ) -> None:
         super().__init__()
@@ -127,7 +133,8 @@ class SessionMemoryMiddleware(AgentMiddleware):
         self.summary_max_retries = summary_max_retries
         self.token_counter = token_counter
         self._name = name
-        self.tools = langchain_tools(self.source.template_tools(), self.source)
+        self.memory_tools = memory_tools
+        self.tools = langchain_tools(self.source.template_tools(), self.source) if memory_tools else []
         self._tool_names = {tool.name for tool in self.tools}
         self._lock = threading.Lock()
         self._tool_lock = threading.Lock()
@@ -254,8 +261,11 @@ class SessionMemoryMiddleware(AgentMiddleware):
 
     # -- before_agent: freeze the prompt, store the input, read what came before ----------
 
-    def _start(self, session_id: str, prompt: str, tools: list[Any]) -> None:
-        self._remember(self._runs, session_id, _Run(prompt, langchain_tools(tools, self.source)))
+    def _run_tools(self, session_id: str) -> list[BaseTool]:
+        return langchain_tools(self.source.tools(session_id), self.source) if self.memory_tools else []
+
+    def _start(self, session_id: str, prompt: str) -> None:
+        self._remember(self._runs, session_id, _Run(prompt, self._run_tools(session_id)))
         with self._lock:
             self._failed.discard(session_id)
 
@@ -285,7 +295,7 @@ class SessionMemoryMiddleware(AgentMiddleware):
     def _begin(self, session_id: str, session: Session, messages: Sequence[BaseMessage]) -> str:
         """Start a run: freeze the prompt, read the stored branch before the state."""
         prompt = session.system_prompt_for_run()
-        self._start(session_id, prompt, self.source.tools(session_id))
+        self._start(session_id, prompt)
         key = self._prefix_key(session_id, messages)
         if key is not None:
             self._keep_prefix(key, session.get_history(key[1]), messages)
@@ -325,7 +335,7 @@ class SessionMemoryMiddleware(AgentMiddleware):
             run = self._runs.get(session_id)
         if run is None:  # a run resumed in another process: it did not start here
             prompt = session.system_prompt_for_run()
-            run = _Run(prompt, langchain_tools(self.source.tools(session_id), self.source))
+            run = _Run(prompt, self._run_tools(session_id))
             self._remember(self._runs, session_id, run)
         return run
 
@@ -340,6 +350,12 @@ class SessionMemoryMiddleware(AgentMiddleware):
                     tools.append(ours[name])
             else:
                 tools.append(tool)
+        if ours and not _binds_tools(request.model):
+            raise NotImplementedError(
+                f"{type(request.model).__name__} cannot call tools (it has no bind_tools), and"
+                f" SessionMemoryMiddleware gives the agent its memory tools ({', '.join(ours)}): use a"
+                " model with tool calling, or SessionMemoryMiddleware(..., memory_tools=False)"
+            )
         return request.override(system_message=system, messages=view, tools=tools)
 
     def _trigger(self, model: Any) -> int | None:
@@ -457,6 +473,12 @@ class SessionMemoryMiddleware(AgentMiddleware):
         result = await handler(request)
         await run_in_thread(self._tool_results, request, result)
         return result
+
+
+def _binds_tools(model: Any) -> bool:
+    """Whether a chat model implements ``bind_tools`` (a model that is not a ``BaseChatModel``
+    is given the benefit of the doubt)."""
+    return not isinstance(model, BaseChatModel) or type(model).bind_tools is not BaseChatModel.bind_tools
 
 
 def _in_tool_loop(messages: Sequence[BaseMessage]) -> bool:
