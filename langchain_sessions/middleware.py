@@ -216,8 +216,14 @@ class SessionMemoryMiddleware(AgentMiddleware):
         An AI message's invalid tool calls are answered in the store right after it (the error
         ``create_agent`` answers them with, under an id derived from the call), so every stored
         tool call has its result on the path; the copy ``create_agent`` later inserts into the
-        state is not stored again."""
+        state is not stored again. A call the state answers itself keeps that answer."""
         known = self._known_ids(session_id)
+        ours = {
+            a.tool_call_id: a.content for m in messages if isinstance(m, AIMessage) for a in _invalid_call_answers(m)
+        }
+        answered = {  # invalid calls the state answers itself (not with create_agent's copy of ours)
+            m.tool_call_id for m in messages if isinstance(m, ToolMessage) and ours.get(m.tool_call_id) != m.content
+        }
         pending: list[tuple[BaseMessage, Any]] = []
         previous: str | None = None
         repaired: set[str] = set()
@@ -234,6 +240,8 @@ class SessionMemoryMiddleware(AgentMiddleware):
             if isinstance(message, AIMessage):
                 repaired = set()
                 for answer in _invalid_call_answers(message):
+                    if answer.tool_call_id in answered:
+                        continue
                     if answer.id not in known:
                         pending.append((answer, previous))
                     previous = answer.id
