@@ -119,6 +119,8 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
         if self._owned is not None:
             self._owned.close()
 
+    aclose = async_twin(close)
+
     def __repr__(self) -> str:
         return f"SessionChatMessageHistory({self.session!r})"
 

@@ -1,5 +1,5 @@
 """Ported from langchain 1.5.2 (sdist), tests/unit_tests/agents/model.py
-: the scripted tool-calling model the agent tests use (unchanged).
+The scripted tool-calling model the agent tests use (unchanged).
 """
 
 import json
