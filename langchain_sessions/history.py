@@ -41,6 +41,12 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
 
     ``clear()`` starts a new, empty branch and deletes nothing (the old messages stay
     searchable); ``hard_clear()`` deletes them.
+
+    Built from a ``Session``, a ``SessionManager`` with ``session_id=``, or, as
+    ``SQLChatMessageHistory`` is, ``session_id=`` with ``connection=`` / ``connection_string=``
+    (a path, ``"sqlite:///chat.db"``, a ``postgresql://`` URL; ``table_name=`` becomes the
+    manager's namespace); a path may also come first (``SessionChatMessageHistory("chat.db",
+    session_id="u1")``). Building reads nothing: a manager's session is registered on first use.
     """
 
     def __init__(
