@@ -300,14 +300,12 @@ class SessionMemoryMiddleware(AgentMiddleware):
             prefix = self._prefixes.get(key)
         return prefix if prefix is not None else self._keep_prefix(key, session.get_history(key[1]), messages)
 
-    def _begin(self, session_id: str, session: Session, messages: Sequence[BaseMessage]) -> str:
+    def _begin(self, session_id: str, session: Session, messages: Sequence[BaseMessage]) -> None:
         """Start a run: freeze the prompt, read the stored branch before the state."""
-        prompt = session.system_prompt_for_run()
-        self._start(session_id, prompt)
+        self._start(session_id, session.system_prompt_for_run())
         key = self._prefix_key(session_id, messages)
         if key is not None:
             self._keep_prefix(key, session.get_history(key[1]), messages)
-        return prompt
 
     # -- tool results: stored as soon as every earlier call of the same AI message is done ----
 
@@ -338,7 +336,7 @@ class SessionMemoryMiddleware(AgentMiddleware):
 
     # -- wrap_model_call: system prompt, tools, compacted view -------------------------------
 
-    def _run(self, session_id: str, session: Session, state: Any) -> _Run:
+    def _run(self, session_id: str, session: Session) -> _Run:
         with self._lock:
             run = self._runs.get(session_id)
         if run is None:  # a run resumed in another process: it did not start here
@@ -413,14 +411,12 @@ class SessionMemoryMiddleware(AgentMiddleware):
             self._failed.add(session_id)
         logger.warning("compaction of session %r failed, history kept whole: %s", session_id, error)
 
-    def _model_request(self, request: ModelRequest, prompt: str | None) -> ModelRequest:
+    def _model_request(self, request: ModelRequest) -> ModelRequest:
         """The request with the run's system prompt and tools and the compacted history
         (compacting first when the model's input is over the trigger)."""
         session_id, session = self._session(request.runtime)
         self._last_model = request.model
-        run = self._run(session_id, session, request.state)
-        if prompt is not None:
-            run = _Run(prompt, run.tools)
+        run = self._run(session_id, session)
         prefix = self._prefix(session, self._prefix_key(session_id, request.messages), request.messages)
         prepared = self._prepare(request, run, _view([*prefix, *request.messages], session.get_compactions()))
         trigger = self._trigger(request.model)
@@ -442,8 +438,9 @@ class SessionMemoryMiddleware(AgentMiddleware):
         session_id, session = self._session(request.runtime)
         messages = request.state.get("messages", []) if isinstance(request.state, dict) else []
         self._persist(session_id, session, messages)
-        prompt = None if _in_tool_loop(messages) else self._begin(session_id, session, messages)
-        return self._model_request(request, prompt)
+        if not _in_tool_loop(messages):
+            self._begin(session_id, session, messages)
+        return self._model_request(request)
 
     def _after_call(self, request: ModelRequest, response: Any) -> ModelCallResult:
         """Store the model's reply under the state."""

@@ -17,6 +17,7 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_sessions import SessionChatMessageHistory, SessionMemoryMiddleware, SessionToolkit
 from sessions_core import Session, SessionManager
 
+from ..postgres import postgres_url, require_postgres, temporary_schema
 from .helpers import ScriptedChatModel, call
 
 CONFIG = {"configurable": {"thread_id": "thread-1"}}
@@ -49,6 +50,13 @@ def test_the_blockbuster_fixture_catches_a_blocking_read(path, blockbuster):
         asyncio.run(blocking())
 
 
+@pytest.fixture
+def postgres_schema():
+    require_postgres()
+    with temporary_schema() as schema:
+        yield schema
+
+
 @pytest.mark.parametrize("source", ["session", "manager", "path"])
 def test_agent_ainvoke_and_astream_never_block_the_loop(path, blockbuster, source):
     async def run():
@@ -70,6 +78,23 @@ def test_agent_ainvoke_and_astream_never_block_the_loop(path, blockbuster, sourc
     stored = SessionManager(path).get_history("thread-1") if source != "session" else None
     if stored is not None:
         assert [m.role for m in stored][-2:] == ["user", "assistant"]
+
+
+def test_agent_over_postgres_never_blocks_the_loop(postgres_schema, blockbuster):
+    from sessions_core.stores.postgres import PostgresStore  # importing reads files: not in the loop
+
+    async def run():
+        manager = SessionManager(PostgresStore(postgres_url(), schema=postgres_schema))
+        manager.with_context("memory", max_tokens=200)
+        model = ScriptedChatModel(responses=[*remember_and_answer()])
+        agent = create_agent(model, middleware=[SessionMemoryMiddleware(manager)])
+        await agent.ainvoke({"messages": [HumanMessage("I like tea.")]}, CONFIG)
+        history = SessionChatMessageHistory.from_manager(manager, "thread-1")
+        messages = await history.aget_messages()
+        await manager.aclose()
+        return messages
+
+    assert [m.type for m in asyncio.run(run())] == ["human", "ai", "tool", "ai"]
 
 
 def test_chat_history_async_methods_never_block_the_loop(path, blockbuster):
