@@ -85,8 +85,11 @@ class SessionMemoryMiddleware(AgentMiddleware):
     it and nothing is shown twice (a new thread on a session used before still sees what came
     before). The stored history is added to the model's input only, never written into the
     state, so it does not stream again to ``stream_mode="messages"`` consumers. Every new
-    message, tool calls and results included, is stored once, by id, as soon as it is in the
-    state, under the message before it (a rewound thread branches in the store).
+    message, tool calls and results included, is stored once, by id, under the message before it
+    in the state (a rewound thread branches in the store): the input and whatever else is new
+    before each model call, the model's reply at once, each tool result as it comes (in call
+    order). A message another middleware adds after the last model call of a run (one ending
+    the run early) is stored when the next run calls the model.
 
     Compaction: when the model's input passes ``compact_at`` tokens (an ``int``; a ``float`` is
     a fraction of ``model.profile["max_input_tokens"]``; ``None`` turns it off), the middle of
