@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -9,12 +10,20 @@ from typing import Any
 from sessions_core import Session, SessionManager, SessionsError, Tool
 from sessions_core.integration import async_twin, ensure_session
 
-SessionSourceLike = Session | SessionManager | Callable[[str], Session]
+SessionSourceLike = Session | SessionManager | Callable[[str], Session] | str | os.PathLike
+
+
+def _opened(target: Any) -> Any:
+    """A path or URL opened as a ``SessionManager`` (a session per run id); anything else as is."""
+    if isinstance(target, (str, os.PathLike)):
+        return SessionManager(target)
+    return target
 
 
 class SessionSource:
-    """A ``Session`` (always that one), a ``SessionManager`` (one registered session per id) or
-    a factory ``session_id -> Session`` (called once per id).
+    """A ``Session`` (always that one), a ``SessionManager`` (one registered session per id), a
+    factory ``session_id -> Session`` (called once per id), or a store's path or URL (opened as
+    a ``SessionManager``). Nothing is read from the store until a run needs it.
 
     The id of a run is, in order: the ``context_key`` field of the run's context, the
     ``session_id`` of ``config["configurable"]``, the LangGraph ``thread_id``, then
@@ -28,6 +37,7 @@ class SessionSource:
         context_key: str | None = None,
         default_session_id: str | None = None,
     ) -> None:
+        target = _opened(target)
         if isinstance(target, Session):
             self.kind = "session"
         elif isinstance(target, SessionManager):
@@ -36,8 +46,8 @@ class SessionSource:
             self.kind = "factory"
         else:
             raise TypeError(
-                "expected a Session, a SessionManager or a function session_id -> Session,"
-                f" not {type(target).__name__}"
+                "expected a store's path or URL (such as \"chat.db\" or \"postgresql://...\"), a Session,"
+                f" a SessionManager or a function session_id -> Session, not {type(target).__name__}"
             )
         self.target = target
         self.context_key = context_key
@@ -102,14 +112,14 @@ class SessionSource:
     atools = async_twin(tools)
 
     def template_tools(self) -> list[Tool]:
-        """The tools as configured, read without registering any session: their names and
-        argument schemas are the same for every session of a manager."""
+        """The tools as declared, built without reading the store or registering a session:
+        their names and argument schemas are the same for every session of a manager."""
         if self.kind == "session":
-            return self.target.tools()
+            return self.target.declared_tools()
         template = self.default_session_id or ""
         if self.kind == "manager":
-            return self.target.session_tools(template)
-        return self.get(template).tools()
+            return self.target.get_session(template).declared_tools() + self.target.tools()
+        return self.get(template).declared_tools()
 
     def add_usage(self, session_id: str, input_tokens: int, output_tokens: int) -> None:
         """Add a model call's tokens to the manager's counters of the session (a manager only)."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -39,24 +41,59 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
 
     ``clear()`` starts a new, empty branch and deletes nothing (the old messages stay
     searchable); ``hard_clear()`` deletes them.
+
+    Built from a ``Session``, a ``SessionManager`` with ``session_id=``, or, as
+    ``SQLChatMessageHistory`` is, ``session_id=`` with ``connection=`` / ``connection_string=``
+    (a path, ``"sqlite:///chat.db"``, a ``postgresql://`` URL; ``table_name=`` becomes the
+    manager's namespace); a path may also come first (``SessionChatMessageHistory("chat.db",
+    session_id="u1")``). Building reads nothing: a manager's session is registered on first use.
     """
 
     def __init__(
         self,
-        session: Session,
+        session: Session | SessionManager | str | os.PathLike | None = None,
         *,
+        session_id: str | None = None,
+        connection: Any = None,
+        connection_string: str | None = None,
+        table_name: str | None = None,
+        async_mode: bool | None = None,
         summarizer: Any = None,
         compact_after: int | None = None,
         keep_recent_tokens: int = 20_000,
         protect_head: int = 3,
+        **unsupported: Any,
     ) -> None:
         super().__init__()
-        if not isinstance(session, Session):
-            raise TypeError(f"expected a Session, not {type(session).__name__}")
+        _refuse(unsupported)
+        del async_mode  # SQLChatMessageHistory's switch: both forms always work here
         if compact_after is not None and summarizer is None:
-            raise ValueError("compact_after needs a summarizer")
+            raise ValueError("compact_after needs a summarizer: pass summarizer=a chat model or a function str -> str")
+        self._owned: SessionManager | None = None
+        self._unregistered: tuple[SessionManager, str] | None = None
+        store = _store_spec(session, connection, connection_string)
+        if store is not None:
+            self._owned = session = SessionManager(store, namespace=_namespace(table_name))
+        elif table_name is not None:
+            raise TypeError("table_name goes with connection=: pass both, or a SessionManager(..., namespace=...)")
+        if isinstance(session, SessionManager):
+            if not session_id:
+                raise TypeError("pass session_id=... (the conversation's id) with a SessionManager or a connection")
+            self._unregistered = (session, session_id)
+            session = session.get_session(session_id)
+        elif not isinstance(session, Session):
+            raise TypeError(
+                "expected a Session, a SessionManager with session_id=..., or session_id=... with"
+                f' connection="chat.db" (a path or a database URL), not {type(session).__name__}'
+            )
+        elif session_id is not None and session_id != session.session_id:
+            raise ValueError(
+                f"session_id={session_id!r} differs from the Session's id {session.session_id!r}:"
+                " pass one of them, or a SessionManager with session_id=..."
+            )
         self.session = session
         self.compact_after = compact_after
+        self._lock = threading.Lock()
         if summarizer is not None:
             session.on_compaction(
                 create_compact_function(
@@ -69,10 +106,26 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
     @classmethod
     def from_manager(cls, manager: SessionManager, session_id: str, **options: Any) -> SessionChatMessageHistory:
         """The history of a manager's session ``session_id``, registered on first use (so
-        ``session_search`` and ``manager.list()`` see it). A ``get_session_history`` for
-        ``RunnableWithMessageHistory``: ``lambda sid: SessionChatMessageHistory.from_manager(manager, sid)``."""
-        ensure_session(manager, session_id)
-        return cls(manager.get_session(session_id), **options)
+        ``session_search`` and ``manager.list()`` see it); building it reads nothing. A
+        ``get_session_history`` for ``RunnableWithMessageHistory``:
+        ``lambda sid: SessionChatMessageHistory.from_manager(manager, sid)``."""
+        return cls(manager, session_id=session_id, **options)
+
+    def _register(self) -> None:
+        """Register a manager's session in its registry, once, at first use."""
+        if self._unregistered is None:
+            return
+        with self._lock:
+            if self._unregistered is not None:
+                ensure_session(*self._unregistered)
+                self._unregistered = None
+
+    def close(self) -> None:
+        """Close the store if this history opened it (from ``connection=``)."""
+        if self._owned is not None:
+            self._owned.close()
+
+    aclose = async_twin(close)
 
     def __repr__(self) -> str:
         return f"SessionChatMessageHistory({self.session!r})"
@@ -82,6 +135,7 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The active branch as LangChain messages, compaction summaries applied."""
+        self._register()
         return to_langchain_messages(self.session.get_history())
 
     async def aget_messages(self) -> list[BaseMessage]:
@@ -92,6 +146,7 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append ``messages`` in order; ids already stored are skipped."""
+        self._register()
         for message in self._prepare(messages):
             self.session.append_message(message)
         self._maybe_compact()
@@ -101,6 +156,7 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
     def clear(self) -> None:
         """Start a new, empty active branch: nothing is deleted, the old messages stay
         searchable (``hard_clear`` deletes them)."""
+        self._register()
         if self.session.get_latest_leaf() is not None:
             soft_reset(self.session)
 
@@ -108,6 +164,7 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
 
     def hard_clear(self) -> None:
         """Delete every message and compaction of the session (its context blocks stay)."""
+        self._register()
         self.session.clear_messages()
 
     ahard_clear = async_twin(hard_clear)
@@ -135,3 +192,68 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
             self.session.compact()
         except CompactionError as error:
             logger.warning("compaction of session %r failed, history kept whole: %s", self.session.session_id, error)
+
+
+_UNSUPPORTED = {
+    "session_id_field_name": "sessions are keyed by session_id alone; drop it",
+    "custom_message_converter": "every LangChain message is stored as it is; drop it",
+    "engine_args": 'pass the URL alone (connection="postgresql://..."), or a Session over a configured store',
+}
+
+
+def _refuse(unsupported: dict[str, Any]) -> None:
+    for name in unsupported:
+        hint = _UNSUPPORTED.get(name) or (
+            "it takes session, session_id, connection (or connection_string), table_name, summarizer,"
+            " compact_after, keep_recent_tokens and protect_head"
+        )
+        raise TypeError(f"SessionChatMessageHistory got an unexpected argument {name}=: {hint}")
+
+
+def _store_spec(session: Any, connection: Any, connection_string: str | None) -> Any:
+    """The store to open from a path or URL given as ``session``, ``connection`` or
+    ``connection_string`` (SQLAlchemy URLs included); ``None`` when none is given."""
+    given = [value for value in (connection, connection_string) if value is not None]
+    if isinstance(session, (str, os.PathLike)):
+        given.insert(0, session)
+    elif session is not None and given:
+        raise TypeError("pass either a Session / SessionManager or connection=..., not both")
+    if len(given) > 1:
+        raise TypeError("pass one store: connection=... or connection_string=..., not both")
+    if not given:
+        return None
+    spec = given[0]
+    url = getattr(spec, "url", None)  # a SQLAlchemy Engine
+    if url is not None and hasattr(url, "render_as_string"):
+        spec = url.render_as_string(hide_password=False)
+    if isinstance(spec, os.PathLike):
+        return spec
+    if not isinstance(spec, str):
+        raise TypeError(
+            f'connection must be a path or a database URL ("chat.db", "sqlite:///chat.db",'
+            f' "postgresql://..."), not {type(spec).__name__}'
+        )
+    return _from_sqlalchemy_url(spec)
+
+
+def _from_sqlalchemy_url(url: str) -> str:
+    """``sqlite:///chat.db`` -> ``chat.db``, ``postgresql+psycopg://...`` -> ``postgresql://...``;
+    a plain path or our own URL unchanged."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    dialect = scheme.split("+", 1)[0]
+    if dialect == "sqlite":
+        path = rest[1:] if rest.startswith("/") else rest
+        return path or ":memory:"
+    if dialect in ("postgresql", "postgres"):
+        return f"postgresql://{rest}"
+    raise ValueError(f"unsupported database URL {scheme}://...: use a SQLite path or a postgresql:// URL")
+
+
+def _namespace(table_name: str | None) -> str:
+    """SQLChatMessageHistory's ``table_name`` as the manager's namespace (the default table is
+    the default namespace)."""
+    if table_name is None or table_name == "message_store":
+        return ""
+    return table_name

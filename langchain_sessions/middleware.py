@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    ModelRequest,
+    ToolCallRequest,
+)
 from langchain.agents.middleware.types import ModelCallResult, PrivateStateAttr
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
@@ -21,7 +27,6 @@ from typing_extensions import NotRequired
 
 from sessions_core import LATEST, CompactionError, Session, create_compact_function
 from sessions_core.integration import (
-    async_twin,
     is_summary_id,
     plan_overlays,
     prefer_async,
@@ -44,7 +49,8 @@ _ACTIVE_COMPACTION: ContextVar[Callable[..., Any] | None] = ContextVar("session_
 
 
 class SessionMemoryState(AgentState):
-    """The agent state with the system prompt frozen for the current run."""
+    """The agent state as earlier versions declared it (the frozen prompt is no longer kept in
+    the state, so that the middleware adds no graph step; the field stays for old checkpoints)."""
 
     session_memory_prompt: NotRequired[Annotated[str | None, PrivateStateAttr]]
 
@@ -60,8 +66,11 @@ class SessionMemoryMiddleware(AgentMiddleware):
     system message, its memory tools, and compaction with the agent's own model.
 
     ``session_or_manager`` is a ``Session`` (every run uses it), a ``SessionManager`` (a
-    registered session per run, plus the ``session_search`` tool) or a function
-    ``session_id -> Session``. A run's session id is the ``context_key`` field of the agent's
+    registered session per run, plus the ``session_search`` tool), a function
+    ``session_id -> Session``, or a store's path or URL (``"chat.db"``: a ``SessionManager`` over
+    it). Nothing is read from the store until the first run; the memory tools are registered
+    only when the blocks (or a manager) have some, and ``memory_tools=False`` leaves them out
+    (for a model without tool calling). A run's session id is the ``context_key`` field of the agent's
     context, else ``config["configurable"]["session_id"]``, else the ``thread_id``, else
     ``default_session_id``.
 
@@ -76,8 +85,11 @@ class SessionMemoryMiddleware(AgentMiddleware):
     it and nothing is shown twice (a new thread on a session used before still sees what came
     before). The stored history is added to the model's input only, never written into the
     state, so it does not stream again to ``stream_mode="messages"`` consumers. Every new
-    message, tool calls and results included, is stored once, by id, as soon as it is in the
-    state, under the message before it (a rewound thread branches in the store).
+    message, tool calls and results included, is stored once, by id, under the message before it
+    in the state (a rewound thread branches in the store): the input and whatever else is new
+    before each model call, the model's reply at once, each tool result as it comes (in call
+    order). A message another middleware adds after the last model call of a run (one ending
+    the run early) is stored when the next run calls the model.
 
     Compaction: when the model's input passes ``compact_at`` tokens (an ``int``; a ``float`` is
     a fraction of ``model.profile["max_input_tokens"]``; ``None`` turns it off), the middle of
@@ -88,8 +100,10 @@ class SessionMemoryMiddleware(AgentMiddleware):
     history whole. The middleware sets each session's compaction function
     (``Session.on_compaction``) to this one.
 
-    Each async hook runs its sync twin in a worker thread (the model call itself stays on the
-    event loop), with summaries asked of the model natively async.
+    It uses only ``wrap_model_call`` and ``wrap_tool_call``, so it adds no step to the agent's
+    graph (a ``recursion_limit`` that fits without it fits with it). Their async forms run the
+    store's work in a worker thread (the model and tool calls stay on the event loop), with
+    summaries asked of the model natively async.
     """
 
     state_schema = SessionMemoryState
@@ -107,6 +121,7 @@ class SessionMemoryMiddleware(AgentMiddleware):
         summarizer: Any = None,
         summary_max_retries: int = 2,
         token_counter: Callable[[list[BaseMessage]], int] | None = None,
+        memory_tools: bool = True,
         name: str | None = None,
     ) -> None:
         super().__init__()
@@ -121,9 +136,12 @@ class SessionMemoryMiddleware(AgentMiddleware):
         self.summary_max_retries = summary_max_retries
         self.token_counter = token_counter
         self._name = name
-        self.tools = langchain_tools(self.source.template_tools(), self.source)
+        self.memory_tools = memory_tools
+        self.tools = langchain_tools(self.source.template_tools(), self.source) if memory_tools else []
         self._tool_names = {tool.name for tool in self.tools}
         self._lock = threading.Lock()
+        self._tool_lock = threading.Lock()
+        self._answers: dict[tuple[str, str], dict[str, list[BaseMessage]]] = {}
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._known: OrderedDict[str, set[str]] = OrderedDict()
         self._prefixes: OrderedDict[tuple[str, str], list[BaseMessage]] = OrderedDict()
@@ -196,11 +214,25 @@ class SessionMemoryMiddleware(AgentMiddleware):
 
     def _plan(self, session_id: str, messages: Sequence[BaseMessage]) -> list[tuple[BaseMessage, Any]]:
         """The messages not known to be stored, each with the parent to store it under: the
-        message before it in the state, so a rewound thread branches where it was rewound."""
+        message before it in the state, so a rewound thread branches where it was rewound.
+
+        An AI message's invalid tool calls are answered in the store right after it (the error
+        ``create_agent`` answers them with, under an id derived from the call), so every stored
+        tool call has its result on the path; the copy ``create_agent`` later inserts into the
+        state is not stored again. A call the state answers itself keeps that answer."""
         known = self._known_ids(session_id)
+        ours = {
+            a.tool_call_id: a.content for m in messages if isinstance(m, AIMessage) for a in _invalid_call_answers(m)
+        }
+        answered = {  # invalid calls the state answers itself (not with create_agent's copy of ours)
+            m.tool_call_id for m in messages if isinstance(m, ToolMessage) and ours.get(m.tool_call_id) != m.content
+        }
         pending: list[tuple[BaseMessage, Any]] = []
         previous: str | None = None
+        repaired: set[str] = set()
         for message in messages:
+            if isinstance(message, ToolMessage) and message.tool_call_id in repaired:
+                continue  # create_agent's answer to an invalid tool call: ours is stored instead
             ident = source_id(message)
             if is_summary(message) or not ident:
                 previous = None
@@ -208,6 +240,17 @@ class SessionMemoryMiddleware(AgentMiddleware):
             if ident not in known:
                 pending.append((message, previous if previous is not None else LATEST))
             previous = ident
+            if isinstance(message, AIMessage):
+                repaired = set()
+                for answer in _invalid_call_answers(message):
+                    if answer.tool_call_id in answered:
+                        continue
+                    if answer.id not in known:
+                        pending.append((answer, previous))
+                    previous = answer.id
+                    repaired.add(answer.tool_call_id)
+            elif not isinstance(message, ToolMessage):
+                repaired = set()
         return pending
 
     def _stored(self, session_id: str, message: BaseMessage, result: Any) -> None:
@@ -229,8 +272,11 @@ class SessionMemoryMiddleware(AgentMiddleware):
 
     # -- before_agent: freeze the prompt, store the input, read what came before ----------
 
-    def _start(self, session_id: str, prompt: str, tools: list[Any]) -> None:
-        self._remember(self._runs, session_id, _Run(prompt, langchain_tools(tools, self.source)))
+    def _run_tools(self, session_id: str) -> list[BaseTool]:
+        return langchain_tools(self.source.tools(session_id), self.source) if self.memory_tools else []
+
+    def _start(self, session_id: str, prompt: str) -> None:
+        self._remember(self._runs, session_id, _Run(prompt, self._run_tools(session_id)))
         with self._lock:
             self._failed.discard(session_id)
 
@@ -257,49 +303,53 @@ class SessionMemoryMiddleware(AgentMiddleware):
             prefix = self._prefixes.get(key)
         return prefix if prefix is not None else self._keep_prefix(key, session.get_history(key[1]), messages)
 
-    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        session_id, session = self._session(runtime)
-        prompt = session.system_prompt_for_run()
-        self._start(session_id, prompt, self.source.tools(session_id))
-        messages = state.get("messages", [])
-        self._persist(session_id, session, messages)
+    def _begin(self, session_id: str, session: Session, messages: Sequence[BaseMessage]) -> None:
+        """Start a run: freeze the prompt, read the stored branch before the state."""
+        self._start(session_id, session.system_prompt_for_run())
         key = self._prefix_key(session_id, messages)
         if key is not None:
             self._keep_prefix(key, session.get_history(key[1]), messages)
-        return {"session_memory_prompt": prompt}
 
-    abefore_agent = async_twin(before_agent, prefer_async=True)
+    # -- tool results: stored as soon as every earlier call of the same AI message is done ----
 
-    # -- before_model / after_model / after_agent: store what is new ------------------------
-
-    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        session_id, session = self._session(runtime)
-        self._persist(session_id, session, state.get("messages", []))
-        return None
-
-    abefore_model = async_twin(before_model, prefer_async=True)
-
-    after_model = before_model
-    aafter_model = abefore_model
-    after_agent = before_model
-    aafter_agent = abefore_model
+    def _tool_results(self, request: Any, result: Any) -> None:
+        messages = list(request.state.get("messages", [])) if isinstance(request.state, dict) else []
+        caller = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        call_id = request.tool_call.get("id")
+        if caller is None or not caller.id or call_id is None:
+            return
+        answers = [m for m in _messages_of(result) if isinstance(m, ToolMessage)]
+        for answer in answers:
+            if not answer.id:
+                answer.id = str(uuid.uuid4())
+        session_id, session = self._session(request.runtime)
+        order = [c["id"] for c in caller.tool_calls]
+        with self._tool_lock:
+            done = self._answers.setdefault((session_id, caller.id), {})
+            done[call_id] = answers
+            ready: list[BaseMessage] = []
+            for ident in order:
+                if ident not in done:
+                    break
+                ready.extend(done[ident])
+            if len(done) == len(order):
+                del self._answers[(session_id, caller.id)]
+            if ready:
+                self._persist(session_id, session, [*messages, *ready])
 
     # -- wrap_model_call: system prompt, tools, compacted view -------------------------------
 
-    def _run(self, session_id: str, session: Session, state: Any) -> _Run:
+    def _run(self, session_id: str, session: Session) -> _Run:
         with self._lock:
             run = self._runs.get(session_id)
-        if run is None:  # a run resumed in another process: before_agent did not run here
-            prompt = state.get("session_memory_prompt")
-            if prompt is None:
-                prompt = session.system_prompt_for_run()
-            run = _Run(prompt, langchain_tools(self.source.tools(session_id), self.source))
+        if run is None:  # a run resumed in another process: it did not start here
+            prompt = session.system_prompt_for_run()
+            run = _Run(prompt, self._run_tools(session_id))
             self._remember(self._runs, session_id, run)
         return run
 
     def _prepare(self, request: ModelRequest, run: _Run, view: list[BaseMessage]) -> ModelRequest:
-        prompt = request.state.get("session_memory_prompt") if isinstance(request.state, dict) else None
-        system = _with_prompt(request.system_message, prompt if prompt is not None else run.prompt)
+        system = _with_prompt(request.system_message, run.prompt)
         ours = {tool.name: tool for tool in run.tools}
         tools: list[Any] = []
         for tool in request.tools:
@@ -309,6 +359,12 @@ class SessionMemoryMiddleware(AgentMiddleware):
                     tools.append(ours[name])
             else:
                 tools.append(tool)
+        if ours and not _binds_tools(request.model):
+            raise NotImplementedError(
+                f"{type(request.model).__name__} cannot call tools (it has no bind_tools), and"
+                f" SessionMemoryMiddleware gives the agent its memory tools ({', '.join(ours)}): use a"
+                " model with tool calling, or SessionMemoryMiddleware(..., memory_tools=False)"
+            )
         return request.override(system_message=system, messages=view, tools=tools)
 
     def _trigger(self, model: Any) -> int | None:
@@ -363,7 +419,7 @@ class SessionMemoryMiddleware(AgentMiddleware):
         (compacting first when the model's input is over the trigger)."""
         session_id, session = self._session(request.runtime)
         self._last_model = request.model
-        run = self._run(session_id, session, request.state)
+        run = self._run(session_id, session)
         prefix = self._prefix(session, self._prefix_key(session_id, request.messages), request.messages)
         prepared = self._prepare(request, run, _view([*prefix, *request.messages], session.get_compactions()))
         trigger = self._trigger(request.model)
@@ -379,17 +435,80 @@ class SessionMemoryMiddleware(AgentMiddleware):
                 _ACTIVE_COMPACTION.reset(token)
         return prepared
 
+    def _before_call(self, request: ModelRequest) -> ModelRequest:
+        """Store what is new in the state (starting a run when the state is not in a tool
+        loop) and prepare the request."""
+        session_id, session = self._session(request.runtime)
+        messages = request.state.get("messages", []) if isinstance(request.state, dict) else []
+        self._persist(session_id, session, messages)
+        if not _in_tool_loop(messages):
+            self._begin(session_id, session, messages)
+        return self._model_request(request)
+
+    def _after_call(self, request: ModelRequest, response: Any) -> ModelCallResult:
+        """Store the model's reply under the state."""
+        session_id, session = self._session(request.runtime)
+        replies = list(getattr(response, "result", None) or [])
+        for reply in replies:
+            if not reply.id:
+                reply.id = str(uuid.uuid4())
+        messages = request.state.get("messages", []) if isinstance(request.state, dict) else []
+        self._persist(session_id, session, [*messages, *replies])
+        return response
+
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelCallResult]
     ) -> ModelCallResult:
-        return handler(self._model_request(request))
+        prepared = self._before_call(request)
+        return self._after_call(request, handler(prepared))
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelCallResult]]
     ) -> ModelCallResult:
         with prefer_async():
-            prepared = await run_in_thread(self._model_request, request)
-        return await handler(prepared)
+            prepared = await run_in_thread(self._before_call, request)
+        response = await handler(prepared)
+        return await run_in_thread(self._after_call, request, response)
+
+    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        result = handler(request)
+        self._tool_results(request, result)
+        return result
+
+    async def awrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]
+    ) -> Any:
+        result = await handler(request)
+        await run_in_thread(self._tool_results, request, result)
+        return result
+
+
+def _binds_tools(model: Any) -> bool:
+    """Whether a chat model implements ``bind_tools`` (a model that is not a ``BaseChatModel``
+    is given the benefit of the doubt)."""
+    return not isinstance(model, BaseChatModel) or type(model).bind_tools is not BaseChatModel.bind_tools
+
+
+def _in_tool_loop(messages: Sequence[BaseMessage]) -> bool:
+    """Whether the state ends with tool results answering its last AI message's calls: the
+    model is called again inside a run (else a run starts)."""
+    answered = False
+    for message in reversed(messages):
+        if isinstance(message, ToolMessage):
+            answered = True
+            continue
+        return answered and isinstance(message, AIMessage) and bool(message.tool_calls)
+    return False
+
+
+def _messages_of(result: Any) -> list[Any]:
+    """The messages a tool call returned: a ``ToolMessage``, or those of a ``Command`` update."""
+    if isinstance(result, BaseMessage):
+        return [result]
+    update = getattr(result, "update", None)
+    if isinstance(update, dict):
+        return list(update.get("messages") or [])
+    return []
 
 
 def _with_prompt(system: SystemMessage | None, prompt: str | None) -> SystemMessage | None:
@@ -404,6 +523,30 @@ def _with_prompt(system: SystemMessage | None, prompt: str | None) -> SystemMess
     else:
         merged = [*content, {"type": "text", "text": prompt}]
     return system.model_copy(update={"content": merged})
+
+
+def _invalid_call_answers(message: AIMessage) -> list[ToolMessage]:
+    """The error results ``create_agent`` gives an AI message's invalid tool calls (its text,
+    word for word), with ids derived from the message and the call."""
+    answers = []
+    for call in message.invalid_tool_calls:
+        call_id = call.get("id")
+        if call_id is None or not message.id:
+            continue
+        name = call.get("name") or "unknown"
+        answers.append(
+            ToolMessage(
+                content=(
+                    f"Tool call {name} with id {call_id} could not be executed - "
+                    "arguments were malformed or truncated."
+                ),
+                name=name,
+                tool_call_id=call_id,
+                status="error",
+                id=f"{message.id}:invalid:{call_id}",
+            )
+        )
+    return answers
 
 
 def _last_stored(messages: Sequence[BaseMessage]) -> str | None:

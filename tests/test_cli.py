@@ -443,7 +443,9 @@ def test_a_malformed_line_exits_2_naming_it_and_stores_nothing(db, tmp_path, lin
     assert not fresh.exists()  # not even created
 
     existing = tmp_path / "existing.db"
-    SqliteStore(existing).close()
+    store = SqliteStore(existing)
+    store.setup()  # a store opens on first use: set up, it exists (empty)
+    store.close()
     assert_error(run("--store", str(existing), "import", "--into", "other", str(dump)), 2, f"line {line_number}:")
     assert json.loads(run("--store", str(existing), "stats", "--json").stdout)["sessions"] == 0
 
@@ -476,7 +478,9 @@ def test_bad_stores(tmp_path):
     text = tmp_path / "notes.txt"
     text.write_text("not a database at all, just some text that is long enough" * 20)
     assert_error(run("--store", str(text), "stats"), 2, "is not a session-memory SQLite database")
-    SqliteStore(tmp_path / "ok.db").close()
+    store = SqliteStore(tmp_path / "ok.db")
+    store.setup()
+    store.close()
     assert_error(run("--store", str(tmp_path / "ok.db"), "--schema", "x", "list"), 2, "--schema applies to PostgreSQL")
     refused = run("--store", "postgresql://nobody@127.0.0.1:1/none", "list")
     assert_error(refused, 1, "cannot connect to postgresql://nobody@127.0.0.1:1/none")

@@ -445,6 +445,12 @@ def _load_block(config: ContextConfig) -> ContextBlock:
         if _has(provider, "init"):
             call(provider.init, config.label)
         content = _text(call(provider.get))
+    return declared_block(config, content)
+
+
+def declared_block(config: ContextConfig, content: str = "") -> ContextBlock:
+    """The block a config declares, its kind told by its provider's methods; nothing is read."""
+    provider = config.provider
     return ContextBlock(
         label=config.label,
         description=config.description,

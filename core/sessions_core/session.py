@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from . import reads
@@ -18,7 +20,7 @@ from ._time import from_us, now_us, to_us
 from .attachments import extract_blobs
 from .autocompact import CompactionRunner, TokenCounter, store_overlay
 from .compaction import CompactResult
-from .context import ContextBlock, ContextConfig, render_system_prompt
+from .context import ContextBlock, ContextBlocks, ContextConfig, render_system_prompt
 from .errors import MessageTooLargeError, MessageValidationError, SessionsError
 from .feed import ChangeFeed, mirror
 from .messages import COMPACTION_ID_PREFIX, MessageInput, SessionMessage, parse_message, storage_json, text_content
@@ -485,6 +487,13 @@ class Session(StoreOwner):
         ``unload_context``, ``search_context`` as they apply (``[]`` without blocks)."""
         return context_tools(self._blocks.get())
 
+    def declared_tools(self) -> list[Tool]:
+        """The tools :meth:`tools` gives, built from the declared blocks without reading the
+        store or a provider (to register them before first use); calling one calls the
+        session's tool of that name."""
+        templates = context_tools(ContextBlocks(), self._blocks.declared_blocks())
+        return [replace(tool, func=partial(_call_current_tool, self, tool.name)) for tool in templates]
+
     @property
     def context_configs(self) -> tuple[ContextConfig, ...]:
         """The blocks declared with ``with_context`` / ``add_context``, providers as given."""
@@ -506,3 +515,10 @@ class Session(StoreOwner):
         that changes the active branch (an append to its leaf extends it; anything else reloads).
         Returns the function that stops mirroring."""
         return mirror(self._feed, self.get_history, get, set)
+
+
+def _call_current_tool(session: Session, name: str, args: dict[str, Any]) -> Any:
+    for tool in session.tools():
+        if tool.name == name:
+            return tool.func(args)
+    raise SessionsError(f"the tool {name} is not available in this session")

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .context import ContextBlock, ContextBlocks, ContextConfig
+from .context import ContextBlock, ContextBlocks, ContextConfig, declared_block
 from .models import SessionEvent
 from .providers import StorePromptCache, bind_provider
 from .tools import loaded_skills_in_history, unloaded_skill_rewrite
@@ -62,6 +62,10 @@ class SessionBlocks:
         self.configs = [c for c in self.configs if c.label != label]
         removed = self._blocks.remove_context(label) if self._blocks is not None else False
         return known or removed
+
+    def declared_blocks(self) -> list[ContextBlock]:
+        """The blocks as declared, without content: no provider or store is read."""
+        return [declared_block(self._bound(c)) for c in self.configs]
 
     def get(self) -> ContextBlocks:
         """The blocks, built on first use (providers are not read until a block is needed)."""

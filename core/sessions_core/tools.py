@@ -168,12 +168,13 @@ def _label_schema(labels: Sequence[str], description: str, second: str, second_d
     }
 
 
-def context_tools(blocks: ContextBlocks) -> list[Tool]:
+def context_tools(blocks: ContextBlocks, current: list[ContextBlock] | None = None) -> list[Tool]:
     """The context tools that apply, in order ``set_context``, ``load_context``,
-    ``unload_context``, ``search_context``. Blocks are loaded first; label lists and
-    descriptions are snapshots taken now."""
-    blocks.load()
-    current = blocks.get_blocks()
+    ``unload_context``, ``search_context``, for the ``current`` blocks (by default ``blocks``,
+    loaded first); label lists and descriptions are snapshots taken now."""
+    if current is None:
+        blocks.load()
+        current = blocks.get_blocks()
     writable = [b for b in current if b.writable]
     skill_labels = [b.label for b in current if b.is_skill]
     search_labels = [b.label for b in current if b.is_searchable]

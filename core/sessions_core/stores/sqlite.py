@@ -73,14 +73,23 @@ class SqliteStore(SqlStore):
         self._auto_setup = auto_setup
         self._ready = False
         self._closed = False
+        self._timeout = timeout
+        self._synchronous = synchronous.upper()
+        self._conn: sqlite3.Connection = None  # type: ignore[assignment]  # opened on first use
+
+    def _connect(self) -> None:
+        """Open the connection (on first use, so that building a store does no I/O)."""
+        timeout = self._timeout
         try:
-            self._conn = sqlite3.connect(self.database, timeout=timeout, isolation_level=None, check_same_thread=False)
-            self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            conn = sqlite3.connect(self.database, timeout=timeout, isolation_level=None, check_same_thread=False)
+            self._conn = conn
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             if self.database != ":memory:" and not self.database.startswith("file::memory:"):
                 self._use_wal(timeout)
-            self._conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-            self._conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as error:
+            self._conn = None  # type: ignore[assignment]
             raise self._failure(error) from error
 
     def __repr__(self) -> str:
@@ -191,11 +200,14 @@ class SqliteStore(SqlStore):
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self._conn.close()
+                if self._conn is not None:
+                    self._conn.close()
 
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"{self!r} is closed")
+        if self._conn is None:
+            self._connect()
 
     def _ensure_ready(self) -> None:
         self._check_open()

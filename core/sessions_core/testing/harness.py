@@ -57,7 +57,7 @@ class Backend:
 SYNC_ONLY: dict[type, frozenset[str]] = {
     Session: frozenset({
         "create", "for_session", "with_context", "with_cached_prompt", "on_compaction", "compact_after",
-        "on_compaction_error", "subscribe",
+        "on_compaction_error", "subscribe", "declared_tools",
     }),
     SessionManager: frozenset({
         "with_context", "with_cached_prompt", "with_searchable_history", "on_compaction", "compact_after",
