@@ -197,7 +197,14 @@ def test_initial_token_count_shrinks_the_budget():
     for i in range(3):
         memory.put_messages(turn(i))
     assert len(memory.get(initial_token_count=150)) < len(memory.get())
-    assert memory.get(initial_token_count=10_000)[-1].content.startswith("answer 2")  # never empty, never raises
+    assert memory.get(initial_token_count=200)[-1].content.startswith("answer 2")  # no room: the newest message
+
+
+def test_initial_token_count_over_the_limit_raises_as_chat_memory_buffer_does():
+    memory = SessionMemory(session=Session().for_session("w"), token_limit=200)
+    memory.put(user("hello"))
+    with pytest.raises(ValueError, match="^Initial token count exceeds token limit$"):
+        memory.get(initial_token_count=201)
 
 
 # -- serialisation, restarts ------------------------------------------------------------------------
