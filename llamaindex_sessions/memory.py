@@ -111,11 +111,12 @@ def _store_of_uri(uri: str) -> str:
 
 # Keyword spellings of ``Memory.from_defaults`` / ``ChatMemoryBuffer.from_defaults`` that have no
 # meaning here, with what to pass instead.
+_COMPACTED = "history is compacted instead of flushed: use compact_threshold= and keep_recent_tokens="
 _REFUSED = {
     "memory_blocks": "declare context blocks with blocks=['memory', ...] or Session.with_context(...)",
     "memory_blocks_template": "blocks render with the session's own template; use insert_method= for where",
-    "chat_history_token_ratio": "history is compacted instead of flushed: use compact_threshold= and keep_recent_tokens=",
-    "token_flush_size": "history is compacted instead of flushed: use compact_threshold= and keep_recent_tokens=",
+    "chat_history_token_ratio": _COMPACTED,
+    "token_flush_size": _COMPACTED,
     "image_token_size_estimate": "a file part counts 256 tokens; use tokenizer_fn= for text",
     "audio_token_size_estimate": "a file part counts 256 tokens; use tokenizer_fn= for text",
     "video_token_size_estimate": "a file part counts 256 tokens; use tokenizer_fn= for text",

@@ -78,8 +78,8 @@ class PostgresStore(SqlStore):
     ``conninfo_or_pool`` is a ``postgresql://`` URL or libpq string (the store opens and later
     closes its own pool), a ``psycopg_pool.ConnectionPool`` or a ``psycopg.Connection`` that the
     caller owns and closes. ``url`` is where the database is, as a ``postgresql://`` URL without
-    the password (what a serialised pointer may hold). ``schema`` names the PostgreSQL schema holding the tables (created if
-    missing). A call whose connection drops is retried once on a fresh connection when it is
+    the password (what a serialised pointer may hold). ``schema`` names the PostgreSQL schema
+    holding the tables (created if missing). A call whose connection drops is retried once on a fresh connection when it is
     idempotent; otherwise it raises ``StoreError`` and its transaction is rolled back. Every
     driver failure raises ``StoreError`` with the psycopg error as the cause.
     """
