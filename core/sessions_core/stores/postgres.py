@@ -79,9 +79,10 @@ class PostgresStore(SqlStore):
     closes its own pool), a ``psycopg_pool.ConnectionPool`` or a ``psycopg.Connection`` that the
     caller owns and closes. ``url`` is where the database is, as a ``postgresql://`` URL without
     the password (what a serialised pointer may hold). ``schema`` names the PostgreSQL schema
-    holding the tables (created if missing). A call whose connection drops is retried once on a fresh connection when it is
-    idempotent; otherwise it raises ``StoreError`` and its transaction is rolled back. Every
-    driver failure raises ``StoreError`` with the psycopg error as the cause.
+    holding the tables (created if missing). A call whose connection drops is retried once on a
+    fresh connection when it is idempotent; otherwise it raises ``StoreError`` and its
+    transaction is rolled back. Every driver failure raises ``StoreError`` with the psycopg
+    error as the cause.
     """
 
     max_list = 10_000
