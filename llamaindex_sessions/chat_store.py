@@ -2,18 +2,52 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import uuid
+import weakref
+from pathlib import Path
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
-from llama_index.core.bridge.pydantic import ConfigDict, PrivateAttr
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.storage.chat_store.base import BaseChatStore
+from llama_index.core.storage.chat_store.loading import RECOGNIZED_CHAT_STORES
 
 from sessions_core import SessionManager
-from sessions_core.integration import async_twin, ensure_session, raw_history, set_active_history, soft_reset
+from sessions_core.integration import (
+    async_twin,
+    ensure_session,
+    raw_history,
+    set_active_history,
+    soft_reset,
+    store_url,
+)
 
+from ._pointers import open_store, store_schema
 from .conversion import from_chat_messages, to_chat_messages
 from .memory import _same_for_llamaindex
+
+
+class _LiveManager:
+    """The manager every store object of one ``handle`` shares, closed with the last of them
+    when this process opened it."""
+
+    __slots__ = ("manager", "owns", "__weakref__")
+
+    def __init__(self, manager: SessionManager, owns: bool) -> None:
+        self.manager = manager
+        self.owns = owns
+
+    def __del__(self) -> None:
+        if self.owns:
+            with contextlib.suppress(Exception):  # interpreter shutdown: nothing left to report to
+                self.manager.close()
+                self.manager.store.close()
+
+
+_live: weakref.WeakValueDictionary[str, _LiveManager] = weakref.WeakValueDictionary()
+_live_lock = threading.Lock()
 
 __all__ = ["SessionChatStore"]
 
@@ -27,16 +61,54 @@ class SessionChatStore(BaseChatStore):
     Nothing is ever deleted: ``set_messages`` and the deletes move the session to a branch
     holding the remaining messages (a soft reset for ``delete_messages``); the old messages
     stay stored and searchable. Use ``manager.delete(key)`` to really delete a session.
+
+    ``manager`` is a ``SessionManager``, a SQLite path or a ``postgresql://`` URL. The object
+    serialises as a pointer (``store`` path or URL without password, ``store_schema``,
+    ``namespace``): ``from_dict`` in the same process finds the same live manager again (through
+    ``handle``), elsewhere it reopens the store (a PostgreSQL password then comes from
+    ``PGPASSWORD``, ``PGPASSFILE`` or ``~/.pgpass``, or from ``store=`` passed to ``from_dict``).
+    ``ChatMemoryBuffer.from_dict`` recognises it.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    _manager: SessionManager = PrivateAttr()
+    store: str | None = Field(
+        default=None, description="SQLite path or postgresql:// URL (never with a password) of the store."
+    )
+    store_schema: str | None = Field(default=None, description="PostgreSQL schema of the store (None: public).")
+    namespace: str = Field(default="", description="The manager's namespace in the store.")
+    handle: str = Field(default_factory=lambda: uuid.uuid4().hex, description="Finds the live manager in-process.")
+
+    _live: _LiveManager = PrivateAttr()
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
 
-    def __init__(self, manager: SessionManager | str = ":memory:", **data: Any) -> None:
+    def __init__(self, manager: SessionManager | str | Path | None = None, **data: Any) -> None:
+        if isinstance(manager, SessionManager):
+            data.setdefault("namespace", manager.namespace)
+        elif manager is not None:
+            if not isinstance(manager, (str, Path)):
+                raise TypeError(
+                    "SessionChatStore takes a SessionManager, a SQLite path or a postgresql:// URL,"
+                    f" not {type(manager).__name__}"
+                )
+            data["store"] = str(manager)
         super().__init__(**data)
-        self._manager = manager if isinstance(manager, SessionManager) else SessionManager(manager)
+        with _live_lock:
+            live = _live.get(self.handle)
+            if live is not None and isinstance(manager, SessionManager) and live.manager is not manager:
+                live, self.handle = None, uuid.uuid4().hex
+            if live is None:
+                live = self._open(manager)
+                _live[self.handle] = live
+        self._live = live
+        self.store = store_url(live.manager.store)
+        self.store_schema = store_schema(live.manager)
+
+    def _open(self, manager: SessionManager | str | Path | None) -> _LiveManager:
+        if isinstance(manager, SessionManager):
+            return _LiveManager(manager, owns=False)
+        store = open_store(self.store or ":memory:", self.store_schema)
+        return _LiveManager(SessionManager(store, namespace=self.namespace), owns=True)
 
     @classmethod
     def class_name(cls) -> str:
@@ -44,7 +116,11 @@ class SessionChatStore(BaseChatStore):
 
     @property
     def manager(self) -> SessionManager:
-        return self._manager
+        return self._live.manager
+
+    @property
+    def _manager(self) -> SessionManager:
+        return self._live.manager
 
     def _session(self, key: str, *, create: bool) -> Any:
         if create:
@@ -99,8 +175,9 @@ class SessionChatStore(BaseChatStore):
         return self.delete_message(key, -1)
 
     def get_keys(self) -> list[str]:
-        """The ids of the manager's sessions, most recently updated first."""
-        return [info.id for info in self._manager.list()]
+        """The ids of the manager's sessions, oldest first (the order keys were first written,
+        as ``SimpleChatStore`` gives them)."""
+        return [info.id for info in sorted(self._manager.list(), key=lambda info: info.created_at)]
 
     aset_messages = async_twin(set_messages)
     aget_messages = async_twin(get_messages)
@@ -110,3 +187,7 @@ class SessionChatStore(BaseChatStore):
     adelete_message = async_twin(delete_message)
     adelete_last_message = async_twin(delete_last_message)
     aget_keys = async_twin(get_keys)
+
+
+# ``ChatMemoryBuffer.from_dict`` loads its chat store through this registry of class names.
+RECOGNIZED_CHAT_STORES.setdefault(SessionChatStore.class_name(), SessionChatStore)

@@ -40,6 +40,7 @@ from sessions_core.integration import (
     store_url,
 )
 
+from ._pointers import open_store, store_label, store_of_uri, store_schema
 from .conversion import from_chat_messages, to_chat_messages
 from .summarizer import llm_summarizer
 
@@ -82,31 +83,6 @@ class _Handle:
 
 _handles: weakref.WeakValueDictionary[str, _Handle] = weakref.WeakValueDictionary()
 _handles_lock = threading.Lock()
-
-
-def _store_schema(session: Session) -> str | None:
-    schema = getattr(session.store, "schema", None) if store_url(session.store) else None
-    return schema if isinstance(schema, str) and schema != "public" else None
-
-
-def _open_store(url: str, schema: str | None) -> Any:
-    if schema is None:
-        return url
-    from sessions_core import PostgresStore
-
-    return PostgresStore(url, schema=schema)
-
-
-def _store_of_uri(uri: str) -> str:
-    """A SQLAlchemy URI as ``Memory.from_defaults(async_database_uri=...)`` takes it, as our store."""
-    scheme, sep, rest = uri.partition("://")
-    dialect = scheme.split("+", 1)[0]
-    if sep and dialect == "sqlite":
-        path = rest[1:] if rest.startswith("/") else rest
-        return path or ":memory:"
-    if sep and dialect in ("postgresql", "postgres"):
-        return f"postgresql://{rest}"
-    raise ValueError(f"async_database_uri must be a sqlite:// or postgresql:// URI, not {uri!r}; or pass store=")
 
 
 # Keyword spellings of ``Memory.from_defaults`` / ``ChatMemoryBuffer.from_defaults`` that have no
@@ -234,7 +210,7 @@ class SessionMemory(BaseMemory):
         self._handle = handle
         # The pointer names the store as store_url does: an absolute path, a URL without password.
         self.store = store_url(handle.session.store)
-        self.store_schema = _store_schema(handle.session)
+        self.store_schema = store_schema(handle.session)
         if llm is not None:
             handle.llm = llm
         if self.compaction and not handle.compaction_installed:
@@ -258,7 +234,7 @@ class SessionMemory(BaseMemory):
                 " use a SQLite file or Postgres to keep memory across a serialised Context",
                 self.session_id,
             )
-        opened = Session(_open_store(self.store, self.store_schema)).for_session(self.session_id)
+        opened = Session(open_store(self.store, self.store_schema)).for_session(self.session_id)
         _declare(opened, self.blocks)
         return _Handle(opened, owns=True)
 
@@ -306,7 +282,7 @@ class SessionMemory(BaseMemory):
         if session_id is not None:
             kwargs["session_id"] = session_id
         if async_database_uri is not None:
-            store = store or _store_of_uri(async_database_uri)
+            store = store or store_of_uri(async_database_uri)
         if store is not None:
             kwargs["store"] = str(store)
         if db_schema is not None:
@@ -551,19 +527,10 @@ def _default_pointer(data: dict[str, Any]) -> None:
     if not data.get("session_id"):
         if store != ":memory:":
             raise ValueError(
-                f"SessionMemory on {_store_label(store)!r} needs session_id= (the conversation to open there),"
+                f"SessionMemory on {store_label(store)!r} needs session_id= (the conversation to open there),"
                 " e.g. SessionMemory.from_defaults(store=..., session_id='user-42')"
             )
         data["session_id"] = uuid.uuid4().hex
-
-
-def _store_label(store: str) -> str:
-    """``store`` as an error message may show it (no password)."""
-    scheme, sep, rest = store.partition("://")
-    if sep and "@" in rest.split("/", 1)[0]:
-        userinfo, _, hosts = rest.partition("@")
-        return f"{scheme}://{userinfo.partition(':')[0]}@{hosts}"
-    return store
 
 
 def _rebuild(data: dict[str, Any]) -> SessionMemory:

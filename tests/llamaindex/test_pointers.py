@@ -1,0 +1,187 @@
+"""Serialised pointers: ``SessionChatStore`` and ``SessionMemory`` reopen the same store from
+their ``to_dict()``, in this process and in another one, over SQLite and PostgreSQL, and a
+pointer never holds a password (issue 18, defects 2 and 3)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.memory import ChatMemoryBuffer
+
+from llamaindex_sessions import SessionChatStore, SessionMemory
+from sessions_core import PostgresStore, Session, SessionManager
+from sessions_core.integration import store_url
+
+from ..postgres import postgres_url, require_postgres, temporary_schema
+
+ROOT = Path(__file__).resolve().parents[2]
+PASSWORD = "s3cret-pw"
+
+
+def m(text, role="user"):
+    return ChatMessage(role=role, content=text)
+
+
+def texts(messages):
+    return [message.content for message in messages]
+
+
+def in_another_process(code: str, data: dict, env: dict | None = None) -> str:
+    """Run ``code`` with ``data`` (a pointer's JSON) in a fresh interpreter; its stdout."""
+    paths = [str(ROOT / "core"), str(ROOT), os.environ.get("PYTHONPATH", "")]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), **(env or {})}
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(data)], capture_output=True, text=True, env=environment, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def with_password(url: str) -> str:
+    """The test server's URL with a password in it (trust auth accepts any)."""
+    scheme, _, rest = url.partition("://")
+    userinfo, at, hosts = rest.rpartition("@")
+    user = userinfo.partition(":")[0] if at else "postgres"
+    return f"{scheme}://{user}:{PASSWORD}@{hosts if at else rest}"
+
+
+# -- SessionChatStore (defect 2) ---------------------------------------------------------------
+
+
+def test_chat_store_serialises_its_store_and_reopens_it(db):
+    store = SessionChatStore(SessionManager(db, namespace="team"))
+    store.add_message("alice", m("hello"))
+    data = store.to_dict()
+    json.dumps(data)
+    assert (data["class_name"], data["store"], data["namespace"]) == ("SessionChatStore", db, "team")
+    assert SessionChatStore.from_dict(data).manager is store.manager  # in-process: the live manager
+    data["handle"] = "elsewhere"
+    reopened = SessionChatStore.from_dict(data)
+    assert reopened.manager is not store.manager
+    assert (texts(reopened.get_messages("alice")), reopened.get_keys()) == (["hello"], ["alice"])
+
+
+def test_chat_store_reopens_in_another_process(db):
+    store = SessionChatStore(db)
+    store.add_message("alice", m("hello"))
+    code = (
+        "import json, sys\n"
+        "from llamaindex_sessions import SessionChatStore\n"
+        "store = SessionChatStore.from_dict(json.loads(sys.argv[1]))\n"
+        "print([m.content for m in store.get_messages('alice')])\n"
+    )
+    assert in_another_process(code, store.to_dict()) == "['hello']"
+
+
+def test_chat_memory_buffer_over_a_session_chat_store_round_trips(db):
+    buffer = ChatMemoryBuffer.from_defaults(chat_store=SessionChatStore(db), chat_store_key="k", token_limit=500)
+    buffer.put(m("remember me"))
+    data = buffer.to_dict()
+    data["chat_store"]["handle"] = "elsewhere"
+    again = ChatMemoryBuffer.from_dict(data)
+    assert isinstance(again.chat_store, SessionChatStore)
+    assert texts(again.get()) == ["remember me"]
+
+
+def test_chat_store_relative_path_serialises_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert SessionChatStore("chat.db").to_dict()["store"] == str(tmp_path / "chat.db")
+
+
+# -- PostgreSQL (defect 3): the store is named, never with its password --------------------------
+
+
+@pytest.fixture
+def pg_schema():
+    require_postgres()
+    with temporary_schema() as schema:
+        yield schema
+
+
+def test_store_url_has_no_password():
+    require_postgres()
+    store = PostgresStore(with_password(postgres_url()), auto_setup=False)
+    try:
+        assert PASSWORD not in store_url(store) and store_url(store).startswith("postgresql://")
+    finally:
+        store.close()
+    keyword_form = PostgresStore(f"host=127.0.0.1 dbname=test password={PASSWORD}", auto_setup=False)
+    try:
+        assert store_url(keyword_form) == "postgresql:///test?host=127.0.0.1"
+    finally:
+        keyword_form.close()
+
+
+def test_memory_over_postgres_serialises_a_pointer_without_password(pg_schema):
+    url = with_password(postgres_url())
+    session = Session(PostgresStore(url, schema=pg_schema)).for_session("u1").with_context("memory")
+    memory = SessionMemory(session=session)
+    memory.put(m("I love trams"))
+    data = memory.to_dict()
+    assert PASSWORD not in json.dumps(data)
+    assert (data["store"], data["store_schema"]) == (store_url(session.store), pg_schema)
+    assert data["store"].startswith("postgresql://")
+
+    # Another process reopens it; the server here trusts, so the password-free URL connects as a
+    # PGPASSWORD / PGPASSFILE would make it connect on a server that asks for one.
+    code = (
+        "import json, sys\n"
+        "from llamaindex_sessions import SessionMemory\n"
+        "memory = SessionMemory.from_dict(json.loads(sys.argv[1]))\n"
+        "print([m.content for m in memory.get_all()], memory.session.store.schema)\n"
+    )
+    assert in_another_process(code, data) == f"['I love trams'] {pg_schema}"
+
+    # Given the full URL again (the other way to supply the password), it is used, not kept.
+    data["handle"] = "elsewhere"
+    reopened = SessionMemory.from_dict(data, store=url)
+    try:
+        assert texts(reopened.get_all()) == ["I love trams"]
+        assert PASSWORD not in json.dumps(reopened.to_dict())
+    finally:
+        reopened.session.store.close()
+        session.store.close()
+
+
+def test_memory_opened_from_a_url_with_password_never_serialises_it(pg_schema):
+    memory = SessionMemory.from_defaults(
+        store=with_password(postgres_url()), db_schema=pg_schema, session_id="u2", compaction=False
+    )
+    try:
+        memory.put(m("hello"))
+        assert PASSWORD not in memory.to_json()
+        assert memory.to_dict()["store_schema"] == pg_schema
+    finally:
+        memory.session.store.close()
+
+
+def test_chat_store_over_postgres_reopens_without_password(pg_schema):
+    manager = SessionManager(PostgresStore(with_password(postgres_url()), schema=pg_schema))
+    store = SessionChatStore(manager)
+    store.add_message("alice", m("hello"))
+    data = store.to_dict()
+    assert PASSWORD not in json.dumps(data)
+    code = (
+        "import json, sys\n"
+        "from llamaindex_sessions import SessionChatStore\n"
+        "store = SessionChatStore.from_dict(json.loads(sys.argv[1]))\n"
+        "print(store.get_keys(), [m.content for m in store.get_messages('alice')])\n"
+    )
+    try:
+        assert in_another_process(code, data) == "['alice'] ['hello']"
+    finally:
+        manager.store.close()
+
+
+def test_a_store_without_address_says_what_to_pass():
+    memory = SessionMemory(session=Session().for_session("x"))
+    data = memory.to_dict()
+    data.update(handle="gone", store=None)
+    with pytest.raises(ValueError, match="pass store="):
+        SessionMemory.from_dict(data)
