@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from sessions_core.integration import store_url
 
-__all__ = ["open_store", "store_label", "store_of_uri", "store_schema"]
+__all__ = ["open_store", "store_label", "store_of_uri", "store_schema", "store_url_of"]
 
 
 def store_schema(owner: Any) -> str | None:
     """The PostgreSQL schema of ``owner``'s store (a session or manager) when not the default."""
     schema = getattr(owner.store, "schema", None) if store_url(owner.store) else None
     return schema if isinstance(schema, str) and schema != "public" else None
+
+
+def store_url_of(store: str | None) -> str | None:
+    """``store`` (a path or URL) as ``store_url`` names the store it opens, to compare pointers."""
+    if not store or store == ":memory:" or store.startswith("file:"):
+        return store
+    if store.startswith(("postgresql://", "postgres://")):
+        return store_label(store)
+    return str(Path(store).resolve())
 
 
 def open_store(url: str, schema: str | None) -> Any:

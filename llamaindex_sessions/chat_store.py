@@ -24,7 +24,7 @@ from sessions_core.integration import (
     store_url,
 )
 
-from ._pointers import open_store, store_schema
+from ._pointers import open_store, store_schema, store_url_of
 from .conversion import from_chat_messages, to_chat_messages
 from .memory import _same_for_llamaindex
 
@@ -44,6 +44,14 @@ class _LiveManager:
             with contextlib.suppress(Exception):  # interpreter shutdown: nothing left to report to
                 self.manager.close()
                 self.manager.store.close()
+
+
+def _points_to(live: SessionManager, given: Any, pointer: SessionChatStore) -> bool:
+    """Whether the live manager of a pointer's handle is the one it means."""
+    if isinstance(given, SessionManager):
+        return live is given
+    same_store = store_url(live.store) == store_url_of(pointer.store)
+    return same_store and live.namespace == pointer.namespace
 
 
 _live: weakref.WeakValueDictionary[str, _LiveManager] = weakref.WeakValueDictionary()
@@ -95,7 +103,7 @@ class SessionChatStore(BaseChatStore):
         super().__init__(**data)
         with _live_lock:
             live = _live.get(self.handle)
-            if live is not None and isinstance(manager, SessionManager) and live.manager is not manager:
+            if live is not None and not _points_to(live.manager, manager, self):
                 live, self.handle = None, uuid.uuid4().hex
             if live is None:
                 live = self._open(manager)
@@ -128,7 +136,7 @@ class SessionChatStore(BaseChatStore):
         return self._manager.get_session(key)
 
     def _chat(self, key: str) -> list[ChatMessage]:
-        return [chat for message in raw_history(self._session(key, create=False)) for chat in to_chat_messages(message)]
+        return to_chat_messages(raw_history(self._session(key, create=False)))
 
     def set_messages(self, key: str, messages: list[ChatMessage]) -> None:
         """Make ``messages`` the session's history (shared prefix kept, the rest a new branch)."""

@@ -40,7 +40,7 @@ from sessions_core.integration import (
     store_url,
 )
 
-from ._pointers import open_store, store_label, store_of_uri, store_schema
+from ._pointers import open_store, store_label, store_of_uri, store_schema, store_url_of
 from .conversion import from_chat_messages, to_chat_messages
 from .summarizer import llm_summarizer
 
@@ -201,7 +201,7 @@ class SessionMemory(BaseMemory):
         super().__init__(**data)
         with _handles_lock:
             handle = _handles.get(self.handle)
-            if handle is not None and session is not None and handle.session is not session:
+            if handle is not None and not self._points_to(handle.session, session):
                 handle = None
                 self.handle = uuid.uuid4().hex
             if handle is None:
@@ -218,6 +218,12 @@ class SessionMemory(BaseMemory):
                 create_compact_function(summarize=handle.summarize, keep_recent_tokens=self._keep_recent())
             )
             handle.compaction_installed = True
+
+    def _points_to(self, live: Session, given: Session | None) -> bool:
+        """Whether the live session of this memory's handle is the one it means."""
+        if given is not None:
+            return live is given
+        return live.session_id == self.session_id and store_url(live.store) == store_url_of(self.store)
 
     def _open(self, session: Session | None, rebuilt: bool) -> _Handle:
         if session is not None:
@@ -383,7 +389,7 @@ class SessionMemory(BaseMemory):
             prompt = self._run_prompt()
             budget = self.token_limit - initial - (len(self.tokenizer_fn(prompt)) if prompt else 0)
             history = self._window(budget)
-        messages = [chat for message in history for chat in to_chat_messages(message)]
+        messages = to_chat_messages(history)
         if not prompt:
             return messages
         if self.insert_method == "user":
@@ -400,7 +406,7 @@ class SessionMemory(BaseMemory):
 
     def get_all(self) -> list[ChatMessage]:
         """Every message of the active branch as written (no compaction, no token limit)."""
-        return [chat for message in raw_history(self.session) for chat in to_chat_messages(message)]
+        return to_chat_messages(raw_history(self.session))
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -539,7 +545,7 @@ def _rebuild(data: dict[str, Any]) -> SessionMemory:
 
 def _same_for_llamaindex(stored: SessionMessage, new: SessionMessage) -> bool:
     """Equal as LlamaIndex sees them (ids, generated call ids and key order aside)."""
-    return to_chat_messages(stored) == to_chat_messages(new)
+    return to_chat_messages([stored]) == to_chat_messages([new])
 
 
 def _is_react(agent: Any) -> bool:

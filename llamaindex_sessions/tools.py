@@ -145,6 +145,9 @@ class SessionToolSpec(BaseToolSpec):
             raise ValueError(f"tool {name!r} is not available for these blocks (available now: {offered})")
         return _metadata(tool)
 
+    aget_fn_schema_from_fn_name = async_twin(get_fn_schema_from_fn_name)
+    aget_metadata_from_fn_name = async_twin(get_metadata_from_fn_name)
+
     def _run(self, name: str, kwargs: dict[str, Any]) -> str:
         tool = next((t for t in self.core_tools() if t.name == name), None)
         return tool.invoke(kwargs) if tool else f"Error: tool {name!r} is not available for these blocks"
