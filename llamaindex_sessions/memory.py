@@ -305,6 +305,15 @@ class SessionMemory(BaseMemory):
             memory.set(chat_history)
         return memory
 
+    def to_string(self) -> str:
+        """The pointer as JSON: ``ChatMemoryBuffer``'s name for ``to_json``."""
+        return self.to_json()
+
+    @classmethod
+    def from_string(cls, json_str: str, **kwargs: Any) -> SessionMemory:
+        """The memory a :meth:`to_string` pointer names: ``ChatMemoryBuffer``'s name for ``from_json``."""
+        return cls.from_json(json_str, **kwargs)
+
     @classmethod
     def from_manager(cls, manager: Any, session_id: str, **kwargs: Any) -> SessionMemory:
         """The memory of a ``SessionManager``'s session ``session_id``, registered with the
