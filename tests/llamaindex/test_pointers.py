@@ -104,20 +104,6 @@ def pg_schema():
         yield schema
 
 
-def test_store_url_has_no_password():
-    require_postgres()
-    store = PostgresStore(with_password(postgres_url()), auto_setup=False)
-    try:
-        assert PASSWORD not in store_url(store) and store_url(store).startswith("postgresql://")
-    finally:
-        store.close()
-    keyword_form = PostgresStore(f"host=127.0.0.1 dbname=test password={PASSWORD}", auto_setup=False)
-    try:
-        assert store_url(keyword_form) == "postgresql:///test?host=127.0.0.1"
-    finally:
-        keyword_form.close()
-
-
 def test_memory_over_postgres_serialises_a_pointer_without_password(pg_schema):
     url = with_password(postgres_url())
     session = Session(PostgresStore(url, schema=pg_schema)).for_session("u1").with_context("memory")

@@ -40,6 +40,7 @@ ASSISTANT_CHAT_MESSAGE = ChatMessage(role=MessageRole.ASSISTANT, content="first 
 ASSISTANT_CHAT_MESSAGE_TOKENS = len(tokenizer(str(ASSISTANT_CHAT_MESSAGE.content)))
 SECOND_ASSISTANT_CHAT_MESSAGE = ChatMessage(role=MessageRole.USER, content="second answer")
 SECOND_ASSISTANT_CHAT_MESSAGE_TOKENS = len(tokenizer(str(SECOND_ASSISTANT_CHAT_MESSAGE.content)))
+FOUR_MESSAGES = [USER_CHAT_MESSAGE, ASSISTANT_CHAT_MESSAGE, SECOND_USER_CHAT_MESSAGE, SECOND_ASSISTANT_CHAT_MESSAGE]
 
 
 @pytest.fixture(params=["ChatMemoryBuffer", "SessionMemory"])
@@ -114,7 +115,7 @@ def test_get_when_space_for_second_message_and_answer_removes_only_first_message
     initial_tokens = token_limit - USER_CHAT_MESSAGE_TOKENS - ASSISTANT_CHAT_MESSAGE_TOKENS
     memory = memory_class.from_defaults(
         token_limit=token_limit,
-        chat_history=[USER_CHAT_MESSAGE, ASSISTANT_CHAT_MESSAGE, SECOND_USER_CHAT_MESSAGE, SECOND_ASSISTANT_CHAT_MESSAGE],
+        chat_history=FOUR_MESSAGES,
     )
 
     history = memory.get(initial_token_count=initial_tokens)
@@ -130,7 +131,7 @@ def test_get_when_space_for_all_but_first_message_removes_first_message_and_answ
     initial_tokens = token_limit - history_tokens
     memory = memory_class.from_defaults(
         token_limit=token_limit,
-        chat_history=[USER_CHAT_MESSAGE, ASSISTANT_CHAT_MESSAGE, SECOND_USER_CHAT_MESSAGE, SECOND_ASSISTANT_CHAT_MESSAGE],
+        chat_history=FOUR_MESSAGES,
     )
 
     history = memory.get(initial_token_count=initial_tokens)
@@ -172,7 +173,8 @@ def test_max_tokens(memory_class) -> None:
 
 
 def test_sting_save_load(memory_class, tmp_path) -> None:
-    memory = memory_class.from_defaults(chat_history=[USER_CHAT_MESSAGE], token_limit=5, **_file_store(memory_class, tmp_path))
+    store = _file_store(memory_class, tmp_path)
+    memory = memory_class.from_defaults(chat_history=[USER_CHAT_MESSAGE], token_limit=5, **store)
 
     json_str = memory.to_string()
     if isinstance(memory, SessionMemory):
@@ -185,7 +187,8 @@ def test_sting_save_load(memory_class, tmp_path) -> None:
 
 
 def test_dict_save_load(memory_class, tmp_path) -> None:
-    memory = memory_class.from_defaults(chat_history=[USER_CHAT_MESSAGE], token_limit=5, **_file_store(memory_class, tmp_path))
+    store = _file_store(memory_class, tmp_path)
+    memory = memory_class.from_defaults(chat_history=[USER_CHAT_MESSAGE], token_limit=5, **store)
 
     json_dict = memory.to_dict()
     if isinstance(memory, SessionMemory):
