@@ -315,11 +315,18 @@ class SessionMemory(BaseMemory):
         return cls.from_json(json_str, **kwargs)
 
     @classmethod
-    def from_manager(cls, manager: Any, session_id: str, **kwargs: Any) -> SessionMemory:
-        """The memory of a ``SessionManager``'s session ``session_id``, registered with the
-        manager under that id if it is not yet (so ``session_search`` and ``list`` see it)."""
-        ensure_session(manager, session_id)
-        return cls(manager.get_session(session_id), **kwargs)
+    def from_manager(cls, manager: SessionManager | str | Path, session_id: str, **kwargs: Any) -> SessionMemory:
+        """The memory of a ``SessionManager``'s session ``session_id`` (a path or URL opens a
+        manager there), registered with the manager under that id if it is not yet (so
+        ``session_search`` and ``list`` see it)."""
+        if isinstance(manager, (str, Path)):
+            manager = SessionManager(manager)
+        if not isinstance(manager, SessionManager):
+            raise TypeError(
+                "from_manager takes a SessionManager, a SQLite path or a postgresql:// URL,"
+                f" not {type(manager).__name__}; for a Session use SessionMemory(session)"
+            )
+        return cls(manager, session_id=session_id, **kwargs)
 
     # -- live handle -----------------------------------------------------------------------
 
@@ -522,7 +529,7 @@ def _as_session(session: Any, data: dict[str, Any]) -> Session | None:
         data["store"] = str(session)
         return None
     if isinstance(session, SessionManager):
-        session_id = data.get("session_id")
+        session_id = data.pop("session_id", None)  # the manager's id; the pointer keeps the storage id
         if not session_id:
             raise ValueError("SessionMemory over a SessionManager needs session_id= (which of its sessions)")
         ensure_session(session, session_id)

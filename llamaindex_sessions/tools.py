@@ -87,7 +87,10 @@ class SessionToolSpec(BaseToolSpec):
                 f" a SQLite path or a postgresql:// URL, not {type(target).__name__}"
             )
         if session_id is not None and not isinstance(target, SessionManager):
-            raise TypeError("session_id goes with a SessionManager")
+            raise TypeError(
+                "session_id= picks a session of a SessionManager (or of the store at a path or URL);"
+                " a Session or SessionMemory already is one session: pass it without session_id="
+            )
         self.target = target
         self.session_id = session_id
 

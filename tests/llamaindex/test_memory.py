@@ -453,6 +453,8 @@ def test_a_path_url_or_manager_is_accepted_where_a_session_is(db):
     by_manager = SessionMemory(manager, session_id="u1")
     assert roles_and_text(by_manager.get_all()) == [("user", "hello")]
     assert manager.get("u1") is not None  # registered, so session_search finds it
+    by_manager_path = SessionMemory.from_manager(db, "u1")
+    assert roles_and_text(by_manager_path.get_all()) == [("user", "hello")]
 
 
 @pytest.mark.parametrize(
@@ -481,6 +483,8 @@ def test_refusals_of_the_constructor():
         SessionMemory(SessionManager())
     with pytest.raises(TypeError, match="a SQLite path or a postgresql:// URL"):
         SessionMemory(42)
+    with pytest.raises(TypeError, match="for a Session use SessionMemory"):
+        SessionMemory.from_manager(Session(), "u1")
 
 
 def test_tiny_token_limits_behave_as_chat_memory_buffer():
