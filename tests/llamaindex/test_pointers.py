@@ -171,3 +171,37 @@ def test_a_store_without_address_says_what_to_pass():
     data.update(handle="gone", store=None)
     with pytest.raises(ValueError, match="pass store="):
         SessionMemory.from_dict(data)
+
+
+def test_a_saved_workflow_context_reopens_a_postgres_memory(pg_schema):
+    import asyncio
+
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.workflow import Context, JsonSerializer
+
+    from llamaindex_sessions import memory as memory_module
+
+    from .scripted import ScriptedLLM
+
+    store = PostgresStore(with_password(postgres_url()), schema=pg_schema)
+    session = Session(store).for_session("ctx").with_context("memory")
+    llm = ScriptedLLM(["one", "two"])
+    agent = FunctionAgent(tools=[], llm=llm)
+
+    async def go():
+        ctx = Context(agent)
+        await agent.run(user_msg="first", memory=SessionMemory(session=session), ctx=ctx)
+        saved = json.dumps(ctx.to_dict(serializer=JsonSerializer()))
+        memory_module._handles.clear()  # as in a fresh process: nothing live
+        restored = Context.from_dict(agent, json.loads(saved), serializer=JsonSerializer())
+        await agent.run(user_msg="second", ctx=restored)
+        return saved, await restored.store.get("memory")
+
+    try:
+        saved, reopened = asyncio.run(go())
+        assert PASSWORD not in saved
+        assert reopened.session is not session and reopened.session.store.schema == pg_schema
+        assert texts(reopened.get_all()) == ["first", "one", "second", "two"]
+        reopened.session.store.close()
+    finally:
+        store.close()
