@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
-from llama_index.core.memory.types import BaseMemory
+from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY, BaseMemory
 from llama_index.core.utils import get_tokenizer
 
 from sessions_core import (
@@ -244,7 +244,6 @@ class SessionMemory(BaseMemory):
         _declare(opened, self.blocks)
         return _Handle(opened, owns=True)
 
-
     @classmethod
     def class_name(cls) -> str:
         return "SessionMemory"
@@ -283,6 +282,7 @@ class SessionMemory(BaseMemory):
                     " path or a postgresql:// URL) or session= (a Session) to keep the history in session-memory"
                 )
             session = manager
+            chat_store_key = chat_store_key or DEFAULT_CHAT_STORE_KEY  # ChatMemoryBuffer's default key
         if chat_store_key is not None:
             kwargs.setdefault("session_id", chat_store_key)
         if session_id is not None:

@@ -437,6 +437,7 @@ def test_from_defaults_takes_the_chat_memory_buffer_spellings(db):
     )
     assert (memory.session_id, memory.token_limit, memory.insert_method) == ("carol", 900, "user")
     assert roles_and_text(store.get_messages("carol")) == [("user", "hi")]
+    assert SessionMemory.from_defaults(chat_store=store).session_id == "chat_history"  # ChatMemoryBuffer's key
     llm = ScriptedLLM(fallback="x")
     assert SessionMemory.from_defaults(llm=llm).token_limit == int(llm.metadata.context_window * 0.75)
     uri = SessionMemory.from_defaults(async_database_uri=f"sqlite+aiosqlite:///{db}", session_id="d")
