@@ -28,6 +28,8 @@ from ._pointers import open_store, store_schema, store_url_of
 from .conversion import from_chat_messages, to_chat_messages
 from .memory import _same_for_llamaindex
 
+__all__ = ["SessionChatStore"]
+
 
 class _LiveManager:
     """The manager every store object of one ``handle`` shares, closed with the last of them
@@ -56,8 +58,6 @@ def _points_to(live: SessionManager, given: Any, pointer: SessionChatStore) -> b
 
 _live: weakref.WeakValueDictionary[str, _LiveManager] = weakref.WeakValueDictionary()
 _live_lock = threading.Lock()
-
-__all__ = ["SessionChatStore"]
 
 
 class SessionChatStore(BaseChatStore):
@@ -126,14 +126,10 @@ class SessionChatStore(BaseChatStore):
     def manager(self) -> SessionManager:
         return self._live.manager
 
-    @property
-    def _manager(self) -> SessionManager:
-        return self._live.manager
-
     def _session(self, key: str, *, create: bool) -> Any:
         if create:
-            ensure_session(self._manager, key)
-        return self._manager.get_session(key)
+            ensure_session(self.manager, key)
+        return self.manager.get_session(key)
 
     def _chat(self, key: str) -> list[ChatMessage]:
         return to_chat_messages(raw_history(self._session(key, create=False)))
@@ -154,8 +150,8 @@ class SessionChatStore(BaseChatStore):
                 messages.insert(idx, message)
                 self.set_messages(key, messages)
                 return
-            ensure_session(self._manager, key)
-            self._manager.append(key, from_chat_messages([message])[0])
+            ensure_session(self.manager, key)
+            self.manager.append(key, from_chat_messages([message])[0])
 
     def delete_messages(self, key: str) -> list[ChatMessage] | None:
         """Start an empty branch and return the messages it hides (``None`` if there were none)."""
@@ -185,7 +181,7 @@ class SessionChatStore(BaseChatStore):
     def get_keys(self) -> list[str]:
         """The ids of the manager's sessions, oldest first (the order keys were first written,
         as ``SimpleChatStore`` gives them)."""
-        return [info.id for info in sorted(self._manager.list(), key=lambda info: info.created_at)]
+        return [info.id for info in sorted(self.manager.list(), key=lambda info: info.created_at)]
 
     aset_messages = async_twin(set_messages)
     aget_messages = async_twin(get_messages)
