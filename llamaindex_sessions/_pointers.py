@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from sessions_core.integration import store_url
@@ -17,12 +16,11 @@ def store_schema(owner: Any) -> str | None:
 
 
 def store_url_of(store: str | None) -> str | None:
-    """``store`` (a path or URL) as ``store_url`` names the store it opens, to compare pointers."""
-    if not store or store == ":memory:" or store.startswith("file:"):
-        return store
-    if store.startswith(("postgresql://", "postgres://")):
+    """A pointer's ``store`` as ``store_url`` names it (a pointer's path is absolute already), to
+    compare pointers without touching the file system."""
+    if store and store.startswith(("postgresql://", "postgres://")):
         return store_label(store)
-    return str(Path(store).resolve())
+    return store
 
 
 def open_store(url: str, schema: str | None) -> Any:

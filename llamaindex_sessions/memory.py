@@ -81,6 +81,12 @@ class _Handle:
                 self.session.store.close()  # opened here, also when a schema made it a store object
 
 
+def _default_tokenizer(text: str) -> list:
+    """LlamaIndex's default tokenizer, loaded on first use: loading it reads files, which a
+    memory built inside async code must not do on the event loop."""
+    return get_tokenizer()(text)
+
+
 _handles: weakref.WeakValueDictionary[str, _Handle] = weakref.WeakValueDictionary()
 _handles_lock = threading.Lock()
 
@@ -183,7 +189,7 @@ class SessionMemory(BaseMemory):
     compaction: bool = Field(default=True, description="Compact with the bound LLM after writes.")
     compact_threshold: int | None = Field(default=None, description="Compact above this many tokens.")
     keep_recent_tokens: int | None = Field(default=None, description="Tokens kept verbatim at the end.")
-    tokenizer_fn: Callable[[str], list] = Field(default_factory=get_tokenizer, exclude=True)
+    tokenizer_fn: Callable[[str], list] = Field(default=_default_tokenizer, exclude=True)
 
     _handle: _Handle = PrivateAttr()
     _prompt: str | None = PrivateAttr(default=None)

@@ -67,12 +67,10 @@ def store_url(store: Store) -> str | None:
     ``":memory:"`` (which opens a new, empty store), or a ``postgresql://`` URL that never holds
     the password (the process that opens it gives the password through ``PGPASSWORD``,
     ``PGPASSFILE`` or ``~/.pgpass``, or passes the full URL itself); ``None`` for a store of
-    another kind. A PostgreSQL store's ``schema`` is its own attribute, not part of the URL."""
+    another kind. A PostgreSQL store's ``schema`` is its own attribute, not part of the URL.
+    No I/O: the stores work their address out when they open."""
     if isinstance(store, SqliteStore):
-        database = store.database
-        if database == ":memory:" or database.startswith("file:"):
-            return database
-        return str(Path(database).resolve())
+        return store.url
     postgres = sys.modules.get("sessions_core.stores.postgres")  # not loaded: no PostgresStore exists
     if postgres is not None and isinstance(store, postgres.PostgresStore):
         return store.url

@@ -138,3 +138,20 @@ def test_a_function_agent_run_with_memory_and_tools(db):
     assert str(asyncio.run(go())) == "Noted."
     assert session.get_context_block("memory").content == "User is Ada."
     assert [m.role for m in session.get_history()] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_building_and_rebuilding_in_async_code(db, busted):
+    """What async code builds (a memory, a chat store, a tool spec) and what a workflow
+    ``Context`` rebuilds in-process (``from_dict``) does no I/O on the loop."""
+    session = Session(db).for_session("u1").with_context("memory")
+    manager = SessionManager(db)
+
+    async def go():
+        memory = SessionMemory(session=session)
+        again = SessionMemory.from_dict(memory.to_dict())
+        store = SessionChatStore(manager)
+        store_again = SessionChatStore.from_dict(store.to_dict())
+        SessionToolSpec(session)
+        return again.session is session and store_again.manager is manager
+
+    assert busted(go)
