@@ -166,9 +166,15 @@ class SessionMemory(BaseMemory):
     a failed summary leaves the history whole. ``compaction=False`` keeps the session's own
     compaction setup instead.
 
-    The object serialises as a pointer (``store`` URL or path, ``session_id``, block
-    declarations, settings): a workflow ``Context`` that rebuilds it reopens the same session,
-    and in the same process finds the same live session again (through ``handle``).
+    The object serialises as a pointer (``store``: the SQLite file's absolute path or the
+    PostgreSQL URL without its password, ``store_schema``, ``session_id``, block declarations,
+    settings): a workflow ``Context`` that rebuilds it reopens the same session, and in the same
+    process finds the same live session again (through ``handle``). A process reopening a
+    PostgreSQL pointer gets the password as libpq does (``PGPASSWORD``, ``PGPASSFILE``,
+    ``~/.pgpass``) or from ``from_dict(data, store=<the full URL>)``, which is used, never kept.
+
+    ``session`` is a ``Session``, a ``SessionManager`` (with ``session_id``), or a SQLite path or
+    ``postgresql://`` URL (with ``session_id``); without one the memory is in ``:memory:``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
