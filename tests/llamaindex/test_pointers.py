@@ -104,7 +104,7 @@ def pg_schema():
         yield schema
 
 
-def test_memory_over_postgres_serialises_a_pointer_without_password(pg_schema):
+def test_memory_over_postgres_serialises_a_pointer_without_password(pg_schema, tmp_path):
     url = with_password(postgres_url())
     session = Session(PostgresStore(url, schema=pg_schema)).for_session("u1").with_context("memory")
     memory = SessionMemory(session=session)
@@ -114,15 +114,21 @@ def test_memory_over_postgres_serialises_a_pointer_without_password(pg_schema):
     assert (data["store"], data["store_schema"]) == (store_url(session.store), pg_schema)
     assert data["store"].startswith("postgresql://")
 
-    # Another process reopens it; the server here trusts, so the password-free URL connects as a
-    # PGPASSWORD / PGPASSFILE would make it connect on a server that asks for one.
+    # Another process reopens it, the password coming from PGPASSFILE as libpq reads it (the
+    # server here trusts, so the connection shows the password it would have sent).
+    passfile = tmp_path / "pgpass"
+    passfile.write_text(f"*:*:*:*:{PASSWORD}\n")
+    passfile.chmod(0o600)
     code = (
-        "import json, sys\n"
+        "import json, sys, psycopg\n"
         "from llamaindex_sessions import SessionMemory\n"
         "memory = SessionMemory.from_dict(json.loads(sys.argv[1]))\n"
         "print([m.content for m in memory.get_all()], memory.session.store.schema)\n"
+        "with psycopg.connect(memory.session.store.url) as conn:\n"
+        "    print(conn.info.password)\n"
     )
-    assert in_another_process(code, data) == f"['I love trams'] {pg_schema}"
+    output = in_another_process(code, data, env={"PGPASSFILE": str(passfile)})
+    assert output.splitlines() == [f"['I love trams'] {pg_schema}", PASSWORD]
 
     # Given the full URL again (the other way to supply the password), it is used, not kept.
     data["handle"] = "elsewhere"
