@@ -14,7 +14,8 @@ with ``additional_kwargs["tool_call_id"]`` (or ``"call_id"``).
 
 Reading a message written by another framework gives the LlamaIndex shape for it: an
 assistant message holding tool results (AI SDK style) becomes the assistant message followed by
-one ``tool`` message per result, so :func:`to_chat_messages` may return several messages.
+one ``tool`` message per result, so the chat messages of a history (:func:`to_chat_messages`)
+may outnumber its stored messages; :func:`to_chat_message` converts a message that maps to one.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from sessions_core import (
     ToolResultPart,
     ToolUIPart,
     UnknownPart,
+    parse_message,
 )
 from sessions_core.integration import is_marker
 
@@ -333,9 +335,18 @@ def _tool_message(part: Any, kwargs: Mapping[str, Any] | None = None) -> ChatMes
     return ChatMessage(role=MessageRole.TOOL, blocks=blocks, additional_kwargs=additional)
 
 
-def to_chat_messages(message: SessionMessage) -> list[ChatMessage]:
-    """The ``ChatMessage``s for a stored message: exactly one for a message written through
-    LlamaIndex; a tool message per result for tool results kept in another shape."""
+def to_chat_messages(messages: Iterable[SessionMessage | Mapping[str, Any]] | SessionMessage) -> list[ChatMessage]:
+    """The ``ChatMessage``s of stored messages (``SessionMessage``s or dicts of their shape, for
+    example ``session.get_history()``), the inverse of :func:`from_chat_messages`: one for each
+    message written through LlamaIndex, a tool message per result for tool results kept in
+    another framework's shape, none for a branch's head marker. One ``SessionMessage`` alone is
+    taken as a list of one (the form of version 0.1)."""
+    if isinstance(messages, SessionMessage):
+        messages = [messages]
+    return [chat for message in messages for chat in _chat_messages_of(parse_message(message))]
+
+
+def _chat_messages_of(message: SessionMessage) -> list[ChatMessage]:
     if is_marker(message):
         return []
     li = message.metadata.get(LLAMAINDEX_KEY)
@@ -378,10 +389,11 @@ def to_chat_messages(message: SessionMessage) -> list[ChatMessage]:
     return [chat, *trailing]
 
 
-def to_chat_message(message: SessionMessage) -> ChatMessage:
-    """The single ``ChatMessage`` for a stored message (see :func:`to_chat_messages`); raises
-    ``ValueError`` for a head marker or a message that maps to several chat messages."""
-    converted = to_chat_messages(message)
+def to_chat_message(message: SessionMessage | Mapping[str, Any]) -> ChatMessage:
+    """The single ``ChatMessage`` for a stored message, the inverse of :func:`from_chat_message`;
+    raises ``ValueError`` for a head marker or a message that maps to several chat messages."""
+    message = parse_message(message)
+    converted = _chat_messages_of(message)
     if len(converted) != 1:
         raise ValueError(f"message {message.id!r} maps to {len(converted)} chat messages; use to_chat_messages")
     return converted[0]

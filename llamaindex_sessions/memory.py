@@ -8,11 +8,12 @@ import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, Literal
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
-from llama_index.core.memory.types import BaseMemory
+from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY, BaseMemory
 from llama_index.core.utils import get_tokenizer
 
 from sessions_core import (
@@ -20,8 +21,8 @@ from sessions_core import (
     CompactResult,
     FilePart,
     Session,
+    SessionManager,
     SessionMessage,
-    SqliteStore,
     StaticContext,
     StoreContext,
     StoreSearchContext,
@@ -36,8 +37,10 @@ from sessions_core.integration import (
     recent_window,
     set_active_history,
     soft_reset,
+    store_url,
 )
 
+from ._pointers import open_store, store_label, store_of_uri, store_schema, store_url_of
 from .conversion import from_chat_messages, to_chat_messages
 from .summarizer import llm_summarizer
 
@@ -50,7 +53,7 @@ _FILE_TOKENS = 256  # what LlamaIndex's Memory estimates for an image, audio or 
 
 class _Handle:
     """What every memory object of one live session shares: the session, a lock, the LLM
-    that writes compaction summaries, and whether the handle opened the session."""
+    that writes compaction summaries, and whether the handle opened the session (and its store)."""
 
     __slots__ = ("session", "lock", "llm", "owns", "compaction_installed", "__weakref__")
 
@@ -75,21 +78,33 @@ class _Handle:
         if self.owns:
             with contextlib.suppress(Exception):  # interpreter shutdown: nothing left to report to
                 self.session.close()
+                self.session.store.close()  # opened here, also when a schema made it a store object
+
+
+def _default_tokenizer(text: str) -> list:
+    """LlamaIndex's default tokenizer, loaded on first use: loading it reads files, which a
+    memory built inside async code must not do on the event loop."""
+    return get_tokenizer()(text)
 
 
 _handles: weakref.WeakValueDictionary[str, _Handle] = weakref.WeakValueDictionary()
 _handles_lock = threading.Lock()
 
 
-def _store_url(session: Session) -> str | None:
-    store = session.store
-    if isinstance(store, SqliteStore):
-        return str(store.database)
-    for name in ("conninfo", "url"):
-        value = getattr(store, name, None)
-        if isinstance(value, str):
-            return value
-    return None
+# Keyword spellings of ``Memory.from_defaults`` / ``ChatMemoryBuffer.from_defaults`` that have no
+# meaning here, with what to pass instead.
+_COMPACTED = "history is compacted instead of flushed: use compact_threshold= and keep_recent_tokens="
+_REFUSED = {
+    "memory_blocks": "declare context blocks with blocks=['memory', ...] or Session.with_context(...)",
+    "memory_blocks_template": "blocks render with the session's own template; use insert_method= for where",
+    "chat_history_token_ratio": _COMPACTED,
+    "token_flush_size": _COMPACTED,
+    "image_token_size_estimate": "a file part counts 256 tokens; use tokenizer_fn= for text",
+    "audio_token_size_estimate": "a file part counts 256 tokens; use tokenizer_fn= for text",
+    "video_token_size_estimate": "a file part counts 256 tokens; use tokenizer_fn= for text",
+    "table_name": "session-memory keeps its own tables: pass store= (a SQLite path or a postgresql:// URL)",
+    "async_engine": "pass store= (a SQLite path or a postgresql:// URL) or session=",
+}
 
 
 def _block_specs(session: Session) -> list[dict[str, Any]]:
@@ -151,14 +166,23 @@ class SessionMemory(BaseMemory):
     a failed summary leaves the history whole. ``compaction=False`` keeps the session's own
     compaction setup instead.
 
-    The object serialises as a pointer (``store`` URL or path, ``session_id``, block
-    declarations, settings): a workflow ``Context`` that rebuilds it reopens the same session,
-    and in the same process finds the same live session again (through ``handle``).
+    The object serialises as a pointer (``store``: the SQLite file's absolute path or the
+    PostgreSQL URL without its password, ``store_schema``, ``session_id``, block declarations,
+    settings): a workflow ``Context`` that rebuilds it reopens the same session, and in the same
+    process finds the same live session again (through ``handle``). A process reopening a
+    PostgreSQL pointer gets the password as libpq does (``PGPASSWORD``, ``PGPASSFILE``,
+    ``~/.pgpass``) or from ``from_dict(data, store=<the full URL>)``, which is used, never kept.
+
+    ``session`` is a ``Session``, a ``SessionManager`` (with ``session_id``), or a SQLite path or
+    ``postgresql://`` URL (with ``session_id``); without one the memory is in ``:memory:``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    store: str | None = Field(default=None, description="SQLite path or postgresql:// URL of the store.")
+    store: str | None = Field(
+        default=None, description="SQLite path or postgresql:// URL (never with a password) of the store."
+    )
+    store_schema: str | None = Field(default=None, description="PostgreSQL schema of the store (None: public).")
     session_id: str = Field(default="", description="The session's id in the store.")
     handle: str = Field(default_factory=lambda: uuid.uuid4().hex, description="Finds the live session in-process.")
     blocks: list[Any] = Field(
@@ -171,28 +195,34 @@ class SessionMemory(BaseMemory):
     compaction: bool = Field(default=True, description="Compact with the bound LLM after writes.")
     compact_threshold: int | None = Field(default=None, description="Compact above this many tokens.")
     keep_recent_tokens: int | None = Field(default=None, description="Tokens kept verbatim at the end.")
-    tokenizer_fn: Callable[[str], list] = Field(default_factory=get_tokenizer, exclude=True)
+    tokenizer_fn: Callable[[str], list] = Field(default=_default_tokenizer, exclude=True)
 
     _handle: _Handle = PrivateAttr()
     _prompt: str | None = PrivateAttr(default=None)
     _stale: bool = PrivateAttr(default=True)
 
-    def __init__(self, session: Session | None = None, *, llm: Any = None, **data: Any) -> None:
+    def __init__(self, session: Session | str | Path | None = None, *, llm: Any = None, **data: Any) -> None:
         rebuilt = session is None and "handle" in data  # from a serialised pointer
+        _refuse_unknown(data, type(self).model_fields)
+        session = _as_session(session, data)
         if session is not None:
             data.setdefault("session_id", session.session_id)
-            data.setdefault("store", _store_url(session))
             data.setdefault("blocks", _block_specs(session))
+        elif not rebuilt:
+            _default_pointer(data)
         super().__init__(**data)
         with _handles_lock:
             handle = _handles.get(self.handle)
-            if handle is not None and session is not None and handle.session is not session:
+            if handle is not None and not self._points_to(handle.session, session):
                 handle = None
                 self.handle = uuid.uuid4().hex
             if handle is None:
                 handle = self._open(session, rebuilt)
                 _handles[self.handle] = handle
         self._handle = handle
+        # The pointer names the store as store_url does: an absolute path, a URL without password.
+        self.store = store_url(handle.session.store)
+        self.store_schema = store_schema(handle.session)
         if llm is not None:
             handle.llm = llm
         if self.compaction and not handle.compaction_installed:
@@ -201,13 +231,20 @@ class SessionMemory(BaseMemory):
             )
             handle.compaction_installed = True
 
+    def _points_to(self, live: Session, given: Session | None) -> bool:
+        """Whether the live session of this memory's handle is the one it means."""
+        if given is not None:
+            return live is given
+        return live.session_id == self.session_id and store_url(live.store) == store_url_of(self.store)
+
     def _open(self, session: Session | None, rebuilt: bool) -> _Handle:
         if session is not None:
             return _Handle(session, owns=False)
         if not self.store:
             raise ValueError(
-                "SessionMemory needs a session, or a store (SQLite path or postgresql:// URL); a session on a"
-                " store object without a URL can only be found again in the process that created it"
+                f"SessionMemory {self.session_id!r} cannot be reopened: its session was on a store without an"
+                " address (a custom store), which only the process that created it can use; pass store="
+                " (a SQLite path or a postgresql:// URL) or session= (a Session) to from_dict"
             )
         if rebuilt and self.store == ":memory:":
             logger.warning(
@@ -215,7 +252,7 @@ class SessionMemory(BaseMemory):
                 " use a SQLite file or Postgres to keep memory across a serialised Context",
                 self.session_id,
             )
-        opened = Session(self.store).for_session(self.session_id)
+        opened = Session(open_store(self.store, self.store_schema)).for_session(self.session_id)
         _declare(opened, self.blocks)
         return _Handle(opened, owns=True)
 
@@ -226,31 +263,82 @@ class SessionMemory(BaseMemory):
     @classmethod
     def from_defaults(
         cls,
-        session: Session | None = None,
+        session: Session | SessionManager | str | Path | None = None,
         *,
-        store: str | None = None,
+        store: str | Path | None = None,
         session_id: str | None = None,
         llm: Any = None,
         chat_history: list[ChatMessage] | None = None,
+        chat_store: Any = None,
+        chat_store_key: str | None = None,
+        async_database_uri: str | None = None,
+        db_schema: str | None = None,
         **kwargs: Any,
     ) -> SessionMemory:
         """``SessionMemory(session=...)``, or a memory that opens ``store`` / ``session_id``
-        itself (declaring ``blocks=[...]``, e.g. ``["memory"]``); ``chat_history`` is ``set``."""
-        if store is not None:
-            kwargs["store"] = store
+        itself (declaring ``blocks=[...]``, e.g. ``["memory"]``); ``chat_history`` is ``set``.
+
+        The spellings of ``Memory.from_defaults`` and ``ChatMemoryBuffer.from_defaults`` work
+        where they mean something here: ``session_id`` or ``chat_store_key``, ``token_limit``
+        (from ``llm``'s context window when not given, as ``ChatMemoryBuffer`` does),
+        ``tokenizer_fn``, ``insert_method``, ``async_database_uri`` (a ``sqlite+aiosqlite://``
+        or ``postgresql+asyncpg://`` URI) with ``db_schema``, and ``chat_store`` when it is a
+        ``SessionChatStore``. The others raise ``TypeError`` saying what to pass instead.
+        Without a store the memory is in ``:memory:``, under a new session id unless one is given.
+        """
+        if chat_store is not None:
+            manager = getattr(chat_store, "manager", None)
+            if not isinstance(manager, SessionManager):
+                raise TypeError(
+                    f"chat_store must be a SessionChatStore, not {type(chat_store).__name__}: pass store= (a SQLite"
+                    " path or a postgresql:// URL) or session= (a Session) to keep the history in session-memory"
+                )
+            session = manager
+            chat_store_key = chat_store_key or DEFAULT_CHAT_STORE_KEY  # ChatMemoryBuffer's default key
+        if chat_store_key is not None:
+            kwargs.setdefault("session_id", chat_store_key)
         if session_id is not None:
             kwargs["session_id"] = session_id
+        if async_database_uri is not None:
+            store = store or store_of_uri(async_database_uri)
+        if store is not None:
+            kwargs["store"] = str(store)
+        if db_schema is not None:
+            kwargs["store_schema"] = db_schema
+        if llm is not None and "token_limit" not in kwargs:
+            context_window = getattr(getattr(llm, "metadata", None), "context_window", None)
+            if isinstance(context_window, int) and context_window > 0:
+                kwargs["token_limit"] = int(context_window * 0.75)  # ChatMemoryBuffer's ratio
+        insert_method = kwargs.get("insert_method")
+        if insert_method is not None and not isinstance(insert_method, str):
+            kwargs["insert_method"] = getattr(insert_method, "value", insert_method)  # LlamaIndex's InsertMethod
         memory = cls(session, llm=llm, **kwargs)
         if chat_history:
             memory.set(chat_history)
         return memory
 
+    def to_string(self) -> str:
+        """The pointer as JSON: ``ChatMemoryBuffer``'s name for ``to_json``."""
+        return self.to_json()
+
     @classmethod
-    def from_manager(cls, manager: Any, session_id: str, **kwargs: Any) -> SessionMemory:
-        """The memory of a ``SessionManager``'s session ``session_id``, registered with the
-        manager under that id if it is not yet (so ``session_search`` and ``list`` see it)."""
-        ensure_session(manager, session_id)
-        return cls(manager.get_session(session_id), **kwargs)
+    def from_string(cls, json_str: str, **kwargs: Any) -> SessionMemory:
+        """The memory a :meth:`to_string` pointer names: ``ChatMemoryBuffer``'s name for ``from_json``."""
+        return cls.from_json(json_str, **kwargs)
+
+    @classmethod
+    def from_manager(cls, manager: SessionManager | str | Path, session_id: str, **kwargs: Any) -> SessionMemory:
+        """The memory of a ``SessionManager``'s session ``session_id`` (a path or URL opens a
+        manager there), registered with the manager under that id if it is not yet (so
+        ``session_search`` and ``list`` see it)."""
+        if isinstance(manager, (str, Path)):
+            manager = SessionManager(manager)
+        if not isinstance(manager, SessionManager):
+            raise TypeError(
+                "from_manager takes a SessionManager, a SQLite path or a postgresql:// URL,"
+                f" not {type(manager).__name__}; for a Session use SessionMemory(session)"
+            )
+        return cls(manager, session_id=session_id, **kwargs)
 
     # -- live handle -----------------------------------------------------------------------
 
@@ -300,8 +388,9 @@ class SessionMemory(BaseMemory):
         return self.compact_threshold if self.compact_threshold is not None else self.token_limit * 4 // 5
 
     def _count(self, message: SessionMessage) -> int:
+        # As ChatMemoryBuffer: the content's tokens, no overhead per message (tool arguments counted too).
         files = sum(1 for p in message.parts if isinstance(p, FilePart))
-        return count_message_tokens([message], self._count_text) + files * _FILE_TOKENS
+        return count_message_tokens([message], self._count_text, per_message=0) + files * _FILE_TOKENS
 
     def _count_text(self, text: str) -> int:
         return len(self.tokenizer_fn(text))
@@ -316,15 +405,19 @@ class SessionMemory(BaseMemory):
         newest_first = (m for m in self.session.history(newest_first=True) if not is_marker(m))
         return recent_window(newest_first, self._count, budget)
 
-    def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+    def get(self, input: str | None = None, initial_token_count: int = 0, **kwargs: Any) -> list[ChatMessage]:
         """The context as a system message plus the compacted history within ``token_limit``
-        (minus ``initial_token_count``, which chat engines pass); fresh objects every call."""
-        initial = int(kwargs.get("initial_token_count") or 0)
+        (minus ``initial_token_count``, which chat engines pass), always the newest message;
+        fresh objects every call. ``ValueError`` (as ``ChatMemoryBuffer``) when
+        ``initial_token_count`` alone exceeds ``token_limit``."""
+        initial = int(initial_token_count or 0)
+        if initial > self.token_limit:
+            raise ValueError("Initial token count exceeds token limit")
         with self._handle.lock:
             prompt = self._run_prompt()
             budget = self.token_limit - initial - (len(self.tokenizer_fn(prompt)) if prompt else 0)
             history = self._window(budget)
-        messages = [chat for message in history for chat in to_chat_messages(message)]
+        messages = to_chat_messages(history)
         if not prompt:
             return messages
         if self.insert_method == "user":
@@ -341,7 +434,7 @@ class SessionMemory(BaseMemory):
 
     def get_all(self) -> list[ChatMessage]:
         """Every message of the active branch as written (no compaction, no token limit)."""
-        return [chat for message in raw_history(self.session) for chat in to_chat_messages(message)]
+        return to_chat_messages(raw_history(self.session))
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -427,13 +520,60 @@ class SessionMemory(BaseMemory):
     atools = async_twin(tools)
 
 
+def _refuse_unknown(data: dict[str, Any], fields: Iterable[str]) -> None:
+    unknown = sorted(set(data) - set(fields))
+    if not unknown:
+        return
+    hints = "; ".join(f"{name}: {_REFUSED[name]}" for name in unknown if name in _REFUSED)
+    raise TypeError(
+        f"SessionMemory got unexpected keyword arguments {', '.join(unknown)}"
+        + (f" ({hints})" if hints else "")
+        + "; it takes session= (a Session, a SessionManager with session_id=, a SQLite path or a postgresql://"
+        " URL) or store= with session_id=, and token_limit=, tokenizer_fn=, insert_method=, blocks=, compaction="
+    )
+
+
+def _as_session(session: Any, data: dict[str, Any]) -> Session | None:
+    """The ``Session`` passed as ``session``; a path or URL becomes ``store`` (opened later)."""
+    if session is None or isinstance(session, Session):
+        return session
+    if isinstance(session, (str, Path)):
+        data["store"] = str(session)
+        return None
+    if isinstance(session, SessionManager):
+        session_id = data.pop("session_id", None)  # the manager's id; the pointer keeps the storage id
+        if not session_id:
+            raise ValueError("SessionMemory over a SessionManager needs session_id= (which of its sessions)")
+        ensure_session(session, session_id)
+        return session.get_session(session_id)
+    raise TypeError(
+        f"session must be a Session, a SessionManager (with session_id=), a SQLite path or a postgresql:// URL,"
+        f" not {type(session).__name__}"
+    )
+
+
+def _default_pointer(data: dict[str, Any]) -> None:
+    """A new memory without a session: ``:memory:`` unless a store is given; a session id is
+    made up only for ``:memory:``, where nothing could find it again anyway."""
+    if not data.get("store"):
+        data["store"] = ":memory:"
+    store = data["store"]
+    if not data.get("session_id"):
+        if store != ":memory:":
+            raise ValueError(
+                f"SessionMemory on {store_label(store)!r} needs session_id= (the conversation to open there),"
+                " e.g. SessionMemory.from_defaults(store=..., session_id='user-42')"
+            )
+        data["session_id"] = uuid.uuid4().hex
+
+
 def _rebuild(data: dict[str, Any]) -> SessionMemory:
     return SessionMemory.from_dict(data)
 
 
 def _same_for_llamaindex(stored: SessionMessage, new: SessionMessage) -> bool:
     """Equal as LlamaIndex sees them (ids, generated call ids and key order aside)."""
-    return to_chat_messages(stored) == to_chat_messages(new)
+    return to_chat_messages([stored]) == to_chat_messages([new])
 
 
 def _is_react(agent: Any) -> bool:

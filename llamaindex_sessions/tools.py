@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from llama_index.core.bridge.pydantic import BaseModel
 from llama_index.core.tools import FunctionTool, ToolMetadata
 from llama_index.core.tools.tool_spec.base import SPEC_FUNCTION_TYPE, BaseToolSpec
 
@@ -26,9 +28,22 @@ def to_function_tool(tool: Tool) -> FunctionTool:
 
     call.__name__ = tool.name
     acall.__name__ = "a" + tool.name
+    return FunctionTool(fn=call, async_fn=acall, metadata=_metadata(tool))
+
+
+def _metadata(tool: Tool) -> ToolMetadata:
     fn_schema = tool_args_model(tool, exact_json_schema=True)
-    metadata = ToolMetadata(name=tool.name, description=tool.description, fn_schema=fn_schema)
-    return FunctionTool(fn=call, async_fn=acall, metadata=metadata)
+    return ToolMetadata(name=tool.name, description=tool.description, fn_schema=fn_schema)
+
+
+def _spec_name(fn_name: str, spec_functions: list[SPEC_FUNCTION_TYPE]) -> str:
+    """The tool (sync function) name of ``fn_name``, which may name either of a pair."""
+    for spec in spec_functions:
+        names = spec if isinstance(spec, tuple) else (spec,)
+        if fn_name in names:
+            return names[0]
+    known = ", ".join(name for spec in spec_functions for name in (spec if isinstance(spec, tuple) else (spec,)))
+    raise ValueError(f"SessionToolSpec has no function {fn_name!r} (it has {known})")
 
 
 def _runs(name: str, doc: str) -> Callable[..., str]:
@@ -46,7 +61,8 @@ class SessionToolSpec(BaseToolSpec):
     """The model's memory tools for a ``Session`` (``set_context``, ``load_context``,
     ``unload_context``, ``search_context``, as its blocks allow), a ``SessionManager``
     (``session_search`` across its sessions; with ``session_id``, that session's tools too),
-    or a ``SessionMemory`` (its session).
+    or a ``SessionMemory`` (its session); a SQLite path or ``postgresql://`` URL opens a
+    ``SessionManager`` there.
 
     ``to_tool_list()`` reads the blocks each time it is called, so labels and loaded skills in
     the tool descriptions are current. Each method of the same name runs the tool directly:
@@ -63,10 +79,18 @@ class SessionToolSpec(BaseToolSpec):
 
     def __init__(self, session_or_manager: Any, *, session_id: str | None = None) -> None:
         target = getattr(session_or_manager, "session", session_or_manager)  # a SessionMemory
+        if isinstance(target, (str, Path)):
+            target = SessionManager(target)
         if not isinstance(target, (Session, SessionManager)):
-            raise TypeError(f"expected a Session, SessionManager or SessionMemory, not {type(target).__name__}")
+            raise TypeError(
+                "SessionToolSpec takes a Session, a SessionManager (optionally with session_id=), a SessionMemory,"
+                f" a SQLite path or a postgresql:// URL, not {type(target).__name__}"
+            )
         if session_id is not None and not isinstance(target, SessionManager):
-            raise TypeError("session_id goes with a SessionManager")
+            raise TypeError(
+                "session_id= picks a session of a SessionManager (or of the store at a path or URL);"
+                " a Session or SessionMemory already is one session: pass it without session_id="
+            )
         self.target = target
         self.session_id = session_id
 
@@ -102,6 +126,30 @@ class SessionToolSpec(BaseToolSpec):
         return tools
 
     ato_tool_list = async_twin(to_tool_list)
+
+    def get_fn_schema_from_fn_name(
+        self, fn_name: str, spec_functions: list[SPEC_FUNCTION_TYPE] | None = None
+    ) -> type[BaseModel] | None:
+        """The arguments model of the tool behind ``fn_name`` (``set_context`` or its async
+        ``aset_context``): the tool's exact JSON Schema. ``ValueError`` when this spec has no
+        such function or the session's blocks do not offer that tool now."""
+        return self.get_metadata_from_fn_name(fn_name, spec_functions).fn_schema
+
+    def get_metadata_from_fn_name(
+        self, fn_name: str, spec_functions: list[SPEC_FUNCTION_TYPE] | None = None
+    ) -> ToolMetadata | None:
+        """The ``ToolMetadata`` ``to_tool_list`` gives the tool behind ``fn_name`` (name,
+        description, schema); ``ValueError`` as :meth:`get_fn_schema_from_fn_name`."""
+        name = _spec_name(fn_name, spec_functions or self.spec_functions)
+        tools = self.core_tools()
+        tool = next((t for t in tools if t.name == name), None)
+        if tool is None:
+            offered = ", ".join(t.name for t in tools) or "none"
+            raise ValueError(f"tool {name!r} is not available for these blocks (available now: {offered})")
+        return _metadata(tool)
+
+    aget_fn_schema_from_fn_name = async_twin(get_fn_schema_from_fn_name)
+    aget_metadata_from_fn_name = async_twin(get_metadata_from_fn_name)
 
     def _run(self, name: str, kwargs: dict[str, Any]) -> str:
         tool = next((t for t in self.core_tools() if t.name == name), None)

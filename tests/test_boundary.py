@@ -87,7 +87,9 @@ SYNC_ONLY = {
     "SessionMemoryMiddleware": {"name"},
     "SessionChatMessageHistory": {"from_manager"},
     "SessionToolkit": {"source"},
-    "SessionMemory": {"bind", "class_name", "from_defaults", "from_manager", "llm", "session"},
+    "SessionMemory": {
+        "bind", "class_name", "from_defaults", "from_manager", "from_string", "llm", "session", "to_string",
+    },
     "SessionChatStore": {"class_name", "manager"},
     "SessionToolSpec": set(),
 }

@@ -11,6 +11,7 @@ framework-neutral and behaves the same for every adapter:
 - overlays: ``plan_overlays``, ``summary_message``, ``summary_id``, ``is_summary_id``;
 - reads: ``recent_window`` (the newest messages within a token budget, starting at a user turn)
   and ``count_message_tokens`` (a message's tokens with any text counter);
+- stores: ``store_url`` (where a store is, to reopen it elsewhere; never with a password);
 - tools: ``tool_args_model`` (a tool's JSON Schema as a pydantic model);
 - compaction: ``Summarizer`` (a summariser with a sync and a native async form);
 - message parts: ``is_tool_ui_type`` (AI SDK UI tool parts).
@@ -22,6 +23,7 @@ from .messages import is_marker, is_tool_ui_type
 from .overlays import is_summary_id, plan_overlays, summary_id
 from .reads import summary_message
 from .schemas import tool_args_model
+from .store_owner import store_url
 from .summarizers import Summarizer
 from .tokens import count_message_tokens
 from .window import recent_window
@@ -41,6 +43,7 @@ __all__ = [
     "run_in_thread",
     "set_active_history",
     "soft_reset",
+    "store_url",
     "summary_id",
     "summary_message",
     "tool_args_model",

@@ -3,6 +3,7 @@ closing only what they opened."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +60,18 @@ class StoreOwner(AsyncTwins):
 
     async def __aexit__(self, *exc: object) -> None:
         await run_in_thread(self.close)
+
+
+def store_url(store: Store) -> str | None:
+    """Where ``store`` is, to open it again in another process: a SQLite file's absolute path,
+    ``":memory:"`` (which opens a new, empty store), or a ``postgresql://`` URL that never holds
+    the password (the process that opens it gives the password through ``PGPASSWORD``,
+    ``PGPASSFILE`` or ``~/.pgpass``, or passes the full URL itself); ``None`` for a store of
+    another kind. A PostgreSQL store's ``schema`` is its own attribute, not part of the URL.
+    No I/O: the stores work their address out when they open."""
+    if isinstance(store, SqliteStore):
+        return store.url
+    postgres = sys.modules.get("sessions_core.stores.postgres")  # not loaded: no PostgresStore exists
+    if postgres is not None and isinstance(store, postgres.PostgresStore):
+        return store.url
+    return None

@@ -79,14 +79,17 @@ def _part_tokens(part: Any, count: Callable[[str], int]) -> int:
     return _value_tokens(fields.get("result"), count)
 
 
-def count_message_tokens(messages: Iterable[MessageInput], count: Callable[[str], int]) -> int:
-    """Per message 4 tokens plus its parts, each string measured by ``count``. A message is a
-    ``SessionMessage`` or a dict of its shape (an invalid one raises ``MessageValidationError``)."""
+def count_message_tokens(
+    messages: Iterable[MessageInput], count: Callable[[str], int], *, per_message: int = TOKENS_PER_MESSAGE
+) -> int:
+    """Per message ``per_message`` tokens (4, the reference's) plus its parts, each string
+    measured by ``count``. A message is a ``SessionMessage`` or a dict of its shape (an invalid
+    one raises ``MessageValidationError``)."""
     total = 0
     for message in messages:
         if type(message) is not SessionMessage:
             message = parse_message(message)
-        total += TOKENS_PER_MESSAGE
+        total += per_message
         for part in message.parts:
             # Text parts, most of them, measured without the general walk.
             total += count(part.text) if type(part) is TextPart and part.text else _part_tokens(part, count)

@@ -98,3 +98,13 @@ def test_under_llamaindex_chat_memory_buffer(store):
     memory.reset()
     assert memory.get_all() == []
     assert store.manager.get_session("carol").search("hello")
+
+
+def test_get_keys_in_the_order_keys_were_first_written_as_simple_chat_store(store):
+    from llama_index.core.storage.chat_store import SimpleChatStore
+
+    simple = SimpleChatStore()
+    for key in ("bob", "alice", "carol", "bob", "alice"):
+        for chat_store in (store, simple):
+            chat_store.add_message(key, m(f"to {key}"))
+    assert store.get_keys() == simple.get_keys() == ["bob", "alice", "carol"]

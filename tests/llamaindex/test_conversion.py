@@ -275,3 +275,22 @@ def test_foreign_messages_convert_to_llamaindex_shapes():
     })
     block = to_chat_message(image).blocks[0]
     assert isinstance(block, ImageBlock) and block.image == b"aGVsbG8=" and block.image_mimetype == "image/png"
+
+
+# -- to_chat_messages is the inverse of from_chat_messages (issue 18) ----------------------------
+
+
+def test_to_chat_messages_takes_a_history_as_from_chat_messages_gives_one():
+    turn = [
+        ChatMessage(role="user", content="add 1 and 2"),
+        ChatMessage(role="assistant", blocks=[ToolCallBlock(tool_call_id="c1", tool_name="add", tool_kwargs={"a": 1})]),
+        ChatMessage(role="tool", content="3", additional_kwargs={"tool_call_id": "c1"}),
+        ChatMessage(role="assistant", content="3"),
+    ]
+    stored = from_chat_messages(turn)
+    assert to_chat_messages(stored) == turn
+    assert to_chat_messages(iter(stored)) == turn
+    assert to_chat_messages([m.model_dump(by_alias=True) for m in stored]) == turn  # plain dicts too
+    assert to_chat_messages([]) == []
+    assert to_chat_messages(stored[0]) == turn[:1]  # one message, the 0.1 form, still works
+    assert to_chat_message(stored[0].model_dump(by_alias=True)) == turn[0]

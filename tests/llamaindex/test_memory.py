@@ -197,7 +197,14 @@ def test_initial_token_count_shrinks_the_budget():
     for i in range(3):
         memory.put_messages(turn(i))
     assert len(memory.get(initial_token_count=150)) < len(memory.get())
-    assert memory.get(initial_token_count=10_000)[-1].content.startswith("answer 2")  # never empty, never raises
+    assert memory.get(initial_token_count=200)[-1].content.startswith("answer 2")  # no room: the newest message
+
+
+def test_initial_token_count_over_the_limit_raises_as_chat_memory_buffer_does():
+    memory = SessionMemory(session=Session().for_session("w"), token_limit=200)
+    memory.put(user("hello"))
+    with pytest.raises(ValueError, match="^Initial token count exceeds token limit$"):
+        memory.get(initial_token_count=201)
 
 
 # -- serialisation, restarts ------------------------------------------------------------------------
@@ -405,3 +412,89 @@ def test_thread_safe_under_concurrent_writers_and_readers(db):
     assert len(history) == 160
     for i in range(0, 160, 2):  # each turn's pair stayed together
         assert history[i].content[1:] == history[i + 1].content[1:]
+
+
+# -- issue 18: what users of Memory / ChatMemoryBuffer type first --------------------------------
+
+
+def test_from_defaults_takes_the_memory_spelling():
+    memory = SessionMemory.from_defaults(session_id="u1")
+    memory.put(user("hello"))
+    assert (memory.session_id, memory.store, roles_and_text(memory.get())) == ("u1", ":memory:", [("user", "hello")])
+    assert SessionMemory.from_defaults().session_id  # a new id, as Memory.from_defaults makes one
+    assert SessionMemory().get() == []  # as ChatMemoryBuffer(): an empty memory
+
+
+def test_from_defaults_takes_the_chat_memory_buffer_spellings(db):
+    from llama_index.core.memory.memory import InsertMethod
+
+    from llamaindex_sessions import SessionChatStore
+
+    store = SessionChatStore(db)
+    memory = SessionMemory.from_defaults(
+        chat_store=store, chat_store_key="carol", chat_history=[user("hi")], token_limit=900,
+        tokenizer_fn=str.split, insert_method=InsertMethod.USER,
+    )
+    assert (memory.session_id, memory.token_limit, memory.insert_method) == ("carol", 900, "user")
+    assert roles_and_text(store.get_messages("carol")) == [("user", "hi")]
+    assert SessionMemory.from_defaults(chat_store=store).session_id == "chat_history"  # ChatMemoryBuffer's key
+    llm = ScriptedLLM(fallback="x")
+    assert SessionMemory.from_defaults(llm=llm).token_limit == int(llm.metadata.context_window * 0.75)
+    uri = SessionMemory.from_defaults(async_database_uri=f"sqlite+aiosqlite:///{db}", session_id="d")
+    assert uri.store == db
+
+
+def test_a_path_url_or_manager_is_accepted_where_a_session_is(db):
+    from sessions_core import SessionManager
+
+    by_path = SessionMemory(db, session_id="u1")
+    by_path.put(user("hello"))
+    assert by_path.store == db
+    manager = SessionManager(db)
+    by_manager = SessionMemory(manager, session_id="u1")
+    assert roles_and_text(by_manager.get_all()) == [("user", "hello")]
+    assert manager.get("u1") is not None  # registered, so session_search finds it
+    by_manager_path = SessionMemory.from_manager(db, "u1")
+    assert roles_and_text(by_manager_path.get_all()) == [("user", "hello")]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "says"),
+    [
+        ({"store": "chat.db"}, ValueError, "needs session_id="),
+        ({"memory_blocks": []}, TypeError, "blocks=\\['memory'"),
+        ({"token_flush_size": 10}, TypeError, "compact_threshold="),
+        ({"async_engine": object()}, TypeError, "pass store="),
+        ({"chat_store": object()}, TypeError, "chat_store must be a SessionChatStore"),
+        ({"nonsense": 1}, TypeError, "it takes session="),
+        ({"async_database_uri": "mysql://u:pw@h/db"}, ValueError, "sqlite:// or postgresql://"),
+    ],
+)
+def test_every_refusal_says_what_to_pass(kwargs, error, says, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(error, match=says) as raised:
+        SessionMemory.from_defaults(**kwargs)
+    assert "pw" not in str(raised.value)
+
+
+def test_refusals_of_the_constructor():
+    with pytest.raises(ValueError, match="needs session_id="):
+        from sessions_core import SessionManager
+
+        SessionMemory(SessionManager())
+    with pytest.raises(TypeError, match="a SQLite path or a postgresql:// URL"):
+        SessionMemory(42)
+    with pytest.raises(TypeError, match="for a Session use SessionMemory"):
+        SessionMemory.from_manager(Session(), "u1")
+
+
+def test_tiny_token_limits_behave_as_chat_memory_buffer():
+    from llama_index.core.memory import ChatMemoryBuffer
+
+    history = [user("first message"), assistant("first answer"), user("second message"), assistant("second answer")]
+    for limit in range(1, 12):
+        for initial in range(0, limit + 1):
+            buffer = ChatMemoryBuffer.from_defaults(token_limit=limit, chat_history=history)
+            ours = SessionMemory.from_defaults(token_limit=limit, chat_history=history, compaction=False)
+            expected = roles_and_text(buffer.get(initial_token_count=initial))
+            assert roles_and_text(ours.get(initial_token_count=initial)) == expected, (limit, initial)

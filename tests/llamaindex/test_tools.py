@@ -74,8 +74,8 @@ def test_manager_memory_and_filters(rich_session):
         spec_functions=["search_context"])] == ["search_context"]
     manager.append(info.id, {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "I love trams"}]})
     assert "I love trams" in tools[1].call(query="trams").content
-    with pytest.raises(TypeError):
-        SessionToolSpec("not a session")
+    with pytest.raises(TypeError, match="a SQLite path or a postgresql:// URL"):
+        SessionToolSpec(42)
 
 
 def test_spec_methods_run_the_tools(rich_session):
@@ -83,3 +83,33 @@ def test_spec_methods_run_the_tools(rich_session):
     assert spec.set_context(label="memory", content="Hi").startswith("Written")
     assert asyncio.run(spec.asearch_context(label="notes", query="nothing")) == "No results found."
     assert spec.load_context(label="x", key="y").startswith("Error: tool 'load_context' is not available")
+
+
+# -- issue 18 ------------------------------------------------------------------------------------
+
+
+def test_metadata_and_schema_by_function_name_as_base_tool_spec_documents(rich_session):
+    spec = SessionToolSpec(rich_session)
+    tools = {t.metadata.name: t for t in spec.to_tool_list()}
+    for fn_name, tool_name in [("set_context", "set_context"), ("asearch_context", "search_context")]:
+        metadata = spec.get_metadata_from_fn_name(fn_name)
+        assert metadata == tools[tool_name].metadata
+        schema = spec.get_fn_schema_from_fn_name(fn_name)
+        assert schema.model_json_schema() == tools[tool_name].metadata.fn_schema.model_json_schema()
+        assert metadata.get_parameters_dict() == next(t for t in rich_session.tools() if t.name == tool_name).parameters
+    # BaseToolSpec.to_tool_list builds its tools from these two methods: it works too.
+    assert [t.metadata.name for t in BaseToolSpec.to_tool_list(spec, spec_functions=["set_context"])] == [
+        "set_context"
+    ]
+    with pytest.raises(ValueError, match=r"not available for these blocks \(available now: set_context"):
+        spec.get_metadata_from_fn_name("load_context")
+    with pytest.raises(ValueError, match="has no function 'forget'"):
+        spec.get_fn_schema_from_fn_name("forget")
+
+
+def test_a_path_opens_a_manager(db):
+    manager = SessionManager(db)
+    manager.create("chat")
+    spec = SessionToolSpec(db)
+    assert isinstance(spec.target, SessionManager)
+    assert [t.metadata.name for t in spec.to_tool_list()] == ["session_search"]

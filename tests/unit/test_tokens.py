@@ -83,3 +83,12 @@ def test_tiktoken_counter_rejects_unknown_encodings():
 @given(st.text())
 def test_the_fast_word_count_equals_the_javascript_split(text):
     assert _word_count(text) == len(_JS_WORD.findall(text))
+
+
+def test_count_message_tokens_takes_the_overhead_per_message():
+    from sessions_core.integration import count_message_tokens
+
+    messages = [SessionMessage(id=str(i), role="user", parts=[{"type": "text", "text": "one two"}]) for i in range(3)]
+    words = lambda text: len(text.split())  # noqa: E731
+    assert count_message_tokens(messages, words) == 3 * (4 + 2)
+    assert count_message_tokens(messages, words, per_message=0) == 3 * 2

@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ..errors import StoreError
 from ..fts import Unit, tsquery_literal, tsvector_literal
@@ -25,6 +26,7 @@ from .sql import INSERT_UNDER_PARENT, TABLES, SqlStore, load_migrations
 
 try:
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import ConnectionPool
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -76,10 +78,12 @@ class PostgresStore(SqlStore):
 
     ``conninfo_or_pool`` is a ``postgresql://`` URL or libpq string (the store opens and later
     closes its own pool), a ``psycopg_pool.ConnectionPool`` or a ``psycopg.Connection`` that the
-    caller owns and closes. ``schema`` names the PostgreSQL schema holding the tables (created if
-    missing). A call whose connection drops is retried once on a fresh connection when it is
-    idempotent; otherwise it raises ``StoreError`` and its transaction is rolled back. Every
-    driver failure raises ``StoreError`` with the psycopg error as the cause.
+    caller owns and closes. ``url`` is where the database is, as a ``postgresql://`` URL without
+    the password (what a serialised pointer may hold). ``schema`` names the PostgreSQL schema
+    holding the tables (created if missing). A call whose connection drops is retried once on a
+    fresh connection when it is idempotent; otherwise it raises ``StoreError`` and its
+    transaction is rolled back. Every driver failure raises ``StoreError`` with the psycopg
+    error as the cause.
     """
 
     max_list = 10_000
@@ -114,13 +118,16 @@ class PostgresStore(SqlStore):
             )
             self._owns = True
             self.description = _redact(conninfo_or_pool)
+            self.url = url_without_password(conninfo_or_pool)
         elif isinstance(conninfo_or_pool, ConnectionPool):
             self._pool = conninfo_or_pool
             self.description = f"pool {conninfo_or_pool.name}"
+            self.url = url_without_password(conninfo_or_pool.conninfo)
         elif isinstance(conninfo_or_pool, psycopg.Connection):
             self._connection = conninfo_or_pool
             self._connection_lock = threading.RLock()
             self.description = "a psycopg connection"
+            self.url = url_without_password(conninfo_or_pool.info.dsn)  # libpq leaves the password out
         else:
             raise TypeError(
                 "PostgresStore takes a conninfo string, a psycopg_pool.ConnectionPool or a psycopg.Connection"
@@ -371,3 +378,19 @@ def _index_lookups_only(conn: psycopg.Connection) -> None:
 
 def _redact(conninfo: str) -> str:
     return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", conninfo)
+
+
+def url_without_password(conninfo: str) -> str:
+    """``conninfo`` (a URL or a libpq ``key=value`` string) as a ``postgresql://`` URL without
+    its password; a URL keeps its shape, a ``key=value`` string becomes query parameters."""
+    if conninfo.startswith(("postgresql://", "postgres://")):
+        scheme, netloc, path, query, fragment = urlsplit(conninfo)
+        userinfo, at, hosts = netloc.rpartition("@")
+        if at:
+            user = userinfo.partition(":")[0]
+            netloc = f"{user}@{hosts}" if user else hosts
+        kept = [(key, value) for key, value in parse_qsl(query, keep_blank_values=True) if key != "password"]
+        return urlunsplit((scheme, netloc, path, urlencode(kept), fragment))
+    params = {key: value for key, value in conninfo_to_dict(conninfo).items() if key != "password"}
+    dbname = str(params.pop("dbname", ""))
+    return "postgresql:///" + quote(dbname, safe="") + ("?" + urlencode(params) if params else "")

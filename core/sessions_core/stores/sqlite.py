@@ -7,6 +7,7 @@ set-based batch insert.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -53,7 +54,9 @@ class SqliteStore(SqlStore):
 
     ``synchronous="NORMAL"`` (the default) with WAL survives a crash of the process: every
     append that returned is on disk. ``"FULL"`` also survives a power loss, at a cost per commit.
-    Driver failures raise ``StoreError`` with the ``sqlite3`` error as the cause.
+    Driver failures raise ``StoreError`` with the ``sqlite3`` error as the cause. ``url`` is
+    what ``Session`` takes to open the same database again: the file's absolute path, or
+    ``":memory:"`` (a new, empty database).
     """
 
     def __init__(
@@ -67,6 +70,8 @@ class SqliteStore(SqlStore):
         if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.database = str(path)
+        memory = self.database == ":memory:" or self.database.startswith("file:")
+        self.url = self.database if memory else os.path.abspath(self.database)  # against the cwd it opens in
         super().__init__()
         self._lock = threading.RLock()
         self._connected = _Connected(self)
