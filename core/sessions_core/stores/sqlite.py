@@ -70,8 +70,8 @@ class SqliteStore(SqlStore):
         if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.database = str(path)
-        memory = self.database == ":memory:" or self.database.startswith("file:")
-        self.url = self.database if memory else os.path.abspath(self.database)  # against the cwd it opens in
+        # The file's absolute path: as given when it is one (no I/O), else resolved when it opens.
+        self._url: str | None = os.path.normpath(self.database) if os.path.isabs(self.database) else None
         super().__init__()
         self._lock = threading.RLock()
         self._connected = _Connected(self)
@@ -82,9 +82,19 @@ class SqliteStore(SqlStore):
         self._synchronous = synchronous.upper()
         self._conn: sqlite3.Connection = None  # type: ignore[assignment]  # opened on first use
 
+    @property
+    def url(self) -> str:
+        """The file's absolute path (resolved against the working directory it was opened in),
+        or the ``":memory:"`` / ``file:`` name as given."""
+        if self.database == ":memory:" or self.database.startswith("file:"):
+            return self.database
+        return self._url or os.path.abspath(self.database)
+
     def _connect(self) -> None:
         """Open the connection (on first use, so that building a store does no I/O)."""
         timeout = self._timeout
+        if self._url is None and not (self.database == ":memory:" or self.database.startswith("file:")):
+            self._url = os.path.abspath(self.database)
         try:
             conn = sqlite3.connect(self.database, timeout=timeout, isolation_level=None, check_same_thread=False)
             self._conn = conn
