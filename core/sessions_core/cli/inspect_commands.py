@@ -29,7 +29,6 @@ from .output import (
 )
 from .store import StoreHandle, summary_of
 
-PAGE_ROWS = 500
 ROLE_STYLES = {"user": "green", "assistant": "blue", "tool": "magenta"}
 
 
@@ -97,29 +96,24 @@ class _Node:
     id: str
     parent_id: str | None
     role: str
-    content: str
     created_at_us: int
-
-    def preview(self, width: int) -> str:
-        return message_preview(message_from_storage(self.content, from_us(self.created_at_us)), width)
 
 
 def _load_tree(store: InspectableStore, session_id: str) -> tuple[dict[str, _Node], dict[str | None, list[str]]]:
-    """Every message of the session, read page by page (parsed only when it is shown)."""
-    nodes: dict[str, _Node] = {}
-    after = 0
-    while True:
-        page = store.message_rows(session_id, after, PAGE_ROWS)
-        if not page:
-            break
-        for _seq, row in page:
-            nodes[row.id] = _Node(row.id, row.parent_id, row.role, row.content, row.created_at_us)
-        after = page[-1][0]
+    """Every message of the session, without its content (read only for the page shown)."""
+    nodes = {row[0]: _Node(*row) for row in store.message_tree(session_id)}
     children: dict[str | None, list[str]] = {}
     for node in nodes.values():  # (created_at, seq) order, as Store.children gives them
         parent = node.parent_id if node.parent_id in nodes else None
         children.setdefault(parent, []).append(node.id)
     return nodes, children
+
+
+def _preview(store: InspectableStore, session_id: str, message_id: str, width: int) -> str:
+    row = store.get_message(session_id, message_id)
+    if row is None:  # deleted since the tree was read
+        return ""
+    return message_preview(message_from_storage(row.content, from_us(row.created_at_us)), width)
 
 
 def _ancestry(nodes: dict[str, _Node], leaf: str, stop: str | None = None) -> list[str]:
@@ -183,7 +177,7 @@ def cmd_show(handle: StoreHandle, session_id: str, width: int, page: int = 1, li
         line.append("* " if node.id in active else "  ", style="bold yellow")
         line.append(node.id, style="cyan")
         line.append(f" {node.role}", style=ROLE_STYLES.get(node.role, "yellow"))
-        line.append(f": {node.preview(width)}")
+        line.append(f": {_preview(store, session_id, node.id, width)}")
         if node.id in covered_by:
             line.append(f"  [summarised by compaction {covered_by[node.id]}]", style="dim")
         if node.id == active_leaf:

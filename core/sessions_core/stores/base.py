@@ -455,6 +455,11 @@ class InspectableStore(Store):
         when it was imported with an earlier ``created_at``."""
 
     @abstractmethod
+    def message_tree(self, session_id: str) -> list[tuple[str, str | None, str, int]]:
+        """``(id, parent_id, role, created_at_us)`` of every message of the session, in
+        :meth:`message_rows`' order, without their content (what draws the tree)."""
+
+    @abstractmethod
     def list_blocks(self, session_id: str) -> list[BlockRow]:
         """Every stored context block of the session, by label."""
 

@@ -260,6 +260,9 @@ MESSAGE_PAGE = (
     f"SELECT seq, {ROW} FROM session_messages WHERE session_id = :s{{after}} ORDER BY created_at, seq LIMIT :limit"
 )
 MESSAGE_PAGE_AFTER = " AND (created_at, seq) > (SELECT created_at, seq FROM session_messages WHERE seq = :after)"
+MESSAGE_TREE = (
+    "SELECT id, parent_id, role, created_at FROM session_messages WHERE session_id = :s ORDER BY created_at, seq"
+)
 LIST_BLOCKS = "SELECT label, content, updated_at FROM context_blocks WHERE session_id = :s ORDER BY label"
 SEARCH_ENTRY_COUNTS = (
     "SELECT label, count(*) FROM search_entries WHERE session_id = :s GROUP BY label ORDER BY label"
@@ -724,6 +727,9 @@ class SqlStore(InspectableStore):
         sql = MESSAGE_PAGE.replace("{after}", MESSAGE_PAGE_AFTER if after_seq else "")
         rows = self._all(sql, {"s": session_id, "after": after_seq, "limit": limit})
         return [(row[0], MessageRow(*row[1:])) for row in rows]
+
+    def message_tree(self, session_id: str) -> list[tuple[str, str | None, str, int]]:
+        return [tuple(row) for row in self._all(MESSAGE_TREE, {"s": session_id})]
 
     def list_blocks(self, session_id: str) -> list[BlockRow]:
         return [BlockRow(*row) for row in self._all(LIST_BLOCKS, {"s": session_id})]

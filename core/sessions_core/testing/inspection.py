@@ -116,6 +116,17 @@ def test_an_imported_overlay_keeps_its_id_once_in_the_store(inspectable_store):
     assert [c for c in store.get_compactions(SESSION) if c.id == "imported-1"] == [row]
 
 
+def test_the_message_tree_is_every_row_without_its_content(inspectable_store):
+    store = inspectable_store
+    populate(store)
+    rows, after = [], 0
+    while page := store.message_rows(SESSION, after, 3):
+        rows += [(row.id, row.parent_id, row.role, row.created_at_us) for _, row in page]
+        after = page[-1][0]
+    assert store.message_tree(SESSION) == rows and len(rows) > 3
+    assert store.message_tree("nobody") == []
+
+
 def test_imported_blocks_and_entries_keep_their_times(inspectable_store):
     store = inspectable_store
     store.import_block(SESSION, "memory", "Likes tea.", 1_000)
