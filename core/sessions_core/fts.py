@@ -64,7 +64,7 @@ _NOT_TERM = regex.compile(r"[^\p{L}\p{N}\p{M}]")
 _LETTERS = str.maketrans({"ø": "o", "đ": "d", "ð": "d", "ħ": "h", "ı": "i", "ł": "l", "ŧ": "t",
                           "æ": "ae", "œ": "oe", "þ": "th"})
 
-_stem = Stemmer.Stemmer("english").stemWord
+_stem = Stemmer.Stemmer("english", 0).stemWord  # no cache of its own: index_terms keeps one
 
 
 class Alternative(NamedTuple):
