@@ -333,6 +333,38 @@ def test_round_trip_into_a_fresh_database(db, tmp_path):
     copy.close()
 
 
+def test_a_new_database_is_built_aside_and_moved_into_place(db, tmp_path, monkeypatch):
+    path, _ = db
+    dump = tmp_path / "chat.jsonl"
+    dump.write_text(run("--store", path, "export", SESSION).stdout)
+    fresh = tmp_path / "fresh.db"
+    assert run("--store", str(fresh), "import", str(dump)).exit_code == 0
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".fresh", "fresh"))) == ["fresh.db"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert fresh.stat().st_mode & 0o777 == 0o666 & ~umask  # as SQLite would have created it
+
+    # Another process creates the database while this one builds it: nothing of either is lost.
+    raced = tmp_path / "raced.db"
+    link = os.link
+
+    def create_first(source, target):
+        other = SqliteStore(target)
+        Session(other).for_session("theirs").append_message(msg("t1"))
+        other.close()
+        return link(source, target)
+
+    monkeypatch.setattr(os, "link", create_first)
+    result = run("--store", str(raced), "import", str(dump))
+    assert result.exit_code == 0, result.output
+    assert "Imported into chat: stored 9 messages" in result.stdout
+    store = SqliteStore(raced)
+    assert snapshot(store, SESSION) == snapshot(SqliteStore(path), SESSION)
+    assert [m.id for m in Session(store).for_session("theirs").get_history()] == ["t1"]
+    store.close()
+    assert not list(tmp_path.glob(".raced.db.*"))
+
+
 def test_importing_twice_stores_nothing_twice(db, tmp_path):
     path, _ = db
     dump = tmp_path / "chat.jsonl"
@@ -441,6 +473,7 @@ def test_a_malformed_line_exits_2_naming_it_and_stores_nothing(db, tmp_path, lin
     fresh = tmp_path / "fresh.db"
     assert_error(run("--store", str(fresh), "import", str(dump)), 2, f"bad.jsonl line {line_number}:", expected)
     assert not fresh.exists()  # not even created
+    assert not list(tmp_path.glob(".fresh.db.*"))  # nor the file it was being built in
 
     existing = tmp_path / "existing.db"
     store = SqliteStore(existing)

@@ -19,6 +19,7 @@ from sessions_core.transfer import (
     ImportReport,
     export_lines,
     export_session,
+    import_into_new,
     import_records,
     record_line,
 )
@@ -208,6 +209,21 @@ def test_a_bad_record_is_named_and_nothing_is_written(new_store):
     with pytest.raises(InvalidRecordError, match=r"^line 1: not UTF-8"):
         import_records(target, [b"\xff\n"])
     assert target.stats().sessions == 0
+
+
+def test_import_into_a_new_store_in_one_pass(new_store):
+    source, two_passes, one_pass = new_store(), new_store(), new_store()
+    populate(source)
+    lines = list(export_lines(source, SESSION))
+    assert import_into_new(one_pass, lines) == import_records(two_passes, lines)
+    assert contents(one_pass, SESSION) == contents(two_passes, SESSION) == contents(source, SESSION)
+    bad = [*lines[:3], record_line({**json.loads(lines[3]), "parent_id": "ghost"}), *lines[4:]]
+    with pytest.raises(InvalidRecordError, match="^line 4: .*has parent 'ghost'"):
+        import_into_new(new_store(), bad)  # the records before it may be written: the store is dropped
+    with pytest.raises(ValueError, match="non-empty"):
+        import_into_new(one_pass, [], into="")
+    with pytest.raises(TypeError, match="not one string"):
+        import_into_new(one_pass, lines[0])
 
 
 def test_export_records_and_lines(new_store):

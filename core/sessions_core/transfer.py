@@ -39,6 +39,7 @@ __all__ = [
     "ImportReport",
     "export_lines",
     "export_session",
+    "import_into_new",
     "import_records",
     "record_line",
 ]
@@ -250,33 +251,66 @@ def import_records(
     :class:`FileLines` is not. ``StoreError`` if the store cannot be inspected; ``ValueError``
     for an empty ``into``; ``TypeError`` for one string instead of lines.
     """
-    if into is not None and not into:
-        raise ValueError("into must be a non-empty session id")
-    if isinstance(records, (str, bytes)):
-        raise TypeError("records must be an iterable of records or lines, not one string (split it into lines)")
+    _check_arguments(records, into)
     target = inspectable(store)
     if iter(records) is records:
         records = list(records)
-    checker = RecordChecker(target, into)
     count, sessions = 0, set()
-    for record in _checked(checker, records):
+    for record in _checked(RecordChecker(target, into), records):
         count += 1
         sessions.add(record.session_id)
     if dry_run:
         return ImportReport(count, tuple(sorted(sessions)), dry_run=True)
-    writer = RecordWriter(target)
+    stored, present = _write_records(target, _checked(RecordChecker(target, into, checked=True), records))
+    return ImportReport(count, tuple(sorted(sessions)), stored, present)
+
+
+def import_into_new(
+    store: Store, records: Iterable[dict[str, Any] | str | bytes], *, into: str | None = None
+) -> ImportReport:
+    """:func:`import_records` in one pass, into a store that holds nothing yet and is thrown away
+    if this raises (``sessions import`` builds a new database file this way, beside its final
+    name): each record is checked as it is written, so the first bad one raises
+    ``InvalidRecordError`` with the records before it written."""
+    _check_arguments(records, into)
+    target = inspectable(store)
+    sessions: set[str] = set()
+    count = 0
+
+    def counted(checked: Iterable[Record]) -> Iterator[Record]:
+        nonlocal count
+        for record in checked:
+            count += 1
+            sessions.add(record.session_id)
+            yield record
+
+    stored, present = _write_records(target, counted(_checked(RecordChecker(target, into), records)))
+    return ImportReport(count, tuple(sorted(sessions)), stored, present)
+
+
+def _check_arguments(records: Any, into: str | None) -> None:
+    if into is not None and not into:
+        raise ValueError("into must be a non-empty session id")
+    if isinstance(records, (str, bytes)):
+        raise TypeError("records must be an iterable of records or lines, not one string (split it into lines)")
+
+
+def _write_records(store: InspectableStore, records: Iterable[Record]) -> tuple[dict[str, int], dict[str, int]]:
+    """Write checked records; what was stored and what was present already, by kind."""
+    writer = RecordWriter(store)
     stored: dict[str, int] = {}
     present: dict[str, int] = {}
+
     def tally_up(outcomes: list[tuple[Any, bool | None]]) -> None:
         for record, outcome in outcomes:
             if outcome is not None:
                 tally = stored if outcome else present
                 tally[record.kind] = tally.get(record.kind, 0) + 1
 
-    for record in _checked(RecordChecker(target, into, checked=True), records):
+    for record in records:
         tally_up(writer.write(record))
     tally_up(writer.flush())
-    return ImportReport(count, tuple(sorted(sessions)), stored, present)
+    return stored, present
 
 
 def _checked(checker: RecordChecker, records: Iterable[Any]) -> Iterator[Record]:
