@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import regex
@@ -138,11 +139,30 @@ _CACHE_SIZE = 50_000
 _cache: dict[str, tuple[str, ...]] = {}
 
 
+_CHUNK = 1 << 16
+"""A longer text is read this many characters at a time, only as far as its indexed terms go."""
+
+
+def _leading_tokens(text: str) -> Iterator[str]:
+    """``_tokens(text)``, a long text's a chunk at a time (cut after a space where one is near)."""
+    if len(text) <= _CHUNK:
+        yield from _tokens(text)
+        return
+    start = 0
+    while start < len(text):
+        end = start + _CHUNK
+        if end < len(text):
+            space = text.rfind(" ", end - _CHUNK // 4, end)
+            end = end if space < 0 else space + 1
+        yield from _tokens(text[start:end])
+        start = end
+
+
 def index_terms(text: str) -> list[str]:
     """The terms ``text`` is indexed by, in order (at most ``MAX_TERMS``)."""
     terms: list[str] = []
     cache = _cache
-    for token in _tokens(text):
+    for token in _leading_tokens(text):
         found = cache.get(token)
         if found is None:
             if token.isascii() and token.isalpha() and (token.islower() or token.istitle() or token.isupper()):

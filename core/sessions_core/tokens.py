@@ -15,26 +15,45 @@ WORDS_TOKEN_MULTIPLIER = 1.3
 TOKENS_PER_MESSAGE = 4
 
 # JavaScript's \s, which the reference splits words on (Python's \s differs).
-_JS_WORD = re.compile(
-    "[^\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+"
-)
+_JS_SPACES = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_JS_WORD = re.compile(f"[^{_JS_SPACES}]+")
+_JS_SPACE = re.compile(f"[{_JS_SPACES}]")
+
+
+_CHUNK = 1 << 16
+"""Characters measured at a time in a long text (so that measuring it allocates little)."""
 
 
 def js_length(text: str) -> int:
     """Length in UTF-16 code units, as JavaScript's ``string.length``."""
     if text.isascii():
         return len(text)
-    return len(text.encode("utf-16-le")) // 2
+    if len(text) <= _CHUNK:
+        return len(text.encode("utf-16-le")) // 2
+    return sum(len(text[i : i + _CHUNK].encode("utf-16-le")) for i in range(0, len(text), _CHUNK)) // 2
 
 
 # ASCII characters that str.split() treats as whitespace but JavaScript's \s does not.
 _NOT_JS_SPACE = re.compile("[\x1c-\x1f]")
 
 
-def _word_count(text: str) -> int:
+def _words_in(text: str) -> int:
     if text.isascii() and not _NOT_JS_SPACE.search(text):
         return len(text.split())
     return len(_JS_WORD.findall(text))
+
+
+def _word_count(text: str) -> int:
+    if len(text) <= _CHUNK:
+        return _words_in(text)
+    count, in_word = 0, False
+    for start in range(0, len(text), _CHUNK):
+        chunk = text[start : start + _CHUNK]
+        count += _words_in(chunk)
+        if in_word and not _JS_SPACE.match(chunk):
+            count -= 1  # a word across the chunks' boundary, counted in each
+        in_word = not _JS_SPACE.match(chunk[-1])
+    return count
 
 
 def estimate_tokens(text: str) -> int:

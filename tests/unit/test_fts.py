@@ -137,3 +137,17 @@ def test_session_search_never_raises(query):
 def test_a_ten_thousand_character_query():
     assert _session.search("near " * 2000) != []
     assert _session.search("x" * 10_000) == []
+
+
+def test_a_long_text_is_indexed_by_its_beginning_without_tokenizing_all_of_it():
+    import tracemalloc
+
+    text = "deploying getUserById 部署服务器 " * 800_000  # 28 MB
+    tracemalloc.start()
+    terms = fts.index_terms(text)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(terms) == fts.MAX_TERMS
+    assert terms[:12] == ["deploy", "get", "user", "by", "id", "getuserbyid", "部署", "署服", "服务", "务器", "器",
+                          "deploy"]
+    assert peak < len(text) // 20

@@ -1,3 +1,7 @@
+import math
+import random
+import tracemalloc
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,7 +13,7 @@ from sessions_core import (
     estimate_message_tokens,
     estimate_tokens,
 )
-from sessions_core.tokens import _JS_WORD, _word_count
+from sessions_core.tokens import _JS_WORD, _word_count, js_length
 
 
 @pytest.mark.parametrize(
@@ -92,3 +96,18 @@ def test_count_message_tokens_takes_the_overhead_per_message():
     words = lambda text: len(text.split())  # noqa: E731
     assert count_message_tokens(messages, words) == 3 * (4 + 2)
     assert count_message_tokens(messages, words, per_message=0) == 3 * 2
+
+
+def test_a_long_text_is_measured_a_chunk_at_a_time_with_the_same_result():
+    rng = random.Random(5)
+    alphabet = ["a", "b", " ", "\n", "\u3000", "中", "\x1c", "😀", "é", "\u00a0"]
+    for size in (65_535, 65_536, 65_537, 200_001):
+        for text in ("".join(rng.choice(alphabet) for _ in range(size)), "".join(rng.choice("ab  ") for _ in range(size))):
+            assert _word_count(text) == len(_JS_WORD.findall(text))
+            assert js_length(text) == len(text.encode("utf-16-le")) // 2
+    text = "word " * 4_000_000  # 20 MB
+    tracemalloc.start()
+    assert estimate_tokens(text) == math.ceil(4_000_000 * 1.3)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < len(text) // 20  # not a list of its four million words
