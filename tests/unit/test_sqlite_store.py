@@ -89,3 +89,30 @@ def test_search_ranks_only_the_most_recent_candidates(monkeypatch):
     other = Session(session.store).for_session("t")
     other.append_message({"id": "x", "role": "user", "parts": [{"type": "text", "text": "needle"}]})
     assert [hit.id for hit in other.search("needle")] == ["x"]  # the window is per session
+
+
+def test_a_large_append_is_not_copied_into_a_temporary_table(tmp_path):
+    """One append of a message over ``_LARGE_ROW`` goes the batch way and gives the same row."""
+    from sessions_core import Session
+
+    big = "lorem ipsum " * 200_000
+    for path in (tmp_path / "a.db", tmp_path / "b.db"):
+        session = Session(str(path)).for_session("s")
+        session.append_message({"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]})
+        if path.name == "a.db":
+            session.append_message({"id": "u2", "role": "user", "parts": [{"type": "text", "text": big}]})
+        else:
+            session.append_messages([{"id": "u2", "role": "user", "parts": [{"type": "text", "text": big}]}])
+        assert [m.id for m in session.get_history()] == ["u1", "u2"]
+        assert session.get_message("u2").parts[0].text == big
+        assert session.search("ipsum")[0].id == "u2"
+        again = session.append_message({"id": "u2", "role": "user", "parts": [{"type": "text", "text": big}]})
+        assert again.inserted is False
+        session.store.close()
+    rows = [
+        sqlite3.connect(tmp_path / name).execute(
+            "SELECT parent_id, depth, path_tokens, path_bytes, bytes, tokens FROM session_messages ORDER BY seq"
+        ).fetchall()
+        for name in ("a.db", "b.db")
+    ]
+    assert rows[0] == rows[1]

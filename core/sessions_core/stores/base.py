@@ -39,6 +39,14 @@ LATEST = _Latest()
 """Attach a new message to the session's latest leaf (``None`` starts a new root)."""
 
 
+def utf8_size(text: str) -> int:
+    """``len(text.encode("utf-8"))`` without holding a copy of a long text."""
+    if text.isascii():
+        return len(text)
+    step = 1 << 16
+    return sum(len(text[i : i + step].encode("utf-8")) for i in range(0, len(text), step))
+
+
 @dataclass(slots=True)
 class MessageRecord:
     """What a store writes for one message; computed by the caller, never changed after (not
@@ -59,7 +67,7 @@ class MessageRecord:
     @property
     def size(self) -> int:
         """Bytes of the stored JSON plus its payloads (what byte budgets count)."""
-        return len(self.content.encode("utf-8")) + sum(len(blob.data) for blob in self.blobs)
+        return utf8_size(self.content) + sum(len(blob.data) for blob in self.blobs)
 
     def insert_params(self, session_id: str) -> dict[str, object]:
         """The named parameters of a store's insert statement."""

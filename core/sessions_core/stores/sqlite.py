@@ -31,6 +31,9 @@ large ones so that walking a path never reads content pages."""
 SEARCH_CANDIDATES = 1_000
 """Matches ranked at most per search: the most recent ones when a query matches more."""
 
+_LARGE_ROW = 1 << 20
+"""Characters of message JSON above which one append takes the batch insert (see insert_message)."""
+
 _INSERT_ROW = f"INSERT INTO session_messages ({MESSAGE_COLUMNS}) VALUES ({', '.join('?' * 13)})"
 _POSITIONS = f"SELECT id, {POSITION} FROM session_messages"
 _POSITION_OF = f"{_POSITIONS} WHERE session_id = ? AND id = ?"
@@ -258,6 +261,15 @@ class SqliteStore(SqlStore):
             self._conn.execute("COMMIT")
 
     # -- batch insert: positions computed here, one executemany ----------------------------
+
+    def insert_message(
+        self, session_id: str, record: MessageRecord, parent_id: str | None | _Latest
+    ) -> Inserted | None:
+        if len(record.content) > _LARGE_ROW:
+            # SQLite copies the rows of an INSERT ... SELECT from the same table into a temporary
+            # table first: a large row goes the batch way (its position read, then inserted).
+            return self.insert_messages(session_id, [record], parent_id)[0]
+        return super().insert_message(session_id, record, parent_id)
 
     def insert_messages(
         self, session_id: str, records: Sequence[MessageRecord], parent_id: str | None | _Latest
