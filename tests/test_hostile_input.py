@@ -9,6 +9,7 @@ store raises a ``StoreError`` naming it and stores nothing; on SQLite everything
 from __future__ import annotations
 
 import base64
+import re
 import json
 import uuid
 from collections.abc import Iterator
@@ -648,7 +649,7 @@ def test_long_digit_runs_and_lone_surrogates(store: Any) -> None:
             message["parts"][0]["text"] = "half \ud800 a pair"
         else:
             message["metadata"] = {"k": "\udfff"}
-        with pytest.raises(MessageValidationError, match="cannot be stored as JSON"):
+        with pytest.raises(MessageValidationError, match="holds a lone surrogate '.ud(800|fff)'"):
             session.append_message(message)
     assert session.get_message("lone") is None and session.get_path_length() == 2
 
@@ -718,3 +719,148 @@ def test_async_twins_behave_alike(store: Any) -> None:
         assert session.get_path_length() == 1
 
     run()
+
+
+# -- (h) values JSON does not carry as such ---------------------------------------------------
+
+SURROGATE = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
+WILD_TEXT = st.one_of(
+    HOSTILE,
+    st.text(st.one_of(st.characters(), SURROGATE), max_size=6),
+    st.sampled_from(["\ud800", "a\udfffb", "\x00", "\ufffd", "\ud83d\ude00"]),
+)
+WILD_VALUE = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.sampled_from([float("nan"), float("inf"), -float("inf"), -0.0])
+    | st.integers() | st.sampled_from([2**64, -(2**63)]) | st.integers(4290, 4310).map(lambda n: 10**n) | WILD_TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(WILD_TEXT, inner, max_size=3),
+    max_leaves=10,
+)
+
+
+def deeply_nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+WILD_MESSAGE = st.fixed_dictionaries(
+    {
+        "id": WILD_TEXT.filter(lambda s: s != "" and not s.startswith(COMPACTION_ID_PREFIX)),
+        "role": st.sampled_from(["user", "assistant", "tool"]),
+        "parts": st.lists(
+            st.one_of(
+                st.fixed_dictionaries({"type": st.just("text"), "text": WILD_TEXT}),
+                st.fixed_dictionaries(
+                    {"type": st.just("tool-call"), "toolCallId": WILD_TEXT, "toolName": st.just("t"),
+                     "input": st.one_of(WILD_VALUE, st.integers(1, 400).map(deeply_nested))}
+                ),
+                st.dictionaries(WILD_TEXT.filter(lambda k: k != "type"), WILD_VALUE, max_size=2).map(
+                    lambda extra: {**extra, "type": "data-x"}
+                ),
+            ),
+            max_size=3,
+        ),
+    },
+    optional={"metadata": st.dictionaries(WILD_TEXT, WILD_VALUE, max_size=3)},
+)
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Equal, NaN included (it is unequal to itself): compared as Python's json writes them."""
+    return json.dumps(a, sort_keys=True, default=repr) == json.dumps(b, sort_keys=True, default=repr)
+
+
+def test_odd_values_read_back_exactly_or_are_refused(store: Any) -> None:
+    """NaN, infinities, lone surrogates, NULs, huge integers, deep nesting and odd keys: a
+    message reads back exactly equal, or the append raises a ``SessionsError`` and stores nothing."""
+    from sessions_core.text import lone_surrogate
+
+    session = seeded_session(store)
+
+    @settings(max_examples=examples(store, 300, 60), deadline=None, suppress_health_check=FUNCTION_FIXTURE)
+    @given(WILD_MESSAGE)
+    def run(message: dict[str, Any]) -> None:
+        assume(message["id"] != "seed")
+        before = session.get_path_length()
+        try:
+            session.append_message(message)
+        except SessionsError:
+            assert session.get_path_length() == before
+            if lone_surrogate(message["id"]) is None and not (is_postgres(store) and "\x00" in message["id"]):
+                assert session.get_message(message["id"]) is None
+            return
+        stored = session.get_message(message["id"])
+        assert stored is not None
+        dumped = stored.model_dump(by_alias=True, exclude_unset=True, mode="json")
+        dumped.pop("createdAt")
+        assert same_json(dumped, message), (dumped, message)
+        assert same_json(session.get_history()[-1].model_dump(by_alias=True, exclude_unset=True, mode="json"),
+                         stored.model_dump(by_alias=True, exclude_unset=True, mode="json"))
+        session.delete_messages([message["id"]])
+
+    run()
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")], ids=["nan", "inf", "-inf"])
+def test_nan_and_infinities_round_trip_everywhere(store: Any, value: float) -> None:
+    """Not stored as null: in metadata, tool input and an unknown part's fields, read back as
+    they were (through export and import too)."""
+    from sessions_core.transfer import export_lines, import_records
+
+    session = seeded_session(store)
+    message = {
+        "id": "odd", "role": "assistant", "metadata": {"score": value, "nested": {"v": [value]}},
+        "parts": [{"type": "tool-call", "toolCallId": "c1", "toolName": "t", "input": {"x": value}},
+                  {"type": "data-metric", "value": value}],
+    }
+    session.append_message(message)
+    for stored in (session.get_message("odd"), session.get_history()[-1]):
+        assert stored is not None
+        data = stored.to_dict()
+        data.pop("createdAt")
+        assert same_json(data, message) and "null" not in json.dumps(data)
+    copy = SqliteStore(":memory:")
+    import_records(copy, list(export_lines(store, session.session_id)))
+    again = Session(copy).for_session(session.session_id).get_message("odd")
+    assert again is not None and same_json(again.to_dict(), stored.to_dict())
+    copy.close()
+
+
+def test_lone_surrogates_outside_messages_are_refused_naming_the_field(store: Any) -> None:
+    """Session ids, namespaces, names, labels, block content, keys and summaries: a lone
+    surrogate gives ``InvalidTextError`` (a ``SessionsError`` and a ``ValueError``) naming the
+    field, and nothing is stored."""
+    from sessions_core import InvalidTextError
+
+    bad = "x\ud800y"
+    namespace = f"ns{uuid.uuid4().hex[:8]}"
+    manager = SessionManager(store, namespace=namespace)
+    info = manager.create("fine")
+    session = Session(store).for_session(fresh_id()).with_context("memory", description="notes", max_tokens=500)
+    session.with_context("kb", provider=StoreSearchContext())
+    calls: list[tuple[str, Any]] = [
+        ("session_id", lambda: Session(store).for_session(bad)),
+        ("namespace", lambda: SessionManager(store, namespace=bad)),
+        ("session_id", lambda: manager.get(bad)),
+        ("name", lambda: manager.create(bad)),
+        ("model", lambda: manager.create("n", model=bad)),
+        ("name", lambda: manager.rename(info.id, bad)),
+        ("name", lambda: manager.fork(info.id, "m", bad)),
+        ("block label", lambda: Session(store).for_session(fresh_id()).with_context(bad)),
+        ('the content for block "memory"', lambda: session.replace_context_block("memory", bad)),
+        ('the content for block "memory"', lambda: session.append_context_block("memory", bad)),
+        ("summary", lambda: session.add_compaction(bad, "a", "b")),
+    ]
+    for field, call in calls:
+        with pytest.raises(InvalidTextError, match=f"^{re.escape(field)} holds a lone surrogate"):
+            call()
+    assert [i.name for i in manager.list()] == ["fine"]
+    assert session.get_context_block("memory").content == ""
+    assert session.get_compactions() == []
+    tool = {t.name: t for t in session.tools()}["set_context"]
+    assert tool.invoke({"label": "memory", "content": bad}).startswith('Error: the content for block "memory" holds')
+    assert tool.invoke({"label": "kb", "key": "k", "content": bad}).startswith('Error: the content for block "kb"')
+    assert session.get_context_block("memory").content == ""
+    assert session.store.search_entry_rows(session.session_id, 0, 10) == []
+    assert issubclass(InvalidTextError, SessionsError) and issubclass(InvalidTextError, ValueError)

@@ -25,6 +25,7 @@ from .messages import (
     ToolResultPart,
     ToolUIPart,
 )
+from .text import lone_surrogate, surrogate_problem
 from .tokens import compact_json, estimate_message_tokens
 
 __all__ = [
@@ -158,6 +159,9 @@ def create_compact_function(
             raise CompactionError(f"summarize must return a str, got {type(summary).__name__}")
         if not summary.strip():
             raise CompactionError("summarize returned an empty summary")
+        position = lone_surrogate(summary)
+        if position is not None:
+            raise CompactionError(surrogate_problem("the summary summarize returned", summary, position))
         return CompactResult(summary, middle[0].id, middle[-1].id)
 
     return compact

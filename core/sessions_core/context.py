@@ -17,6 +17,7 @@ from typing import Any
 
 from ._async import call
 from .errors import ContextError
+from .text import check_text
 from .tokens import _JS_WORD, estimate_tokens
 
 logger = logging.getLogger(__name__)
@@ -68,6 +69,8 @@ class ContextConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.label, str) or not self.label:
             raise ValueError("a context block needs a non-empty string label")
+        check_text(self.label, "block label")
+        check_text(self.description, f'the description of block "{self.label}"')
         if self.provider is not None and not _has(self.provider, "get"):
             raise TypeError(f'the provider of block "{self.label}" has no get() method')
 
@@ -270,6 +273,7 @@ class ContextBlocks:
                 raise ContextError(f'Block "{label}" is readonly')
             if block.is_skill or block.is_searchable:
                 raise ContextError(f'Block "{label}" is a keyed provider. Use setSkill() or setSearchEntry() instead.')
+            check_text(content, f'the content for block "{label}"')
             tokens = estimate_tokens(content)
             if block.max_tokens is not None and tokens > block.max_tokens:
                 raise ContextError(f'Block "{label}" exceeds maxTokens: {tokens} > {block.max_tokens}')
@@ -286,12 +290,15 @@ class ContextBlocks:
             block = self._blocks.get(label)
             if block is None:
                 raise ContextError(f'Block "{label}" not found')
+            check_text(content, f'the content for block "{label}"')
             sep = "\n" if block.content and not content.startswith("\n") else ""
             return self.set_block(label, block.content + sep + content)
 
     def set_skill(self, label: str, key: str, content: str, description: str | None = None) -> ContextBlock:
         """Write one skill with ``provider.set(key, content[, description])``, then refresh the
         listing from ``get()`` (kept as is when that gives nothing)."""
+        for value, what in ((key, "key"), (content, "content"), (description, "description")):
+            check_text(value, f'the {what} for block "{label}"')
         with self._lock:
             provider = self._keyed_writer(label, "is_skill", "skill")
             if description is None:
@@ -308,6 +315,8 @@ class ContextBlocks:
 
     def set_search_entry(self, label: str, key: str, content: str) -> ContextBlock:
         """Index one entry with ``provider.set(key, content)``, then refresh the summary."""
+        for value, what in ((key, "key"), (content, "content")):
+            check_text(value, f'the {what} for block "{label}"')
         with self._lock:
             provider = self._keyed_writer(label, "is_searchable", "search")
             call(provider.set, key, content)

@@ -40,3 +40,8 @@ class CompactionError(SessionsError):
 
 class ContextError(SessionsError):
     """A context block operation was refused (unknown, read-only or over-limit block...)."""
+
+
+class InvalidTextError(SessionsError, ValueError):
+    """A string is not valid Unicode text: it holds a lone surrogate (``"\\ud800"``, as
+    ``json.loads`` of broken input makes), which no store can hold. Nothing was stored."""

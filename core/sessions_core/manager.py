@@ -21,6 +21,7 @@ from .reads import search_results
 from .session import Session
 from .store_owner import StoreOwner
 from .stores.base import LATEST, SessionChanges, SessionRow, _Latest
+from .text import check_text
 from .tools import Tool, session_search_tool
 
 SPLIT_PREFIX = "[Context from previous session]\n\n"
@@ -99,6 +100,7 @@ class SessionManager(StoreOwner):
     ) -> None:
         if not isinstance(namespace, str) or ":" in namespace:
             raise ValueError("namespace must be a string without ':'")
+        check_text(namespace, "namespace")
         super().__init__(store)
         self.namespace = namespace
         self._session_options = {
@@ -160,6 +162,7 @@ class SessionManager(StoreOwner):
         """The id a session's rows are stored under: ``namespace:id``, or in the default namespace
         the id itself, prefixed with ``:`` when it holds a ``:`` so that no id of the default
         namespace can name another namespace's rows."""
+        check_text(session_id, "session_id")
         if self.namespace:
             return f"{self.namespace}:{session_id}"
         return f":{session_id}" if ":" in session_id else session_id
@@ -179,6 +182,9 @@ class SessionManager(StoreOwner):
         source: str | None = None,
     ) -> SessionInfo:
         """Register a new session with a random id and return it."""
+        for value, what in ((name, "name"), (parent_session_id, "parent_session_id"), (model, "model"),
+                            (source, "source")):
+            check_text(value, what)
         session_id = str(uuid.uuid4())
         moment = now_us()
         row = SessionRow(
@@ -191,7 +197,7 @@ class SessionManager(StoreOwner):
     @io
     def get(self, session_id: str) -> SessionInfo | None:
         """The registry entry of a session, or ``None`` (``get_session`` gives its ``Session``)."""
-        return _info(self.store.get_session_row(self.namespace, session_id))
+        return _info(self.store.get_session_row(self.namespace, check_text(session_id, "session_id")))
 
     @io
     def list(self) -> list[SessionInfo]:
@@ -201,13 +207,15 @@ class SessionManager(StoreOwner):
     @io
     def rename(self, session_id: str, name: str) -> SessionInfo | None:
         """Rename a session; ``None`` (and nothing changed) if it is not registered."""
+        check_text(session_id, "session_id")
+        check_text(name, "name")
         self.store.update_session_row(self.namespace, session_id, SessionChanges(name=name, updated_at_us=now_us()))
         return self.get(session_id)
 
     @io
     def delete(self, session_id: str) -> bool:
         """Delete a session with its messages, overlays and blocks; ``False`` if unknown."""
-        deleted = self.store.delete_session(self.namespace, session_id)
+        deleted = self.store.delete_session(self.namespace, check_text(session_id, "session_id"))
         with self._lock:
             self._sessions.pop(session_id, None)
         if deleted:
@@ -289,6 +297,8 @@ class SessionManager(StoreOwner):
         """A new session holding the path up to ``at_message_id`` (ids and the overlays on that
         path kept), so it reads exactly as the original did there. An unknown message gives an
         empty fork."""
+        for value, what in ((session_id, "session_id"), (at_message_id, "at_message_id"), (name, "name")):
+            check_text(value, what)
         new_id = str(uuid.uuid4())
         moment = now_us()
         row = SessionRow(
@@ -301,6 +311,8 @@ class SessionManager(StoreOwner):
     @io
     def compact_and_split(self, session_id: str, summary: str, name: str | None = None) -> SessionInfo:
         """End a session (``end_reason="compaction"``) and start a child holding ``summary``."""
+        check_text(summary, "summary")
+        check_text(name, "name")
         old = self.get(session_id)
         self.store.update_session_row(
             self.namespace, session_id, SessionChanges(end_reason="compaction", updated_at_us=now_us())

@@ -29,6 +29,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from .errors import MessageValidationError
+from .text import lone_surrogate, surrogate_problem
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
@@ -37,11 +38,17 @@ COMPACTION_ID_PREFIX = "compaction_"
 MARKER_KEY = "sessionsMarker"
 
 
+# NaN and the infinities are written as the JSON extensions ``NaN``, ``Infinity`` and
+# ``-Infinity`` (which Python's json module and pydantic read back), not as null.
+_KEEP_NON_FINITE = "constants"
+
+
 class _PartBase(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
         extra="allow",
+        ser_json_inf_nan=_KEEP_NON_FINITE,
     )
 
     def model_post_init(self, context: Any, /) -> None:
@@ -166,6 +173,7 @@ class SessionMessage(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         extra="allow",
+        ser_json_inf_nan=_KEEP_NON_FINITE,
     )
 
     id: str = Field(min_length=1)
@@ -250,14 +258,48 @@ def storage_json(message: SessionMessage) -> str:
     """The stored JSON of a message: its camelCase shape without ``createdAt`` (a column of its own)."""
     try:
         data = _to_json(message, by_alias=True, exclude_unset=True, exclude={"created_at"}).decode()
+        if "\ufffd" in data:  # pydantic writes a key holding a lone surrogate as U+FFFD: refuse it
+            _refuse_surrogates(message)
         if len(data) <= 4301 or not _OVERLONG_DIGITS.search(data):
             return data
         # An integer too long to read back, or only digits in a string: the json module,
         # which writes the same JSON as pydantic-core, tells them apart (it refuses the first).
         dumped = message.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"created_at"})
         return json.dumps(dumped, ensure_ascii=False, separators=(",", ":"))
+    except MessageValidationError:
+        raise
     except ValueError as error:  # nested deeper than pydantic serialises, an int too long to write...
+        if "surrogates not allowed" in str(error):
+            _refuse_surrogates(message)
         raise MessageValidationError(f"invalid message {message.id!r}: cannot be stored as JSON ({error})") from None
+
+
+def _refuse_surrogates(message: SessionMessage) -> None:
+    """``MessageValidationError`` naming the first string of ``message`` (a key or a value)
+    that holds a lone surrogate, if any."""
+    found = _surrogate_in(message.model_dump(by_alias=True, exclude_unset=True, exclude={"created_at"}), [])
+    if found is not None:
+        path, value, position = found
+        problem = surrogate_problem(".".join(path) or "message", value, position)
+        raise MessageValidationError(f"invalid message {message.id!r}: {problem}")
+
+
+def _surrogate_in(value: Any, path: list[str]) -> tuple[list[str], str, int] | None:
+    if isinstance(value, str):
+        position = lone_surrogate(value)
+        return None if position is None else (path, value, position)
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            key_path = [*path, str(key).encode("utf-8", "backslashreplace").decode()]
+            found = _surrogate_in(key, [*key_path[:-1], f"{key_path[-1]} (a key)"]) or _surrogate_in(item, key_path)
+            if found is not None:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = _surrogate_in(item, [*path, str(index)])
+            if found is not None:
+                return found
+    return None
 
 
 _validate_json = SessionMessage.__pydantic_validator__.validate_json  # no classmethod frame per row

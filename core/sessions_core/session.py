@@ -30,6 +30,7 @@ from .reads import summary_message
 from .session_blocks import SessionBlocks
 from .store_owner import StoreOwner, open_store
 from .stores.base import LATEST, CompactionRow, Inserted, MessageRecord, _Latest
+from .text import check_text
 from .tools import Tool, context_tools
 
 # ``open_store``, ``StoreOwner``, ``TokenCounter`` and ``summary_message`` were defined here before the split.
@@ -71,7 +72,7 @@ class Session(StoreOwner):
         """Scope this session to ``session_id`` (the default is ``""``)."""
         if not isinstance(session_id, str):
             raise TypeError("session_id must be a string")
-        self.session_id = session_id
+        self.session_id = check_text(session_id, "session_id")
         self._blocks.reset()
         self._compaction.forget()
         return self
@@ -349,6 +350,9 @@ class Session(StoreOwner):
     @io
     def add_compaction(self, summary: str, from_message_id: str, to_message_id: str) -> Compaction:
         """Store an overlay that shows ``summary`` instead of ``from .. to`` on every read."""
+        for value, what in ((summary, "summary"), (from_message_id, "from_message_id"),
+                            (to_message_id, "to_message_id")):
+            check_text(value, what)
         row = CompactionRow(str(uuid.uuid4()), summary, from_message_id, to_message_id, now_us())
         self.store.add_compaction(self.session_id, row)
         self._compaction.forget()

@@ -18,6 +18,7 @@ from .errors import MessageValidationError
 from .messages import FilePart, SessionMessage, parse_message
 from .session import Session
 from .stores.base import CompactionRow, InspectableStore, SessionRow
+from .text import lone_surrogate, surrogate_problem
 
 EXPORT_FORMAT = "session-memory/1"
 """The ``format`` of an export's ``session`` record; an import refuses any other."""
@@ -70,6 +71,9 @@ def _string(data: dict[str, Any], name: str, *, optional: bool = False, empty: b
         raise InvalidRecord(f"{name!r} must be a string" + ("" if name in data else " (missing)"))
     if not empty and not value:
         raise InvalidRecord(f"{name!r} must not be empty")
+    position = lone_surrogate(value)
+    if position is not None:
+        raise InvalidRecord(surrogate_problem(repr(name), value, position))
     return value
 
 

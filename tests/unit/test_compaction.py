@@ -170,6 +170,12 @@ def test_blank_summary_is_a_failure() -> None:
         fn(chat(8))
 
 
+def test_a_summary_that_cannot_be_stored_is_a_failure() -> None:
+    fn = create_compact_function(summarize=Recorder("half \ud800 a pair"), keep_recent_tokens=0)
+    with pytest.raises(CompactionError, match="^the summary summarize returned holds a lone surrogate"):
+        fn(chat(8))
+
+
 def test_summary_is_returned_as_given() -> None:
     fn = create_compact_function(summarize=Recorder("  text \n"), keep_recent_tokens=0)
     result = fn(chat(8))
