@@ -9,8 +9,8 @@ store raises a ``StoreError`` naming it and stores nothing; on SQLite everything
 from __future__ import annotations
 
 import base64
-import re
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
