@@ -68,3 +68,39 @@ def plan_overlays(ids: Sequence[str], overlays: Sequence[OverlayLike]) -> list[S
     if raw_start < len(ids):
         segments.append(Segment(raw_start, len(ids), None))
     return segments
+
+
+class Anchored(NamedTuple):
+    """An overlay whose first message is an ancestor of its last, at the depths given."""
+
+    overlay: OverlayLike
+    order: int
+    """Its position in storage order (a newer overlay wins where several could apply)."""
+    from_depth: int
+    to_depth: int
+
+
+def overlay_ending_at(message_id: str, anchored: Sequence[Anchored]) -> Anchored | None:
+    """The overlay :func:`plan_overlays` applies over the range ending at ``message_id``, given
+    that ``message_id`` is the deepest end of an overlay on a path (a walk up from the leaf
+    stops there first); ``None`` when the depths cannot tell (then read the whole path).
+
+    Of the overlays ending there, the one starting highest applies (the left-to-right scan
+    reaches it first; the newest if several start there), unless another overlay may capture
+    its start first: one starting higher and ending inside its range, or one starting where it
+    starts, newer, and ending inside it. Whether those ends are on the path is not known
+    without walking the range, so either case means ``None``.
+    """
+    ending = [a for a in anchored if a.overlay.to_message_id == message_id]
+    if not ending:
+        return None
+    chosen = min(ending, key=lambda a: (a.from_depth, -a.order))
+    start, end = chosen.from_depth, chosen.to_depth
+    for other in anchored:
+        if other is chosen or other.to_depth >= end:
+            continue
+        if other.from_depth < start <= other.to_depth:
+            return None
+        if other.order > chosen.order and other.overlay.from_message_id == chosen.overlay.from_message_id:
+            return None
+    return chosen

@@ -12,15 +12,15 @@ import threading
 from array import array
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._async import run_in_thread
 from ._time import from_us
 from .attachments import restore_blobs
 from .messages import COMPACTION_ID_PREFIX, SessionMessage, TextPart, is_marker, message_from_storage
 from .models import Compaction, RecentHistory, SearchResult
-from .overlays import Segment, plan_overlays
-from .stores.base import CompactionRow, MessageRow, PathEntry, Store
+from .overlays import Anchored, Segment, overlay_ending_at, plan_overlays
+from .stores.base import CompactionRow, MessageRow, OverlayRow, PathEntry, Store
 
 MessageCounter = Callable[[list[SessionMessage]], int]
 
@@ -138,6 +138,13 @@ class ReadPlan:
     def of_entries(cls, path: Sequence[PathEntry], overlays: Sequence[CompactionRow], chunk_rows: int) -> ReadPlan:
         return cls(array("q", (entry.seq for entry in path)), [entry.id for entry in path], overlays, chunk_rows)
 
+    @classmethod
+    def of_segments(cls, seqs: array, segments: list[Segment], chunk_rows: int) -> ReadPlan:
+        """A plan made already (by :func:`visible_path`)."""
+        made = cls(array("q"), [], [], chunk_rows)
+        made.seqs, made.segments = seqs, segments
+        return made
+
     def chunks(self, newest_first: bool) -> Iterator[_Chunk]:
         items: list[Any] = []
         seqs: list[int] = []
@@ -182,9 +189,61 @@ def plan(store: Store, session_id: str, leaf_id: str | None, raw: bool = False) 
     leaf = leaf_or_latest(store, session_id, leaf_id)
     if leaf is None:
         return ReadPlan(array("q"), [], [], store.fetch_chunk_rows)
+    overlays = [] if raw else store.overlays(session_id)
+    if overlays:
+        visible = visible_path(store, session_id, leaf, overlays)
+        if visible is not None:
+            return ReadPlan.of_segments(visible.seqs, visible.segments, store.fetch_chunk_rows)
     seqs, ids = store.path_ids(session_id, leaf)
-    compactions = store.get_compactions(session_id) if ids and not raw else []
+    compactions = [o.compaction for o in overlays] if ids else []
     return ReadPlan(seqs, ids, compactions, store.fetch_chunk_rows, hide_markers=not raw)
+
+
+class VisiblePath(NamedTuple):
+    seqs: array
+    """The rows shown, root first."""
+    segments: list[Segment]
+    """Runs of ``seqs`` and, between them, the overlays shown instead of what they cover."""
+    tokens: int
+    """The stored token estimates of the rows shown."""
+
+
+def visible_path(store: Store, session_id: str, leaf: str, overlays: Sequence[OverlayRow]) -> VisiblePath | None:
+    """What :func:`plan_overlays` makes of the path to ``leaf``, read without the ranges the
+    overlays cover: up from the leaf to the deepest end of an overlay, over to the overlay's
+    start, on up from its parent. Costs what is shown, not the path's length. ``None`` when an
+    overlay's depths are unknown or do not tell which overlay applies (then read the whole path)."""
+    if any(o.from_depth is None for o in overlays):
+        return None
+    anchored = [
+        Anchored(o.compaction, order, o.from_depth, o.to_depth)  # type: ignore[arg-type]
+        for order, o in enumerate(overlays)
+        if o.from_depth is not None and o.from_depth >= 0
+    ]
+    ends = {a.overlay.to_message_id for a in anchored}
+    pieces: list[tuple[array, array, Anchored | None]] = []  # the leaf's first
+    start, above = leaf, False
+    while True:
+        seqs, ids, tokens = store.path_up(session_id, start, above=above)
+        if not ids:
+            break
+        if ids[0] not in ends:  # up to the root
+            pieces.append((seqs, tokens, None))
+            break
+        chosen = overlay_ending_at(ids[0], anchored)
+        if chosen is None:
+            return None
+        pieces.append((seqs[1:], tokens[1:], chosen))
+        start, above = chosen.overlay.from_message_id, True
+    shown: array = array("q")
+    segments: list[Segment] = []
+    for seqs, _tokens, overlay in reversed(pieces):
+        if overlay is not None:
+            segments.append(Segment(len(shown), len(shown), overlay.overlay))
+        if seqs:
+            segments.append(Segment(len(shown), len(shown) + len(seqs), None))
+            shown.extend(seqs)
+    return VisiblePath(shown, segments, sum(sum(tokens) for _seqs, tokens, _overlay in pieces))
 
 
 # -- reads ---------------------------------------------------------------------------------
@@ -248,10 +307,15 @@ def path_length(store: Store, session_id: str, leaf_id: str | None) -> int:
 def history_tokens(store: Store, session_id: str, leaf_id: str, count: MessageCounter) -> int:
     """Tokens of the path to ``leaf_id`` with overlays applied, from the stored per-message
     estimates (no content read); an overlay counts as its summary message."""
-    overlays = store.get_compactions(session_id)
-    if not overlays:  # the leaf row carries the running total of its path
+    rows = store.overlays(session_id)
+    if not rows:  # the leaf row carries the running total of its path
         totals = store.path_totals(session_id, leaf_id)
         return totals.tokens if totals is not None else 0
+    visible = visible_path(store, session_id, leaf_id, rows)
+    if visible is not None:
+        summaries = [segment.overlay for segment in visible.segments if segment.overlay is not None]
+        return visible.tokens + sum(count([summary_message(overlay)]) for overlay in summaries)
+    overlays = [row.compaction for row in rows]
     path = store.path(session_id, leaf_id)
     total = 0
     for segment in plan_overlays([entry.id for entry in path], overlays):

@@ -137,6 +137,16 @@ class CompactionRow(NamedTuple):
     created_at_us: int
 
 
+class OverlayRow(NamedTuple):
+    """A compaction overlay with the depths of its two ends, when known: set when the first
+    message is an ancestor of the last (``-1`` for both when the overlay can never apply),
+    ``None`` when not checked since the session's tree last changed."""
+
+    compaction: CompactionRow
+    from_depth: int | None
+    to_depth: int | None
+
+
 class SearchRow(NamedTuple):
     session_id: str
     id: str
@@ -361,6 +371,24 @@ class Store(ABC):
     @abstractmethod
     def get_compactions(self, session_id: str) -> list[CompactionRow]:
         """Every compaction of the session, oldest first (ties by insertion order)."""
+
+    def overlays(self, session_id: str) -> list[OverlayRow]:
+        """:meth:`get_compactions` with the depths of each overlay's ends where the store keeps
+        them (this default keeps none: reads then walk whole paths)."""
+        return [OverlayRow(row, None, None) for row in self.get_compactions(session_id)]
+
+    def path_up(self, session_id: str, start_id: str, *, above: bool = False) -> tuple[array, list[str], array]:
+        """The path from ``start_id`` (``above``: from its parent) up towards the root, as row
+        numbers, ids and stored token estimates (top first), ending at (and holding) the first
+        row that ends an overlay whose depths are known; empty if there is no such start."""
+        path = self.path(session_id, start_id)
+        if above:
+            path = path[:-1]
+        stops = {o.compaction.to_message_id for o in self.overlays(session_id)
+                 if o.from_depth is not None and o.from_depth >= 0}
+        top = next((i for i in range(len(path) - 1, -1, -1) if path[i].id in stops), 0)
+        kept = path[top:]
+        return array("q", (e.seq for e in kept)), [e.id for e in kept], array("q", (e.tokens for e in kept))
 
     # -- context blocks --------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from .base import (
     InspectableStore,
     MessageRecord,
     MessageRow,
+    OverlayRow,
     PathEntry,
     PathTotals,
     SearchEntryRow,
@@ -163,6 +164,46 @@ ADD_COMPACTION = f"""
     VALUES (:s, :id, :summary, :from_message_id, :to_message_id, :created_at) ON CONFLICT (id) DO NOTHING
 """
 GET_COMPACTIONS = f"SELECT {_COMPACTION} FROM session_compactions WHERE session_id = :s ORDER BY created_at, seq"
+GET_OVERLAYS = f"""
+    SELECT {_COMPACTION}, from_depth, to_depth FROM session_compactions WHERE session_id = :s ORDER BY created_at, seq
+"""
+UNANCHORED = """
+    SELECT id, from_message_id, to_message_id FROM session_compactions WHERE session_id = :s AND from_depth IS NULL
+"""
+ANCHOR_COMPACTION = """
+    WITH RECURSIVE up(id, parent_id, depth) AS (
+        SELECT id, parent_id, depth FROM session_messages WHERE session_id = :s AND id = :last_id
+        UNION ALL
+        SELECT m.id, m.parent_id, m.depth FROM up JOIN session_messages m ON m.session_id = :s AND m.id = up.parent_id
+        WHERE up.id <> :first_id
+    )
+    UPDATE session_compactions SET
+        from_depth = coalesce((SELECT depth FROM up WHERE id = :first_id), -1),
+        to_depth = CASE WHEN EXISTS (SELECT 1 FROM up WHERE id = :first_id)
+                   THEN (SELECT depth FROM up WHERE id = :last_id) ELSE -1 END
+    WHERE id = :id AND EXISTS (SELECT 1 FROM up WHERE id = :last_id)
+      AND EXISTS (SELECT 1 FROM session_messages WHERE session_id = :s AND id = :first_id)
+"""
+"""Record an overlay's end depths (``-1``: it can never apply), once both its ends are stored."""
+UNANCHOR_COMPACTIONS = "UPDATE session_compactions SET from_depth = NULL, to_depth = NULL WHERE session_id = :s"
+
+_PATH_UP = """
+    WITH RECURSIVE stops(id) AS (
+        SELECT to_message_id FROM session_compactions WHERE session_id = :s AND from_depth >= 0
+    ),
+    up(seq, id, parent_id, tokens, n) AS (
+        SELECT seq, id, parent_id, tokens, 0 FROM session_messages WHERE session_id = :s AND id = {start}
+        UNION ALL
+        SELECT m.seq, m.id, m.parent_id, m.tokens, up.n + 1
+        FROM up JOIN session_messages m ON m.session_id = :s AND m.id = up.parent_id
+        WHERE up.id NOT IN (SELECT id FROM stops)
+    )
+    SELECT seq, id, tokens FROM up ORDER BY n DESC
+"""
+PATH_UP = _PATH_UP.format(start=":start")
+PATH_ABOVE = _PATH_UP.format(start="(SELECT parent_id FROM session_messages WHERE session_id = :s AND id = :start)")
+"""The path up from ``:start`` (or from its parent), ending at the first end of an overlay with
+known depths."""
 
 GET_BLOCK = "SELECT content FROM context_blocks WHERE session_id = :s AND label = :label"
 SET_BLOCK = """
@@ -238,8 +279,9 @@ FORK = (
     _PATH_SEQS
     + """
     , ids(id) AS (SELECT m.id FROM session_messages m WHERE m.seq IN (SELECT seq FROM path))
-    INSERT INTO session_compactions (session_id, id, from_message_id, to_message_id, created_at, summary)
-    SELECT :dst, {random_id}, c.from_message_id, c.to_message_id, c.created_at, c.summary
+    INSERT INTO session_compactions
+        (session_id, id, from_message_id, to_message_id, created_at, summary, from_depth, to_depth)
+    SELECT :dst, {random_id}, c.from_message_id, c.to_message_id, c.created_at, c.summary, c.from_depth, c.to_depth
     FROM session_compactions c
     WHERE c.session_id = :s AND c.from_message_id IN (SELECT id FROM ids) AND c.to_message_id IN (SELECT id FROM ids)
     ORDER BY c.created_at, c.seq
@@ -529,6 +571,8 @@ class SqlStore(InspectableStore):
                 for (child,) in conn.execute(self.compile(ORPHAN_CHILDREN), params).fetchall():
                     self._shift_subtree(conn, session_id, child, -row[0], -row[1], -row[2])
                 deleted.append(message_id)
+            if deleted:  # ancestry changed: the overlays' depths are checked again when one is written
+                conn.execute(self.compile(UNANCHOR_COMPACTIONS), {"s": session_id})
             return deleted
 
         return self._write(work, lock=session_id)
@@ -610,7 +654,17 @@ class SqlStore(InspectableStore):
                 "to_message_id": row.to_message_id, "created_at": row.created_at_us}
 
     def add_compaction(self, session_id: str, row: CompactionRow) -> None:
-        self._execute(ADD_COMPACTION, self._compaction_params(session_id, row))
+        def work(conn: Any) -> None:
+            conn.execute(self.compile(ADD_COMPACTION), self._compaction_params(session_id, row))
+            self._anchor_overlays(conn, session_id)
+
+        self._write(work, lock=session_id, walk=True)
+
+    def _anchor_overlays(self, conn: Any, session_id: str) -> None:
+        """Record the end depths of the session's overlays that have none yet (a walk each)."""
+        for ident, first, last in conn.execute(self.compile(UNANCHORED), {"s": session_id}).fetchall():
+            conn.execute(self.compile(ANCHOR_COMPACTION), {"s": session_id, "id": ident, "first_id": first,
+                                                           "last_id": last})
 
     def add_compaction_unless(
         self,
@@ -626,12 +680,36 @@ class SqlStore(InspectableStore):
                 return None
             row = make_row()
             conn.execute(self.compile(ADD_COMPACTION), self._compaction_params(session_id, row))
+            self._anchor_overlays(conn, session_id)
             return row
 
-        return self._write(work, lock=session_id)
+        return self._write(work, lock=session_id, walk=True)
 
     def get_compactions(self, session_id: str) -> list[CompactionRow]:
         return [CompactionRow(*row) for row in self._all(GET_COMPACTIONS, {"s": session_id})]
+
+    def overlays(self, session_id: str) -> list[OverlayRow]:
+        rows = self._all(GET_OVERLAYS, {"s": session_id})
+        return [OverlayRow(CompactionRow(*row[:5]), row[5], row[6]) for row in rows]
+
+    def path_up(
+        self, session_id: str, start_id: str, *, above: bool = False
+    ) -> tuple[array, list[str], array]:
+        sql, params = self.compile(PATH_ABOVE if above else PATH_UP), {"s": session_id, "start": start_id}
+
+        def work(conn: Any) -> tuple[array, list[str], array]:
+            seqs: array = array("q")
+            ids: list[str] = []
+            tokens: array = array("q")
+            cursor = conn.execute(sql, params)
+            while rows := cursor.fetchmany(5_000):
+                for seq, message_id, row_tokens in rows:
+                    seqs.append(seq)
+                    ids.append(message_id)
+                    tokens.append(row_tokens)
+            return seqs, ids, tokens
+
+        return self._read(work, walk=True)
 
     # -- context blocks --------------------------------------------------------------------
 
@@ -743,7 +821,13 @@ class SqlStore(InspectableStore):
         return [SearchEntryRow(*row) for row in rows]
 
     def import_compaction(self, session_id: str, row: CompactionRow) -> bool:
-        return self._execute(ADD_COMPACTION, self._compaction_params(session_id, row)) == 1
+        def work(conn: Any) -> bool:
+            stored = conn.execute(self.compile(ADD_COMPACTION), self._compaction_params(session_id, row)).rowcount == 1
+            if stored:
+                self._anchor_overlays(conn, session_id)
+            return stored
+
+        return self._write(work, lock=session_id, walk=True)
 
     def stats(self) -> StoreStats:
         sql = self.compile(COUNTS.replace("{ids}", _session_ids()))
