@@ -397,5 +397,57 @@ def test_a_full_disk_raises_and_the_store_writes_again_once_there_is_room(tmp_pa
     assert error["failed"] not in stored
 
 
+# -- the sessions CLI reads a read-only snapshot -------------------------------------------
+
+
+def test_the_cli_read_commands_read_a_read_only_folder(tmp_path):
+    pytest.importorskip("click", reason="the cli extra is not installed (pip install 'session-memory[cli]')")
+    from click.testing import CliRunner
+
+    from sessions_core.cli import build_cli
+
+    folder = tmp_path / "backup"
+    folder.mkdir()
+    filled(folder / "a.db")
+    block_store = SqliteStore(folder / "a.db")
+    block_store.set_block("s", "memory", "likes Lisbon")
+    block_store.close()
+    before = fingerprint(folder)
+    runner = CliRunner()
+    with read_only_folder(folder, tmp_path / "mnt") as snapshot:
+        store = str(snapshot / "a.db")
+        commands = [["list"], ["list", "--json"], ["show", "s"], ["search", "lisbon"], ["export", "s"],
+                    ["blocks", "s"], ["stats"]]
+        for command in commands:
+            result = runner.invoke(build_cli(), ["--store", store, *command])
+            assert result.exit_code == 0, (command, result.output)
+        assert '"id": "m2"' in runner.invoke(build_cli(), ["--store", store, "export", "s"]).output.replace(
+            '"id":"m2"', '"id": "m2"')
+        source = tmp_path / "in.jsonl"
+        source.write_text(runner.invoke(build_cli(), ["--store", store, "export", "s"]).output)
+        refused = runner.invoke(build_cli(), ["--store", store, "import", str(source), "--into", "copy"])
+        assert refused.exit_code == 1 and "Error" in refused.output and "Traceback" not in refused.output
+    assert fingerprint(folder) == before
+
+
+def test_the_cli_read_commands_do_not_migrate_an_old_schema(tmp_path):
+    pytest.importorskip("click", reason="the cli extra is not installed (pip install 'session-memory[cli]')")
+    from click.testing import CliRunner
+
+    from sessions_core.cli import build_cli
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    for statement in _statements(MIGRATIONS[0]):
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    result = CliRunner().invoke(build_cli(), ["--store", str(path), "list"])
+    assert result.exit_code == 1 and "sessions migrate" in result.output
+    assert path.read_bytes() == before
+
+
 def test_every_sqlite_fault_is_a_sessions_error():
     assert issubclass(StoreError, SessionsError)
