@@ -155,6 +155,30 @@ def test_a_read_only_file_reads_refuses_writes_clearly_and_writes_again_once_wri
     store.close()
 
 
+def test_a_migration_of_a_read_only_file_raises_and_changes_nothing(tmp_path):
+    path = tmp_path / "old.db"
+    _old_schema(path)
+    before = path.read_bytes()
+    store = SqliteStore(path)
+    with read_only_file(path):
+        with pytest.raises(StoreError) as error:
+            store.setup()
+        assert_store_error(error, "readonly", "read_only=True")
+    assert path.read_bytes() == before
+    store.setup()  # writable again: migrated
+    assert store.schema_version() == len(MIGRATIONS)
+    store.close()
+
+
+def _old_schema(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    for statement in _statements(MIGRATIONS[0]):
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+
+
 def test_read_only_mode_reads_a_read_only_file_and_refuses_every_write_untouched(tmp_path):
     path = filled(tmp_path / "a.db")
     with read_only_file(path):
@@ -203,12 +227,7 @@ def test_read_only_mode_never_creates_migrates_or_accepts_an_unknown_schema(tmp_
         SqliteStore(empty, read_only=True).setup()
 
     old = tmp_path / "old.db"
-    conn = sqlite3.connect(old)
-    for statement in _statements(MIGRATIONS[0]):
-        conn.execute(statement)
-    conn.execute("PRAGMA user_version = 1")
-    conn.commit()
-    conn.close()
+    _old_schema(old)
     before = old.read_bytes()
     with pytest.raises(StoreError, match="older than this library's.*sessions migrate"):
         SqliteStore(old, read_only=True).setup()
@@ -320,6 +339,8 @@ def test_a_corrupted_page_raises_then_works_once_restored(tmp_path):
     assert_store_error(error, "malformed", "restore it from a backup")
     with pytest.raises(StoreError, match="malformed"):
         Session(store).for_session("s").append_message(msg("new", "refused"))
+    with pytest.raises(StoreError, match="malformed"):
+        Session(store).for_session("s").search("lisbon")
     shutil.copyfile(backup, path)
     assert len(history(store)) == 200
     Session(store).for_session("s").append_message(msg("new", "stored"))
@@ -421,10 +442,9 @@ def test_the_cli_read_commands_read_a_read_only_folder(tmp_path):
         for command in commands:
             result = runner.invoke(build_cli(), ["--store", store, *command])
             assert result.exit_code == 0, (command, result.output)
-        assert '"id": "m2"' in runner.invoke(build_cli(), ["--store", store, "export", "s"]).output.replace(
-            '"id":"m2"', '"id": "m2"')
         source = tmp_path / "in.jsonl"
-        source.write_text(runner.invoke(build_cli(), ["--store", store, "export", "s"]).output)
+        assert runner.invoke(build_cli(), ["--store", store, "export", "s", "-o", str(source)]).exit_code == 0
+        assert [json.loads(line).get("id") for line in source.read_text().splitlines()].count("m2") == 1
         refused = runner.invoke(build_cli(), ["--store", store, "import", str(source), "--into", "copy"])
         assert refused.exit_code == 1 and "Error" in refused.output and "Traceback" not in refused.output
     assert fingerprint(folder) == before
@@ -437,12 +457,7 @@ def test_the_cli_read_commands_do_not_migrate_an_old_schema(tmp_path):
     from sessions_core.cli import build_cli
 
     path = tmp_path / "old.db"
-    conn = sqlite3.connect(path)
-    for statement in _statements(MIGRATIONS[0]):
-        conn.execute(statement)
-    conn.execute("PRAGMA user_version = 1")
-    conn.commit()
-    conn.close()
+    _old_schema(path)
     before = path.read_bytes()
     result = CliRunner().invoke(build_cli(), ["--store", str(path), "list"])
     assert result.exit_code == 1 and "sessions migrate" in result.output

@@ -193,7 +193,7 @@ class SqliteStore(SqlStore):
             if found == self._identity:
                 return
         self._discard_connection()
-        what = "was deleted" if found is None else "was replaced by another file"
+        what = "was deleted (or moved away)" if found is None else "was replaced by another file"
         raise StoreError(
             f"{self!r}: the database file {what} since this store opened it; nothing was written. Delete"
             " or replace a database file only while no store has it open (with its -wal and -shm files);"
