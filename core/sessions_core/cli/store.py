@@ -41,10 +41,10 @@ def error_for(error: BaseException) -> tuple[str, int]:
 
 def not_a_sqlite_database(error: BaseException) -> sqlite3.DatabaseError | None:
     """The SQLite error saying a file is no database, under ``SqliteStore``'s ``StoreError``."""
+    from ..stores.sqlite import is_not_a_database
+
     cause = error.__cause__ if isinstance(error, StoreError) else None
-    if isinstance(cause, sqlite3.DatabaseError) and getattr(cause, "sqlite_errorname", None) == "SQLITE_NOTADB":
-        return cause
-    return None
+    return cause if isinstance(cause, sqlite3.DatabaseError) and is_not_a_database(cause) else None
 
 
 # -- the store -----------------------------------------------------------------------------------

@@ -51,10 +51,28 @@ _HINTS = (
                        " a read-only file or folder, open the store with read_only=True)"),
 )
 
-_DISCARD = frozenset({sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB,
-                      sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_FULL})
+_READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 8, 10, 11, 13, 14, 26  # SQLite's primary result codes
+_DISCARD = frozenset({_READONLY, _IOERR, _CORRUPT, _NOTADB, _CANTOPEN, _FULL})
 """Primary result codes after which the connection is closed, so that the next call opens the
 file afresh: a connection that met a read-only or damaged file stays that way after a repair."""
+
+_CODE_OF_MESSAGE = {
+    "attempt to write a readonly database": _READONLY, "disk I/O error": _IOERR,
+    "database disk image is malformed": _CORRUPT, "database or disk is full": _FULL,
+    "unable to open database file": _CANTOPEN, "file is not a database": _NOTADB,
+}
+"""Python 3.10's ``sqlite3`` errors carry no result code: their message names it."""
+
+
+def result_code(error: sqlite3.Error) -> int | None:
+    """The primary SQLite result code of a driver error, when it can be known."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return code & 0xFF if code is not None else _CODE_OF_MESSAGE.get(str(error))
+
+
+def is_not_a_database(error: sqlite3.Error) -> bool:
+    """Whether SQLite found that the file is no SQLite database."""
+    return result_code(error) == _NOTADB
 
 
 class SqliteStore(SqlStore):
@@ -152,7 +170,7 @@ class SqliteStore(SqlStore):
             return conn
         except sqlite3.OperationalError as error:
             conn.close()
-            if error.sqlite_errorcode & 0xFF != sqlite3.SQLITE_CANTOPEN:
+            if result_code(error) != _CANTOPEN:
                 raise
             try:
                 pending = os.path.getsize(path + "-wal") > 0
@@ -220,7 +238,7 @@ class SqliteStore(SqlStore):
     def _failure(self, error: sqlite3.Error) -> StoreError:
         """The library error for a driver error; closes the connection after a fault of the file
         (the next call opens it afresh)."""
-        if (getattr(error, "sqlite_errorcode", 0) or 0) & 0xFF in _DISCARD:
+        if result_code(error) in _DISCARD:
             self._discard_connection()
         text = str(error)
         hint = next((hint for needle, hint in _HINTS if needle in text.lower()), None)
