@@ -464,5 +464,77 @@ def test_the_cli_read_commands_do_not_migrate_an_old_schema(tmp_path):
     assert path.read_bytes() == before
 
 
+def test_every_store_call_turns_a_driver_failure_into_a_store_error(tmp_path):
+    """Every statement refused by SQLite (an authorizer that denies all): each call of the store's
+    interface raises ``StoreError`` with the driver's error chained, then works once allowed."""
+    from sessions_core.stores.base import LATEST, CompactionRow, MessageRecord, SessionChanges, SessionRow
+
+    store = SqliteStore(tmp_path / "a.db")
+    session = Session(store).for_session("s")
+    session.append_message(msg("m0", "lisbon"))
+    seq = store.message_rows("s")[0][0]
+
+    def record(name: str) -> MessageRecord:
+        return MessageRecord(name, "user", f'{{"id":"{name}","role":"user","parts":[]}}', name, 1, 1_000)
+
+    row = SessionRow("", "n", "n", "n", None, None, None, 0, 0, 0.0, None, 1, 1)
+    compaction = CompactionRow("c", "summary", "m0", "m0", 1)
+    calls = {
+        "insert_message": lambda: store.insert_message("s", record("m1"), LATEST),
+        "insert_messages": lambda: store.insert_messages("s", [record("m2")], LATEST),
+        "update_message": lambda: store.update_message("s", record("m0")),
+        "delete_messages": lambda: store.delete_messages("s", ["m0"]),
+        "clear_session": lambda: store.clear_session("s"),
+        "get_message": lambda: store.get_message("s", "m0"),
+        "latest_leaf": lambda: store.latest_leaf("s"),
+        "children": lambda: store.children("s", "m0"),
+        "path": lambda: store.path("s", "m0"),
+        "path_ids": lambda: store.path_ids("s", "m0"),
+        "path_tail": lambda: store.path_tail("s", "m0", 1_000, 1),
+        "path_totals": lambda: store.path_totals("s", "m0"),
+        "fetch_rows": lambda: store.fetch_rows([seq]),
+        "get_blobs": lambda: store.get_blobs(["d"]),
+        "add_compaction": lambda: store.add_compaction("s", compaction),
+        "get_compactions": lambda: store.get_compactions("s"),
+        "get_block": lambda: store.get_block("s", "memory"),
+        "set_block": lambda: store.set_block("s", "memory", "x"),
+        "get_cached_prompt": lambda: store.get_cached_prompt("s"),
+        "set_cached_prompt": lambda: store.set_cached_prompt("s", "x"),
+        "set_search_entry": lambda: store.set_search_entry("s", "notes", "k", "lisbon"),
+        "count_search_entries": lambda: store.count_search_entries("s", "notes"),
+        "search_entries": lambda: store.search_entries("s", "notes", "lisbon", 5),
+        "register_session": lambda: store.register_session(row),
+        "get_session_row": lambda: store.get_session_row("", "n"),
+        "list_session_rows": lambda: store.list_session_rows(""),
+        "update_session_row": lambda: store.update_session_row("", "n", SessionChanges(name="m")),
+        "delete_session": lambda: store.delete_session("", "n"),
+        "fork_session": lambda: store.fork_session("s", "m0", row),
+        "search_sessions": lambda: store.search_sessions("", "lisbon", 5),
+        "search_messages": lambda: store.search_messages(["s"], "lisbon", 5),
+        "session_summaries": lambda: store.session_summaries(),
+        "message_rows": lambda: store.message_rows("s"),
+        "message_tree": lambda: store.message_tree("s"),
+        "list_blocks": lambda: store.list_blocks("s"),
+        "search_entry_counts": lambda: store.search_entry_counts("s"),
+        "search_entry_rows": lambda: store.search_entry_rows("s"),
+        "stored_message_ids": lambda: store.stored_message_ids("s", ["m0"]),
+        "import_block": lambda: store.import_block("s", "memory", "x", 1),
+        "import_compaction": lambda: store.import_compaction("s", compaction),
+        "schema_version": lambda: store.schema_version(),
+        "stats": lambda: store.stats(),
+        "setup": lambda: store.setup(),
+        "session.search": lambda: session.search("lisbon"),
+        "session.append_message": lambda: session.append_message(msg("m3", "x")),
+    }
+    store._conn.set_authorizer(lambda *args: sqlite3.SQLITE_DENY)
+    for name, call in calls.items():
+        with pytest.raises(StoreError) as error:
+            call()
+        assert isinstance(error.value.__cause__, sqlite3.Error), name
+    store._conn.set_authorizer(None)
+    assert [m.id for m in session.get_history()] == ["m0"]
+    store.close()
+
+
 def test_every_sqlite_fault_is_a_sessions_error():
     assert issubclass(StoreError, SessionsError)

@@ -219,7 +219,7 @@ class SqliteStore(SqlStore):
         )
 
     def __repr__(self) -> str:
-        return f"SqliteStore({self.database!r})"
+        return f"SqliteStore({self.database!r}{', read_only=True' if self.read_only else ''})"
 
     def _use_wal(self, timeout: float) -> None:
         """Switch the file to WAL. The switch needs the file to itself and SQLite reports
