@@ -258,8 +258,8 @@ class SqliteStore(SqlStore):
                 pass  # the connection is dropped either way
 
     def _refuse_write(self) -> None:
-        raise StoreError(f"{self!r} was opened read-only (read_only=True): nothing was written; open it without"
-                         " read_only to write")
+        raise StoreError(f"{self!r}: opened read-only, so nothing was written; open it without read_only=True"
+                         " to write")
 
     # -- the dialect's hooks ---------------------------------------------------------------
 
