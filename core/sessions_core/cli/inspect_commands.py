@@ -59,7 +59,7 @@ def _summary_json(summary: SessionSummary) -> dict[str, Any]:
 
 
 def cmd_list(handle: StoreHandle, as_json: bool) -> None:
-    store = handle.open()
+    store = handle.open(read_only=True)
     summaries = sorted(store.session_summaries(), key=lambda s: (-(_last_activity(s) or 0), s.session_id))
     if as_json:
         sys.stdout.write(json.dumps([_summary_json(s) for s in summaries], ensure_ascii=False, indent=2) + "\n")
@@ -133,7 +133,7 @@ def _ancestry(nodes: dict[str, _Node], leaf: str, stop: str | None = None) -> li
 def cmd_show(handle: StoreHandle, session_id: str, width: int, page: int = 1, limit: int = 500) -> None:
     from rich.tree import Tree
 
-    store = handle.open()
+    store = handle.open(read_only=True)
     summary = summary_of(store, session_id)
     nodes, children = _load_tree(store, session_id)
     first, last = (page - 1) * limit, page * limit  # the messages shown, in the tree's order
@@ -237,7 +237,7 @@ def cmd_show(handle: StoreHandle, session_id: str, width: int, page: int = 1, li
 
 
 def cmd_search(handle: StoreHandle, query: str, sessions: tuple[str, ...], limit: int, width: int) -> None:
-    store = handle.open()
+    store = handle.open(read_only=True)
     for session_id in sessions:
         summary_of(store, session_id)
     rows = store.search_messages(list(sessions) if sessions else None, query, limit)
@@ -259,7 +259,7 @@ def cmd_search(handle: StoreHandle, query: str, sessions: tuple[str, ...], limit
 
 
 def cmd_blocks(handle: StoreHandle, session_id: str, width: int) -> None:
-    store = handle.open()
+    store = handle.open(read_only=True)
     summary_of(store, session_id)
     blocks = store.list_blocks(session_id)
     counts = store.search_entry_counts(session_id)
@@ -292,7 +292,7 @@ def cmd_blocks(handle: StoreHandle, session_id: str, width: int) -> None:
 
 
 def cmd_stats(handle: StoreHandle, as_json: bool) -> None:
-    store = handle.open()
+    store = handle.open(read_only=True)
     stats = store.stats()
     data: dict[str, Any] = {
         "store": handle.display,

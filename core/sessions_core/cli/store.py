@@ -41,8 +41,10 @@ def error_for(error: BaseException) -> tuple[str, int]:
 
 def not_a_sqlite_database(error: BaseException) -> sqlite3.DatabaseError | None:
     """The SQLite error saying a file is no database, under ``SqliteStore``'s ``StoreError``."""
+    from ..stores.sqlite import is_not_a_database
+
     cause = error.__cause__ if isinstance(error, StoreError) else None
-    return cause if isinstance(cause, sqlite3.DatabaseError) else None
+    return cause if isinstance(cause, sqlite3.DatabaseError) and is_not_a_database(cause) else None
 
 
 # -- the store -----------------------------------------------------------------------------------
@@ -90,19 +92,23 @@ class StoreHandle:
             raise BadInput("--schema applies to PostgreSQL stores only")
 
     def open(
-        self, *, create: bool = False, progress: Callable[[int, int], None] | None = None
+        self, *, create: bool = False, progress: Callable[[int, int], None] | None = None, read_only: bool = False
     ) -> InspectableStore:
         """The store, its schema migrated (``progress(done, total)`` while a migration re-indexes
-        search); a read (``create=False``) never creates a database or tables."""
+        search); a read (``create=False``) never creates a database or tables, and a SQLite file
+        opened ``read_only`` is never written (a backup, a read-only folder or mounted snapshot)."""
         if self.store is None:
             self.check()
-            store = self._open_postgres(create) if self.is_postgres else self._open_sqlite(create, progress)
+            store = (self._open_postgres(create) if self.is_postgres
+                     else self._open_sqlite(create, progress, read_only=read_only))
             if self.is_postgres and progress is not None:
                 store.setup(progress=progress)
             self.store = inspectable(store)
         return self.store
 
-    def _open_sqlite(self, create: bool, progress: Callable[[int, int], None] | None = None) -> Store:
+    def _open_sqlite(
+        self, create: bool, progress: Callable[[int, int], None] | None = None, *, read_only: bool = False
+    ) -> Store:
         from ..stores.sqlite import SqliteStore
 
         path = self.url
@@ -115,7 +121,7 @@ class StoreHandle:
             if not target.parent.exists():
                 raise NotFound(f"no such directory: {target.parent}")
         try:
-            store = SqliteStore(path)
+            store = SqliteStore(path, read_only=read_only and path != ":memory:")
             self.closers.append(store.close)
             store.setup(progress=progress)
         except Exception as error:

@@ -28,7 +28,7 @@ RECORD_LABELS = {
 
 
 def cmd_export(handle: StoreHandle, session_id: str, output: str | None) -> None:
-    store = handle.open()
+    store = handle.open(read_only=True)
     summary = summary_of(store, session_id)
     counts: dict[str, int] = {}
     skipped: list[str] = []

@@ -11,6 +11,7 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 from ..errors import StoreError
 from ..fts import Unit, fts5_expression, index_text
 from .base import LATEST, Inserted, MessageRecord, PathTotals, SearchRow, _Latest
-from .sql import LATEST_LEAF, MESSAGE_COLUMNS, POSITION, SqlStore, load_migrations
+from .sql import BACKFILL_PENDING, LATEST_LEAF, MESSAGE_COLUMNS, POSITION, SqlStore, load_migrations
 
 T = TypeVar("T")
 
@@ -42,14 +43,39 @@ _FRAGMENTS = {"{random_id}": "lower(hex(randomblob(16)))", "{rowid}": "rowid", "
               "{first}": "?"}
 
 _HINTS = (
-    ("readonly", "the database file or its folder is read-only for this process"),
-    ("locked", "another connection held the write lock past the busy timeout (raise timeout=)"),
-    ("malformed", "the file is damaged; restore it from a backup"),
-    ("not a database", "the file is not a SQLite database"),
-    ("disk i/o", "the disk failed or is full"),
-    ("full", "the disk is full"),
-    ("unable to open", "the file cannot be opened: check the path and its permissions"),
+    ("readonly", "the file or its folder is read-only for this process: make them writable, or open the store"
+                 " with read_only=True to read it"),
+    ("locked", "another connection held the write lock past the busy timeout: retry, or raise timeout="),
+    ("malformed", "the file is damaged: restore it from a backup"),
+    ("not a database", "the path names a file that is not a SQLite database: check the path"),
+    ("disk i/o", "the disk failed or is full: check the device and its free space, then retry"),
+    ("full", "the disk is full: free some space, then retry"),
+    ("unable to open", "check that the path and its folder exist and that this process may write there (to read"
+                       " a read-only file or folder, open the store with read_only=True)"),
 )
+
+_READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 8, 10, 11, 13, 14, 26  # SQLite's primary result codes
+_DISCARD = frozenset({_READONLY, _IOERR, _CORRUPT, _NOTADB, _CANTOPEN, _FULL})
+"""Primary result codes after which the connection is closed, so that the next call opens the
+file afresh: a connection that met a read-only or damaged file stays that way after a repair."""
+
+_CODE_OF_MESSAGE = {
+    "attempt to write a readonly database": _READONLY, "disk I/O error": _IOERR,
+    "database disk image is malformed": _CORRUPT, "database or disk is full": _FULL,
+    "unable to open database file": _CANTOPEN, "file is not a database": _NOTADB,
+}
+"""Python 3.10's ``sqlite3`` errors carry no result code: their message names it."""
+
+
+def result_code(error: sqlite3.Error) -> int | None:
+    """The primary SQLite result code of a driver error, when it can be known."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return code & 0xFF if code is not None else _CODE_OF_MESSAGE.get(str(error))
+
+
+def is_not_a_database(error: sqlite3.Error) -> bool:
+    """Whether SQLite found that the file is no SQLite database."""
+    return result_code(error) == _NOTADB
 
 
 class SqliteStore(SqlStore):
@@ -57,9 +83,17 @@ class SqliteStore(SqlStore):
 
     ``synchronous="NORMAL"`` (the default) with WAL survives a crash of the process: every
     append that returned is on disk. ``"FULL"`` also survives a power loss, at a cost per commit.
-    Driver failures raise ``StoreError`` with the ``sqlite3`` error as the cause. ``url`` is
-    what ``Session`` takes to open the same database again: the file's absolute path, or
-    ``":memory:"`` (a new, empty database).
+    Driver failures raise ``StoreError`` with the ``sqlite3`` error as the cause; after one that
+    concerns the file (read-only, damaged, missing, disk full or failing) the next call opens it
+    afresh, so the store works again once the fault is repaired. A write to a file deleted or
+    replaced since it was opened raises ``StoreError`` and writes nothing (the next call opens
+    what the path names then). ``url`` is what ``Session`` takes to open the same database again:
+    the file's absolute path, or ``":memory:"`` (a new, empty database).
+
+    ``read_only=True`` opens an existing file without ever writing to it, also in a read-only
+    folder or on read-only media (a backup, a mounted snapshot): every write raises
+    ``StoreError``, and ``setup()`` migrates nothing (it refuses a schema older or newer than
+    this library's, or one whose migration has not finished re-indexing).
     """
 
     def __init__(
@@ -69,10 +103,14 @@ class SqliteStore(SqlStore):
         timeout: float = 30.0,
         synchronous: str = "NORMAL",
         auto_setup: bool = True,
+        read_only: bool = False,
     ) -> None:
         if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.database = str(path)
+        if read_only and (self.database == ":memory:" or self.database.startswith("file:")):
+            raise ValueError("read_only=True takes the path of a database file")
+        self.read_only = read_only
         # The file's absolute path: as given when it is one (no I/O), else resolved when it opens.
         self._url: str | None = os.path.normpath(self.database) if os.path.isabs(self.database) else None
         super().__init__()
@@ -84,6 +122,7 @@ class SqliteStore(SqlStore):
         self._timeout = timeout
         self._synchronous = synchronous.upper()
         self._conn: sqlite3.Connection = None  # type: ignore[assignment]  # opened on first use
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
 
     @property
     def url(self) -> str:
@@ -96,22 +135,94 @@ class SqliteStore(SqlStore):
     def _connect(self) -> None:
         """Open the connection (on first use, so that building a store does no I/O)."""
         timeout = self._timeout
-        if self._url is None and not (self.database == ":memory:" or self.database.startswith("file:")):
+        on_disk = not (self.database == ":memory:" or self.database.startswith("file:"))
+        if self._url is None and on_disk:
             self._url = os.path.abspath(self.database)
+        conn = None
         try:
-            conn = sqlite3.connect(self.database, timeout=timeout, isolation_level=None, check_same_thread=False)
+            if self.read_only:
+                conn = self._open_read_only()
+            else:
+                conn = sqlite3.connect(self.database, timeout=timeout, isolation_level=None, check_same_thread=False)
             self._conn = conn
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-            if self.database != ":memory:" and not self.database.startswith("file::memory:"):
+            if on_disk and not self.read_only:
                 self._use_wal(timeout)
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")
-        except sqlite3.Error as error:
+            self._identity = self._file_identity() if on_disk else None
+        except (sqlite3.Error, OSError) as error:
             self._conn = None  # type: ignore[assignment]
+            if conn is not None:
+                conn.close()
+            if isinstance(error, OSError):
+                raise StoreError(f"{self!r}: cannot read the file's identity: {error}") from error
             raise self._failure(error) from error
 
+    def _open_read_only(self) -> sqlite3.Connection:
+        """The file opened with ``mode=ro``; in a read-only folder where WAL's ``-shm`` cannot be
+        made, with ``immutable=1`` instead (only when no ``-wal`` file holds changes, which an
+        immutable connection would not see)."""
+        path = self.url
+        if not os.path.isfile(path):
+            raise StoreError(f"{self!r}: no database file at {path} (read_only=True never creates one)")
+        uri = f"file:{urllib.parse.quote(path)}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=self._timeout, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA user_version").fetchone()  # opens the file and, in WAL, its -shm
+            return conn
+        except sqlite3.OperationalError as error:
+            conn.close()
+            if result_code(error) != _CANTOPEN:
+                raise
+            try:
+                pending = os.path.getsize(path + "-wal") > 0
+            except FileNotFoundError:
+                pending = False
+            if pending:
+                raise StoreError(
+                    f"{self!r}: cannot be read where it is: its write-ahead log {path}-wal holds changes, and"
+                    f" SQLite cannot create the {path}-shm it needs to read them in this read-only folder;"
+                    " copy the database with its -wal file into a writable folder and open the copy"
+                ) from error
+        conn = sqlite3.connect(f"{uri}&immutable=1", uri=True, timeout=self._timeout, isolation_level=None,
+                               check_same_thread=False)
+        try:
+            conn.execute("PRAGMA user_version").fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _file_identity(self) -> tuple[int, int]:
+        """``(st_dev, st_ino)`` of the file the path names now."""
+        status = os.stat(self._url)  # type: ignore[arg-type]
+        return status.st_dev, status.st_ino
+
+    def _check_same_file(self) -> None:
+        """Refuse to write when the path no longer names the file the connection has open (deleted,
+        or replaced by another): what it acknowledged would be lost with the unlinked file. One
+        ``stat`` per write transaction."""
+        try:
+            status = os.stat(self._url)  # type: ignore[arg-type]
+        except FileNotFoundError:
+            found = None
+        except OSError as error:
+            raise StoreError(f"{self!r}: cannot check the database file before writing: {error}") from error
+        else:
+            found = (status.st_dev, status.st_ino)
+            if found == self._identity:
+                return
+        self._discard_connection()
+        what = "was deleted (or moved away)" if found is None else "was replaced by another file"
+        raise StoreError(
+            f"{self!r}: the database file {what} since this store opened it; nothing was written. Delete"
+            " or replace a database file only while no store has it open (with its -wal and -shm files);"
+            " this store's next call opens what the path names then"
+        )
+
     def __repr__(self) -> str:
-        return f"SqliteStore({self.database!r})"
+        return f"SqliteStore({self.database!r}{', read_only=True' if self.read_only else ''})"
 
     def _use_wal(self, timeout: float) -> None:
         """Switch the file to WAL. The switch needs the file to itself and SQLite reports
@@ -128,9 +239,30 @@ class SqliteStore(SqlStore):
                 time.sleep(0.005)
 
     def _failure(self, error: sqlite3.Error) -> StoreError:
+        """The library error for a driver error; closes the connection after a fault of the file
+        (the next call opens it afresh)."""
+        if result_code(error) in _DISCARD:
+            self._discard_connection()
         text = str(error)
         hint = next((hint for needle, hint in _HINTS if needle in text.lower()), None)
         return StoreError(f"{self!r}: {text}" + (f" ({hint})" if hint else ""))
+
+    def _discard_connection(self) -> None:
+        """Close the connection unless a transaction is open on it (an outer one rolls back first)."""
+        with self._lock:
+            conn = self._conn
+            if conn is None or conn.in_transaction:
+                return
+            self._conn = None  # type: ignore[assignment]
+            self._ready = False
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass  # the connection is dropped either way
+
+    def _refuse_write(self) -> None:
+        raise StoreError(f"{self!r}: opened read-only, so nothing was written; open it without read_only=True"
+                         " to write")
 
     # -- the dialect's hooks ---------------------------------------------------------------
 
@@ -156,8 +288,12 @@ class SqliteStore(SqlStore):
         one_statement: bool = False,
     ) -> T:
         # BEGIN IMMEDIATE takes the database's write lock: every writer is serialised.
+        if self.read_only:
+            self._refuse_write()
         try:
             with self._connected as conn:
+                if self._identity is not None:
+                    self._check_same_file()
                 if one_statement:
                     return work(conn)
                 with self._transaction():
@@ -194,11 +330,14 @@ class SqliteStore(SqlStore):
 
     def setup(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Create or migrate the schema, then index the rows a migration left unindexed
-        (``progress(done, total)`` after each batch)."""
+        (``progress(done, total)`` after each batch). Read-only, only check that the schema is
+        this library's and complete."""
         with self._lock:
             self._check_open()
             try:
-                if self._schema_version() != len(MIGRATIONS):
+                if self.read_only:
+                    self._check_schema_read_only()
+                elif self._schema_version() != len(MIGRATIONS):
                     with self._transaction() as conn:
                         version = self._schema_version()
                         if version > len(MIGRATIONS):
@@ -212,14 +351,35 @@ class SqliteStore(SqlStore):
             except sqlite3.Error as error:
                 raise self._failure(error) from error
             self._ready = True
-            self._backfill_search_terms(progress)
+            if not self.read_only:
+                self._backfill_search_terms(progress)
+
+    def _check_schema_read_only(self) -> None:
+        version = self._schema_version()
+        if version == len(MIGRATIONS):
+            if self._conn.execute(self.compile(BACKFILL_PENDING), {}).fetchone() is None:
+                return
+            problem = "a migration has not finished re-indexing it for search"
+        elif version == 0:
+            problem = "it holds no session-memory tables"
+        elif version > len(MIGRATIONS):
+            problem = f"its schema version {version} is newer than this library knows ({len(MIGRATIONS)})"
+        else:
+            problem = f"its schema version {version} is older than this library's ({len(MIGRATIONS)})"
+        raise StoreError(
+            f"{self!r} cannot be read with read_only=True: {problem}; open it writable once (or run"
+            " `sessions migrate` on it) to bring it up to date, or use a version of the library that matches it"
+        )
 
     def close(self) -> None:
         with self._lock:
             if not self._closed:
                 self._closed = True
                 if self._conn is not None:
-                    self._conn.close()
+                    try:
+                        self._conn.close()
+                    except sqlite3.Error as error:
+                        raise self._failure(error) from error
 
     def _check_open(self) -> None:
         if self._closed:
