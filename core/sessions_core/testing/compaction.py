@@ -266,6 +266,116 @@ def test_overlays_anchored_off_the_path_are_ignored(make_session):
     assert [m.text for m in s.get_history("x3")] == ["message m0", "to a sibling"]
 
 
+def _expected_reading(store: Any, session_id: str, leaf: str, counter: Any) -> tuple[list[str], int]:
+    """The ids a read of the path to ``leaf`` shows and its token estimate, computed from the
+    whole stored path with :func:`sessions_core.overlays.plan_overlays` (what reads did before
+    they jumped over covered ranges)."""
+    from sessions_core.overlays import plan_overlays
+    from sessions_core.reads import summary_message
+
+    path = store.path(session_id, leaf)
+    shown, tokens = [], 0
+    for segment in plan_overlays([e.id for e in path], store.get_compactions(session_id)):
+        if segment.overlay is None:
+            entries = [e for e in path[segment.start : segment.end] if not e.id.startswith(PREFIX)]
+            shown += [e.id for e in entries]
+            tokens += sum(e.tokens for e in entries)
+        else:
+            shown.append(PREFIX + segment.overlay.id)
+            tokens += counter([summary_message(segment.overlay)])
+    return shown, tokens
+
+
+def _random_compacted_tree(s: Any, rng: random.Random, *, wild: bool) -> list[str]:
+    """Messages in a random tree with random overlays on paths, nested and overlapping;
+    ``wild``: also across branches, reversed, ending or starting at ids stored only later, and
+    deletes between them."""
+    store, sid = store_of(s), raw(s).session_id
+    names: list[str] = []
+    ghosts = [f"g{i}" for i in range(3)]
+    unborn = list(ghosts)
+
+    def append(name: str) -> None:
+        roll = rng.random()
+        parent: Any = "" if roll < 0.75 or not names else (None if roll > 0.95 else rng.choice(names))
+        if parent == "":
+            s.append_message(msg(name))
+        else:
+            s.append_message(msg(name), parent_id=parent)
+        names.append(name)
+
+    for step in range(rng.randint(25, 45)):
+        append(f"m{step}")
+        if rng.random() < 0.15:
+            kind = rng.random() if wild else 0.0
+            if kind < 0.6:  # on a path: an ancestor and a descendant of it
+                last = rng.choice(names)
+                ancestors = [e.id for e in store.path(sid, last)]
+                first = ancestors[rng.randrange(len(ancestors))]
+            elif kind < 0.85:
+                first, last = rng.choice(names), rng.choice(names)
+            else:
+                first, last = (rng.choice(ghosts), rng.choice(names)) if rng.random() < 0.5 else (
+                    rng.choice(names), rng.choice(ghosts))
+            s.add_compaction(f"summary {step}", first, last)
+        if wild and rng.random() < 0.05 and len(names) > 3:
+            victim = rng.choice(names[:-1])
+            s.delete_messages([victim])
+            names.remove(victim)
+        if wild and rng.random() < 0.04 and unborn:
+            append(unborn.pop())
+    return names
+
+
+def test_compacted_reads_show_exactly_what_the_whole_path_shows(make_session):
+    """Reads jump over the ranges overlays cover; on random trees with random overlays they show
+    exactly what applying every overlay to the whole path shows: every leaf and inner message,
+    both directions, the token estimate, and in a fork (whose overlays are copies)."""
+    from sessions_core import SessionManager
+
+    rng = random.Random(20)
+    for trial in range(8):
+        s = make_session()
+        names = _random_compacted_tree(s, rng, wild=trial % 2 == 1)
+        session = raw(s)
+        store, sid = session.store, session.session_id
+        for leaf in names:
+            expected, tokens = _expected_reading(store, sid, leaf, session._compaction.count)
+            assert ids(s.get_history(leaf)) == expected, leaf
+            assert ids(s.history(leaf, newest_first=True)) == expected[::-1], leaf
+            assert session._history_tokens(leaf) == tokens, leaf
+        at = rng.choice(names)
+        fork = SessionManager(store).fork(sid, at, "fork")
+        copy = SessionManager(store).get_session(fork.id)
+        expected, _ = _expected_reading(store, copy.session_id, at, copy._compaction.count)
+        assert ids(copy.get_history(at)) == expected
+        assert [m.text for m in copy.get_history(at)] == [m.text for m in s.get_history(at)]
+
+
+def test_a_compacted_read_walks_only_what_it_shows(make_session):
+    """A 400-message branch with one overlay over its middle: the read walks the head and the
+    tail, not the covered range (on the project's stores, which keep overlay depths)."""
+    s = make_session()
+    chain(s, *[f"m{i}" for i in range(400)])
+    s.add_compaction("the middle", "m3", "m389")
+    store = store_of(s)
+    from sessions_core.stores.base import Store
+
+    if type(store).overlays is Store.overlays:  # a store without depths
+        pytest.skip("this store keeps no overlay depths: its reads walk whole paths")
+    walked: list[int] = []
+    path_up, path_ids = store.path_up, store.path_ids
+    store.path_up = lambda *a, **k: (lambda r: walked.append(len(r[1])) or r)(path_up(*a, **k))
+    store.path_ids = lambda *a, **k: pytest.fail("the whole path was walked")
+    try:
+        history = s.get_history()
+        assert ids(history)[:4] == ["m0", "m1", "m2", history[3].id] and ids(history)[4:] == [
+            f"m{i}" for i in range(390, 400)]
+        assert sum(walked) <= 3 + 1 + 10
+    finally:
+        store.path_up, store.path_ids = path_up, path_ids
+
+
 def test_sibling_branches_each_get_their_own_overlay(make_session):
     """Reference test: A1 m0->a2, B m0->b2, A2 m0->a3."""
     s = make_session()
