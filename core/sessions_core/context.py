@@ -212,8 +212,10 @@ class ContextBlocks:
     # -- loading ---------------------------------------------------------------------------
 
     def load(self, *, force: bool = False) -> None:
-        """Call ``init(label)`` (if any) then ``get()`` on every provider, in registration order.
-        Does nothing once loaded unless ``force``."""
+        """Call ``init(label)`` (if any) then ``get()`` on every provider, in registration order;
+        providers whose class has a static ``get_many(providers)`` (the store-backed
+        ``StoreContext``) are read after the others, with one call per class. Does nothing once
+        loaded unless ``force``."""
         with self._lock:
             if self._loaded and not force:
                 return
