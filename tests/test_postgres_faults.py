@@ -338,3 +338,28 @@ def test_schema_sql_creates_the_schema_and_its_tables_on_a_fresh_database(odd_pr
         store.close()
     assert _schemas_like(odd_prefix) == [name]
     assert _count(name, "session_messages") == 1
+
+
+def test_threads_sharing_a_store_see_only_store_errors_while_the_server_is_gone(schema, proxy):
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = _store(_url(port=str(proxy.port)), schema=schema, min_size=2, max_size=4)
+    Session(store).for_session("s").append_message(msg("kept"))
+
+    def read(_: int) -> str:
+        try:
+            return ",".join(m.id for m in Session(store).for_session("s").get_history())
+        except StoreError as error:
+            return "refused" if "Connection refused" in str(error) else f"other: {error}"
+
+    try:
+        with ThreadPoolExecutor(8) as threads:
+            assert set(threads.map(read, range(16))) == {"kept"}
+            proxy.stop()
+            started = time.monotonic()
+            assert set(threads.map(read, range(32))) == {"refused"}
+            assert time.monotonic() - started < 8
+            proxy.start()
+            assert set(threads.map(read, range(32))) == {"kept"}
+    finally:
+        store.close()
