@@ -215,12 +215,14 @@ class ContextBlocks:
     # -- loading ---------------------------------------------------------------------------
 
     def load(self, *, force: bool = False) -> None:
-        """Call ``init(label)`` (if any) then ``get()`` on every provider, in registration order.
-        Does nothing once loaded unless ``force``."""
+        """Call ``init(label)`` (if any) then ``get()`` on every provider, in registration order;
+        providers whose class has a static ``get_many(providers)`` (the store-backed
+        ``StoreContext``) are read after the others, with one call per class. Does nothing once
+        loaded unless ``force``."""
         with self._lock:
             if self._loaded and not force:
                 return
-            self._blocks = {label: _load_block(config) for label, config in self._configs.items()}
+            self._blocks = _load_blocks(list(self._configs.values()))
             self._loaded = True
 
     def _ensure_loaded(self) -> None:
@@ -455,6 +457,27 @@ def _load_block(config: ContextConfig) -> ContextBlock:
             call(provider.init, config.label)
         content = _text(call(provider.get))
     return declared_block(config, content)
+
+
+def _load_blocks(configs: list[ContextConfig]) -> dict[str, ContextBlock]:
+    """Every block of ``configs`` loaded like :func:`_load_block`; the providers of one class
+    with a static ``get_many(providers)`` (store-backed blocks) are read with one call."""
+    contents: dict[str, Any] = {}
+    batched: dict[type, list[ContextConfig]] = {}
+    for config in configs:
+        provider = config.provider
+        if provider is None:
+            continue
+        if _has(provider, "init"):
+            call(provider.init, config.label)
+        if callable(getattr(type(provider), "get_many", None)):
+            batched.setdefault(type(provider), []).append(config)
+        else:
+            contents[config.label] = call(provider.get)
+    for kind, group in batched.items():
+        values = call(kind.get_many, [config.provider for config in group])
+        contents.update(zip((config.label for config in group), values, strict=True))
+    return {config.label: declared_block(config, _text(contents.get(config.label))) for config in configs}
 
 
 def declared_block(config: ContextConfig, content: str = "") -> ContextBlock:

@@ -8,6 +8,7 @@ session of a manager while each session keeps its own rows.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from .stores.base import Store
@@ -42,6 +43,20 @@ class StoreContext(_StoreBound):
     def get(self) -> str | None:
         store, session_id, label = self._where()
         return store.get_block(session_id, label)
+
+    @staticmethod
+    def get_many(providers: Sequence[StoreContext]) -> list[str | None]:
+        """``get()`` of each of ``providers``, those on one store and session read together."""
+        groups: dict[tuple[int, str], list[StoreContext]] = {}
+        for provider in providers:
+            store, session_id, _ = provider._where()
+            groups.setdefault((id(store), session_id), []).append(provider)
+        found: dict[int, str | None] = {}
+        for group in groups.values():
+            store, session_id, _ = group[0]._where()
+            contents = store.get_blocks(session_id, [provider._where()[2] for provider in group])
+            found.update((id(provider), contents.get(provider._where()[2])) for provider in group)
+        return [found[id(provider)] for provider in providers]
 
     def set(self, content: str) -> None:
         store, session_id, label = self._where()

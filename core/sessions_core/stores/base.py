@@ -396,6 +396,13 @@ class Store(ABC):
     def get_block(self, session_id: str, label: str) -> str | None:
         """The stored content of a session's context block, or ``None``."""
 
+    def get_blocks(self, session_id: str, labels: Sequence[str]) -> dict[str, str]:
+        """The stored content of the session's blocks among ``labels``, by label (a label with
+        no stored block is absent). A store may read them in one query; this default asks
+        :meth:`get_block` for each."""
+        found = {label: self.get_block(session_id, label) for label in dict.fromkeys(labels)}
+        return {label: content for label, content in found.items() if content is not None}
+
     @abstractmethod
     def set_block(self, session_id: str, label: str, content: str) -> None:
         """Create or replace a session's context block."""

@@ -11,6 +11,7 @@ chain instead of racing for the latest leaf.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import zlib
@@ -26,8 +27,8 @@ from .sql import INSERT_UNDER_PARENT, TABLES, SqlStore, load_migrations
 
 try:
     import psycopg
-    from psycopg.conninfo import conninfo_to_dict
-    from psycopg_pool import ConnectionPool
+    from psycopg.conninfo import conninfo_to_dict, timeout_from_conninfo
+    from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         "PostgresStore needs psycopg 3 and psycopg_pool: pip install 'session-memory[postgres]'"
@@ -37,6 +38,10 @@ T = TypeVar("T")
 
 MIGRATIONS: tuple[str, ...] = load_migrations("postgres")
 """Append-only; each ends by recording its number in ``{schema}.session_memory_schema``."""
+
+DEFAULT_CONNECT_TIMEOUT = 5
+"""Seconds to wait for a connection when neither the conninfo (``connect_timeout``), the
+``connect_timeout`` keyword nor ``PGCONNECT_TIMEOUT`` says."""
 
 _SETUP_LOCK = zlib.crc32(b"session-memory setup")
 _PLACEHOLDER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
@@ -54,13 +59,19 @@ _HEADER = """\
 --
 -- PostgresStore.setup() applies these migrations itself (under an advisory lock, so many
 -- processes may run it at once). If your role cannot create tables, have an administrator run
--- this once, then open the store with auto_setup=False. Migrations are append-only: each block
--- below runs once, in order, and {schema}.session_memory_schema records how many have run.
+-- this once, then open the store with auto_setup=False. It creates the schema {schema} if it
+-- is missing (which needs the CREATE privilege on the database). Migrations are append-only:
+-- each block below runs once, in order, and {schema}.session_memory_schema records how many
+-- have run.
+
+CREATE SCHEMA IF NOT EXISTS {schema};
 """
 
 
 def schema_sql(schema: str = "public") -> str:
-    """The whole schema as SQL, for an administrator to run once (then ``auto_setup=False``)."""
+    """The whole schema as SQL, for an administrator to run once (then ``auto_setup=False``);
+    it creates the PostgreSQL schema ``schema`` if missing, then its tables."""
+    _check_schema(schema)
     blocks = [f"-- migration {number}\n{sql}" for number, sql in enumerate(MIGRATIONS, 1)]
     return "\n".join([_HEADER.replace("{schema}", _quote(schema)), *_qualified(blocks, schema)])
 
@@ -80,10 +91,17 @@ class PostgresStore(SqlStore):
     closes its own pool), a ``psycopg_pool.ConnectionPool`` or a ``psycopg.Connection`` that the
     caller owns and closes. ``url`` is where the database is, as a ``postgresql://`` URL without
     the password (what a serialised pointer may hold). ``schema`` names the PostgreSQL schema
-    holding the tables (created if missing). A call whose connection drops is retried once on a
-    fresh connection when it is idempotent; otherwise it raises ``StoreError`` and its
-    transaction is rolled back. Every driver failure raises ``StoreError`` with the psycopg
-    error as the cause.
+    holding the tables (created if missing), used exactly as given. A call whose connection
+    drops is retried once on a fresh connection when it is idempotent; otherwise it raises
+    ``StoreError`` and its transaction is rolled back. Every driver failure raises
+    ``StoreError`` with the psycopg error as the cause.
+
+    Building the store connects to nothing; the first call does. ``connect_timeout`` (seconds;
+    else the conninfo's ``connect_timeout``, ``PGCONNECT_TIMEOUT``, else 5; at least 2, as
+    libpq) bounds how long a call waits for a connection before it tries one of its own: when
+    PostgreSQL cannot be reached (refused, unknown host, role or database, bad password...)
+    it raises ``StoreError`` with the server's reason. A store with its own pool then makes a
+    fresh pool on its next call, so it works again as soon as the server is back.
     """
 
     max_list = 10_000
@@ -96,36 +114,42 @@ class PostgresStore(SqlStore):
         auto_setup: bool = True,
         min_size: int = 1,
         max_size: int = 10,
+        connect_timeout: float | None = None,
     ) -> None:
+        if schema is not None:
+            _check_schema(schema)
         self.schema = schema or "public"
         self._auto_setup = auto_setup
         self._ready = False
         self._closed = False
         self._setup_lock = threading.Lock()
+        self._pool_lock = threading.Lock()
         self._connection_lock: threading.RLock | None = None
         self._pool: ConnectionPool | None = None
         self._connection: psycopg.Connection | None = None
         self._owns = False
         if isinstance(conninfo_or_pool, str):
-            self._pool = ConnectionPool(
-                conninfo_or_pool,
-                min_size=min_size,
-                max_size=max_size,
-                open=True,
-                check=ConnectionPool.check_connection,
-                kwargs={"autocommit": True},
-                name="session-memory",
-            )
-            self._owns = True
             self.description = _redact(conninfo_or_pool)
+            try:
+                params = conninfo_to_dict(conninfo_or_pool)
+            except psycopg.Error as error:
+                raise StoreError(
+                    f"invalid PostgreSQL conninfo {self.description!r}: {_one_line(error)}"
+                    " (a postgresql:// URL or libpq key=value pairs)"
+                ) from error
+            self._conninfo = conninfo_or_pool
+            self._pool_options = {"min_size": min_size, "max_size": max_size}
+            self._owns = True  # the pool is made on first use, once a connection has worked
             self.url = url_without_password(conninfo_or_pool)
         elif isinstance(conninfo_or_pool, ConnectionPool):
             self._pool = conninfo_or_pool
+            params = {}
             self.description = f"pool {conninfo_or_pool.name}"
-            self.url = url_without_password(conninfo_or_pool.conninfo)
+            self.url = url_without_password(_text_conninfo(conninfo_or_pool))
         elif isinstance(conninfo_or_pool, psycopg.Connection):
             self._connection = conninfo_or_pool
             self._connection_lock = threading.RLock()
+            params = {}
             self.description = "a psycopg connection"
             self.url = url_without_password(conninfo_or_pool.info.dsn)  # libpq leaves the password out
         else:
@@ -134,6 +158,13 @@ class PostgresStore(SqlStore):
                 " (an async pool is not supported: the store's async twins run in threads),"
                 f" not {type(conninfo_or_pool).__name__}"
             )
+        timeout = connect_timeout
+        if timeout is None:
+            timeout = params.get("connect_timeout") or os.environ.get("PGCONNECT_TIMEOUT") or DEFAULT_CONNECT_TIMEOUT
+        try:
+            self._connect_timeout = timeout_from_conninfo({"connect_timeout": timeout})
+        except psycopg.Error as error:
+            raise StoreError(f"{self!r}: {error} (connect_timeout is a number of seconds)") from error
         super().__init__()
 
     def __repr__(self) -> str:
@@ -201,13 +232,104 @@ class PostgresStore(SqlStore):
     def _borrow(self) -> Iterator[psycopg.Connection]:
         if self._closed:
             raise StoreError(f"{self!r} is closed")
-        if self._pool is not None:
-            with self._pool.connection() as conn:
-                yield conn
-        else:
-            assert self._connection is not None and self._connection_lock is not None
+        if self._connection is not None:
+            assert self._connection_lock is not None
             with self._connection_lock:
                 yield self._connection
+            return
+        pool, conn = self._getconn()
+        try:
+            with conn:  # as ConnectionPool.connection(): ends a transaction left open
+                yield conn
+        finally:
+            pool.putconn(conn)
+
+    def _getconn(self) -> tuple[ConnectionPool, psycopg.Connection]:
+        """A pooled connection; the store's own pool checks it first: a dead one is replaced at
+        once and the pool's other idle ones checked (without psycopg_pool's backoff sleeps), or,
+        when the server cannot be reached, ``StoreError`` says why."""
+        for attempt in range(1, 5):
+            pool = self._current_pool()
+            try:
+                conn = self._wait(pool)
+            except PoolClosed as error:
+                if attempt == 4 or not self._owns or self._closed:  # a caller's pool, closed by its owner
+                    raise StoreError(f"{self!r}: the connection pool is closed") from error
+                continue  # another thread found the server gone and dropped this pool: take the new one
+            if not self._owns:
+                return pool, conn
+            try:
+                ConnectionPool.check_connection(conn)
+            except psycopg.Error:
+                pool.putconn(conn)  # broken: the pool replaces it
+                self._probe(pool)  # the server itself gone? Then say so now
+                pool.check()
+                continue
+            return pool, conn
+        raise StoreError(f"{self!r}: every connection of the pool was broken; try again")
+
+    def _wait(self, pool: ConnectionPool) -> psycopg.Connection:
+        """A connection of ``pool``. Past the connect timeout, one direct connection tells
+        whether PostgreSQL is reachable: if not, ``StoreError`` with its reason; if so, the pool
+        is busy and the wait goes on up to the pool's own timeout."""
+        first = min(self._connect_timeout, pool.timeout)
+        try:
+            try:
+                return pool.getconn(timeout=first)
+            except PoolTimeout:
+                self._probe(pool)
+                if pool.timeout <= first:
+                    raise
+                return pool.getconn(timeout=pool.timeout - first)
+        except PoolTimeout as error:
+            raise StoreError(
+                f"{self!r}: no free connection in the pool within {pool.timeout:g} s"
+                f" (max_size={pool.max_size}, all busy); raise max_size or the pool's timeout"
+            ) from error
+
+    def _current_pool(self) -> ConnectionPool:
+        if self._pool is not None:
+            return self._pool
+        with self._pool_lock:
+            if self._pool is None:
+                if self._closed:
+                    raise StoreError(f"{self!r} is closed")
+                self._probe(None)
+                self._pool = ConnectionPool(
+                    self._conninfo,
+                    **self._pool_options,
+                    open=True,
+                    kwargs={"autocommit": True, "connect_timeout": self._connect_timeout},
+                    name="session-memory",
+                )
+            return self._pool
+
+    def _probe(self, pool: ConnectionPool | None) -> None:
+        """Connect once, directly, to ``pool``'s server (``None``: the store's own conninfo);
+        on failure drop the store's own pool and raise ``StoreError`` with the reason."""
+        if pool is None:
+            conninfo, kwargs = self._conninfo, {}
+        else:
+            conninfo = _text_conninfo(pool)
+            kwargs = pool.kwargs() if callable(pool.kwargs) else dict(pool.kwargs or {})
+        kwargs = {**kwargs, "autocommit": True, "connect_timeout": self._connect_timeout}
+        try:
+            psycopg.connect(conninfo, **kwargs).close()
+        except psycopg.Error as error:
+            if pool is not None and self._owns:
+                self._drop_pool(pool)
+            raise StoreError(
+                f"{self!r}: cannot connect to PostgreSQL: {_one_line(error)}"
+                " (check that the server runs and the conninfo's host, port, user, password and database)"
+            ) from error
+
+    def _drop_pool(self, pool: ConnectionPool) -> None:
+        """Forget the store's own ``pool`` (the next call makes a new one) and close it aside:
+        its workers may still be waiting on the server."""
+        with self._pool_lock:
+            if self._pool is pool:
+                self._pool = None
+        threading.Thread(target=pool.close, name="session-memory-close", daemon=True).start()
 
     def _run(
         self,
@@ -233,9 +355,10 @@ class PostgresStore(SqlStore):
                 # index...): nothing was written, and a retry would fail the same way.
                 raise StoreError(f"{self!r}: value refused by PostgreSQL: {error}") from error
             except psycopg.OperationalError as error:
-                if attempt == 2 or not idempotent or self._pool is None:
+                pool = self._pool
+                if attempt == 2 or not idempotent or pool is None:
                     raise StoreError(f"{self!r}: the database connection failed: {error}") from error
-                self._pool.check()  # replace the pool's other dead connections before the retry
+                pool.check()  # replace the pool's other dead connections before the retry
             except psycopg.Error as error:
                 raise StoreError(f"{self!r}: {error}") from error
         raise AssertionError("unreachable")
@@ -279,9 +402,11 @@ class PostgresStore(SqlStore):
 
     def close(self) -> None:
         if not self._closed:
-            self._closed = True
-            if self._owns and self._pool is not None:
-                self._pool.close()
+            with self._pool_lock:
+                self._closed = True
+                pool, self._pool = (self._pool, None) if self._owns else (None, self._pool)
+            if pool is not None:
+                pool.close()
 
     # -- batch insert: pipelined --------------------------------------------------------------
 
@@ -374,6 +499,29 @@ def _index_lookups_only(conn: psycopg.Connection) -> None:
     statistics still say "empty", and a hash join would rescan the session at every step of a
     recursive walk (depth x rows)."""
     conn.execute("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; SET LOCAL enable_seqscan = off")
+
+
+def _check_schema(schema: str) -> None:
+    """Refuse up front a schema name PostgreSQL would not keep as given: empty, with a NUL or a
+    lone surrogate, or over 63 bytes (PostgreSQL cuts such a name)."""
+    if not isinstance(schema, str):
+        raise TypeError(f"schema must be a string, not {type(schema).__name__}")
+    try:
+        size = len(schema.encode("utf-8"))
+    except UnicodeEncodeError:
+        size = 0
+    if not 0 < size <= 63 or "\x00" in schema:
+        raise StoreError(
+            f"unusable PostgreSQL schema name {schema!r}: give 1 to 63 bytes of UTF-8 text without NUL"
+        )
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _text_conninfo(pool: ConnectionPool) -> str:
+    return pool.conninfo() if callable(pool.conninfo) else pool.conninfo
 
 
 def _redact(conninfo: str) -> str:

@@ -206,6 +206,7 @@ PATH_ABOVE = _PATH_UP.format(start="(SELECT parent_id FROM session_messages WHER
 known depths."""
 
 GET_BLOCK = "SELECT content FROM context_blocks WHERE session_id = :s AND label = :label"
+GET_BLOCKS = "SELECT label, content FROM context_blocks WHERE session_id = {first} AND label {values}"
 SET_BLOCK = """
     INSERT INTO context_blocks (session_id, label, updated_at, content) VALUES (:s, :label, :now, :content)
     ON CONFLICT (session_id, label) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at
@@ -716,6 +717,16 @@ class SqlStore(InspectableStore):
     def get_block(self, session_id: str, label: str) -> str | None:
         row = self._one(GET_BLOCK, {"s": session_id, "label": label})
         return None if row is None else row[0]
+
+    def get_blocks(self, session_id: str, labels: Sequence[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        unique = list(dict.fromkeys(labels))
+        for start in range(0, len(unique), self.max_list):
+            fragment, params = self._list(unique[start : start + self.max_list])
+            sql = self.compile(GET_BLOCKS.replace("{values}", fragment))
+            params = self._bind_first(session_id, params)
+            found.update(self._read(lambda conn, sql=sql, p=params: conn.execute(sql, p).fetchall()))
+        return found
 
     def set_block(self, session_id: str, label: str, content: str) -> None:
         self.import_block(session_id, label, content, now_us())

@@ -861,3 +861,28 @@ def test_bad_session_writes_raise_and_change_nothing(guarded, stored):
     with pytest.raises(ValueError, match="quota exceeded"):
         s.append_context_block("remote", "new")
     assert_unchanged(s, stored)
+
+
+def test_many_blocks_are_read_together_and_render_their_stored_content(make_session, stored):
+    """1,200 stored blocks (more than one bound list of a SQLite statement), a few never
+    written: the prompt renders each block's own content, and loading reads the store's blocks
+    with ``get_blocks`` (one query per list), never block by block."""
+    labels = [f"b{number:04d}" for number in range(1200)]
+    for number, label in enumerate(labels):
+        if number % 100 != 7:
+            stored.set_block("many", label, f"content {number} ünïcode ✓")
+    s = make_session("many")
+    for label in labels:
+        s.with_context(label, max_tokens=50)
+    store = session_of(s).store
+    original = store.get_block
+    store.get_block = lambda *args: pytest.fail("a block was read on its own")
+    try:
+        prompt = s.freeze_system_prompt()
+        blocks = {block.label: block.content for block in s.get_context_blocks()}
+    finally:
+        store.get_block = original
+    assert blocks == {label: "" if n % 100 == 7 else f"content {n} ünïcode ✓" for n, label in enumerate(labels)}
+    assert prompt.count("content ") == 1188 and "content 1199 ünïcode ✓" in prompt
+    assert stored.get_blocks("many", [labels[7], labels[8], labels[8], "absent"]) == {labels[8]: "content 8 ünïcode ✓"}
+    assert stored.get_blocks("other", labels) == {}

@@ -222,6 +222,45 @@ def test_a_huge_text_is_stored_and_searchable_by_its_beginning(make_session):
     assert ids(s.search("a" * 40)) == ["distinct"]
 
 
+def _megabytes_of_varied_text(megabytes: int) -> str:
+    """Words, identifiers, CamelCase, CJK and emoji, most of them distinct: an index of all of
+    it would be several times PostgreSQL's 1 MB ``tsvector``."""
+    import random
+
+    rnd = random.Random(19)
+    words = ["deploy", "retry", "payload", "kubernetes", "latency", "review"]
+    parts, size = ["opening zebrafish quokka"], 0
+    while size < megabytes * 1_000_000:
+        pick = rnd.random()
+        if pick < 0.3:
+            word = rnd.choice(words)
+        elif pick < 0.6:
+            word = f"ident_{rnd.getrandbits(40):x}"
+        elif pick < 0.75:
+            word = f"Camel{rnd.getrandbits(24)}Case"
+        elif pick < 0.95:
+            word = "".join(chr(rnd.randint(0x4E00, 0x9FFF)) for _ in range(rnd.randint(2, 6)))
+        else:
+            word = chr(rnd.randint(0x1F300, 0x1F5FF)) + f"e{rnd.getrandbits(16)}"
+        parts.append(word)
+        size += len(word.encode("utf-8")) + 1
+    return " ".join(parts) + " closing"
+
+
+def test_megabytes_of_varied_text_are_stored_whole_and_found_by_their_beginning(make_session):
+    """A message and a searchable block entry of 3 MB (past PostgreSQL's 1 MB ``tsvector``):
+    both are stored and read back equal, and found by their first words."""
+    s = make_session("mb")
+    text = _megabytes_of_varied_text(3)
+    s.append_message(msg("big", text))
+    assert s.get_message("big").parts[0].text == text
+    assert ids(s.search("zebrafish quokka")) == ["big"]
+    store = _store(s)
+    store.set_search_entry("mb", "kb", "big", text)
+    assert store.search_entries("mb", "kb", "opening zebrafish", 5) == [("big", text)]
+    assert store.count_search_entries("mb", "kb") == 1
+
+
 def test_searchable_blocks_find_every_language_and_code(make_session):
     from .context import call_tool
 
