@@ -855,6 +855,10 @@ def test_lone_surrogates_outside_messages_are_refused_naming_the_field(store: An
     for field, call in calls:
         with pytest.raises(InvalidTextError, match=f"^{re.escape(field)} holds a lone surrogate"):
             call()
+    for lookup in (lambda: session.get_message(bad), lambda: session.get_history(bad),
+                   lambda: session.delete_messages([bad]), lambda: session.get_branches(bad)):
+        with pytest.raises(InvalidTextError, match="a value holds a lone surrogate"):
+            lookup()  # an id no store can hold, reaching the store: its driver's error, as ours
     assert [i.name for i in manager.list()] == ["fine"]
     assert session.get_context_block("memory").content == ""
     assert session.get_compactions() == []

@@ -35,3 +35,13 @@ def check_text(value: Any, what: str) -> Any:
         if position is not None:
             raise InvalidTextError(surrogate_problem(what, value, position))
     return value
+
+
+def unstorable(where: str, error: UnicodeEncodeError) -> InvalidTextError:
+    """The error for a driver's ``UnicodeEncodeError`` on a value bound for ``where``: the
+    checks at the library's edge name the field; this covers what reaches a store otherwise
+    (an id that was never stored, looked up)."""
+    text = error.object if isinstance(error.object, str) else ""
+    position = error.start if text else 0
+    problem = surrogate_problem("a value", text, position) if text else "a value is not valid Unicode text"
+    return InvalidTextError(f"{where}: {problem}; nothing was read or written")

@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ..errors import StoreError
 from ..fts import Unit, tsquery_literal, tsvector_literal
+from ..text import unstorable
 from .base import Inserted, MessageRecord, PathTotals, SearchRow, _Latest
 from .sql import INSERT_UNDER_PARENT, TABLES, SqlStore, load_migrations
 
@@ -361,6 +362,8 @@ class PostgresStore(SqlStore):
                 pool.check()  # replace the pool's other dead connections before the retry
             except psycopg.Error as error:
                 raise StoreError(f"{self!r}: {error}") from error
+            except UnicodeEncodeError as error:
+                raise unstorable(repr(self), error) from error
         raise AssertionError("unreachable")
 
     def _ensure_ready(self) -> None:

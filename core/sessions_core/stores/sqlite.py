@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from ..errors import StoreError
 from ..fts import Unit, fts5_expression, index_text
+from ..text import unstorable
 from .base import LATEST, Inserted, MessageRecord, PathTotals, SearchRow, _Latest
 from .sql import BACKFILL_PENDING, LATEST_LEAF, MESSAGE_COLUMNS, POSITION, SqlStore, load_migrations
 
@@ -277,6 +278,8 @@ class SqliteStore(SqlStore):
                 return work(conn)
         except sqlite3.Error as error:
             raise self._failure(error) from error
+        except UnicodeEncodeError as error:
+            raise unstorable(repr(self), error) from error
 
     def _write(
         self,
@@ -300,6 +303,8 @@ class SqliteStore(SqlStore):
                     return work(conn)
         except sqlite3.Error as error:
             raise self._failure(error) from error
+        except UnicodeEncodeError as error:
+            raise unstorable(repr(self), error) from error
 
     _terms = staticmethod(index_text)
 
