@@ -1,0 +1,185 @@
+"""What memory costs an agent per turn, against how much it has stored (issue 20).
+
+Run ``python bench/bench_turns.py`` (``--sizes 1000,10000,100000``, ``--peers-up-to 10000``,
+``--turns 5``). One LangChain ``create_agent`` agent answers with a scripted model (no tools,
+nothing to wait for), so a turn's time is the agent's own work plus its memory's. Each figure is
+the median of ``--turns`` turns (after one warm-up) of ``agent.invoke`` with one new user message,
+minus the same turn of the same agent without memory: the memory's overhead per turn.
+
+Subjects, each over the same generated conversation of N stored messages (user turns,
+assistant replies, tool rounds):
+
+- ``session-memory``: ``SessionMemoryMiddleware`` over a SQLite file, no checkpointer (the
+  middleware reads the stored history each run), one writable context block; uncompacted, and
+  compacted as in use (one overlay over all but the first three and the last ~40 messages);
+- ``LangGraph SqliteSaver``: LangGraph's own durable memory, the thread's checkpoint holding the
+  N messages; and the same with ``SummarizationMiddleware`` (its trigger above N messages, so it
+  counts tokens every call but never summarises).
+
+Results: ``results/turns.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import bench_core as core  # noqa: E402  (the generated conversation and its cached databases)
+from langchain.agents import create_agent  # noqa: E402
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
+from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
+
+from langchain_sessions import SessionMemoryMiddleware  # noqa: E402
+from sessions_core import Session  # noqa: E402
+
+VISIBLE_TAIL = 40
+
+
+class Replier(FakeMessagesListChatModel):
+    """Answers every call with a short reply under a new id; binds tools by ignoring them."""
+
+    responses: list[Any] = [AIMessage("ok")]
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Replier:
+        return self
+
+    def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("Noted.", id=f"r-{uuid.uuid4().hex}"))])
+
+    @property
+    def _llm_type(self) -> str:
+        return "bench-replier"
+
+
+def turn_input(i: int) -> dict[str, Any]:
+    return {"messages": [HumanMessage(f"And what about point {i}?", id=f"q-{uuid.uuid4().hex}")]}
+
+
+def median_turn(agent: Any, config: dict[str, Any], turns: int) -> float:
+    agent.invoke(turn_input(-1), config)  # warm-up: first-use work is not a turn's
+    times = []
+    for i in range(turns):
+        started = time.perf_counter()
+        agent.invoke(turn_input(i), config)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+def stored_database(n: int, tmp: Path) -> tuple[Path, dict[str, Any]]:
+    cached, meta = core.cached_db(n, label=f"{n:,}-message database")
+    path = tmp / f"turns-{n}.db"
+    shutil.copyfile(cached, path)
+    return path, meta
+
+
+def compact_middle(path: Path) -> str:
+    """One overlay over all but the first three and about the last ``VISIBLE_TAIL`` messages,
+    its end before a user message (so no tool call is cut from its result)."""
+    conn = sqlite3.connect(path)
+    rows = conn.execute(
+        "SELECT id, role FROM session_messages WHERE session_id = ? ORDER BY depth", (core.SESSION,)
+    ).fetchall()
+    conn.close()
+    end = len(rows) - VISIBLE_TAIL
+    while end > 4 and rows[end][1] != "user":
+        end -= 1
+    session = Session(str(path)).for_session(core.SESSION)
+    session.add_compaction("Summary: the user and the assistant went through the project plan.", rows[3][0],
+                           rows[end - 1][0])
+    visible = len(session.get_history())
+    session.store.close()
+    return f"{visible} messages visible"
+
+
+def ours(path: Path, turns: int) -> float:
+    session = Session(str(path)).for_session(core.SESSION).with_context("notes", description="Notes", max_tokens=500)
+    agent = create_agent(Replier(), tools=[], middleware=[SessionMemoryMiddleware(session, compact_at=None)])
+    try:
+        return median_turn(agent, {"configurable": {"session_id": core.SESSION}}, turns)
+    finally:
+        session.store.close()
+
+
+def as_langchain(messages: list[dict[str, Any]]) -> list[Any]:
+    out: list[Any] = []
+    for message in messages:
+        text = " ".join(p.get("text", "") for p in message["parts"] if p["type"] == "text")
+        if message["role"] == "user":
+            out.append(HumanMessage(text, id=message["id"]))
+        elif message["role"] == "tool":
+            part = message["parts"][0]
+            out.append(ToolMessage(json.dumps(part["output"]), tool_call_id=part["toolCallId"], id=message["id"]))
+        else:
+            calls = [{"name": p["toolName"], "args": p["input"], "id": p["toolCallId"]}
+                     for p in message["parts"] if p["type"] == "tool-call"]
+            out.append(AIMessage(text, tool_calls=calls, id=message["id"]))
+    return out
+
+
+def langgraph(n: int, tmp: Path, turns: int, *, summarization: bool) -> float:
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(tmp / f"checkpoints-{n}-{summarization}.db", check_same_thread=False)
+    middleware = [SummarizationMiddleware(Replier(), trigger=("messages", n * 10))] if summarization else []
+    agent = create_agent(Replier(), tools=[], middleware=middleware, checkpointer=SqliteSaver(conn))
+    config = {"configurable": {"thread_id": "bench"}}
+    agent.update_state(config, {"messages": as_langchain(core.take(core.ChatGenerator(core.SEED), n))})
+    try:
+        return median_turn(agent, config, turns)
+    finally:
+        conn.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--peers-up-to", type=int, default=10_000)
+    parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "turns.json")
+    args = parser.parse_args(argv)
+    sizes = [int(size) for size in args.sizes.split(",")]
+    floor = median_turn(create_agent(Replier(), tools=[]), {}, args.turns)
+    print(f"per-turn overhead of memory (ms; the agent alone takes {floor:.2f} ms a turn)")
+    results: list[dict[str, Any]] = []
+
+    def report(subject: str, n: int, total: float, note: str = "") -> None:
+        overhead = total - floor
+        results.append({"subject": subject, "messages": n, "turn_ms": total, "overhead_ms": overhead, "note": note})
+        print(f"  {subject:42s} {n:>9,}  {overhead:9.2f}  {note}", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="bench_turns_") as name:
+        tmp = Path(name)
+        for n in sizes:
+            path, _meta = stored_database(n, tmp)
+            report("session-memory, uncompacted", n, ours(path, args.turns))
+            path, _meta = stored_database(n, tmp)
+            note = compact_middle(path)
+            report("session-memory, compacted", n, ours(path, args.turns), note)
+            os.unlink(path)
+            if n <= args.peers_up_to:
+                report("LangGraph SqliteSaver", n, langgraph(n, tmp, args.turns, summarization=False))
+                report("LangGraph SqliteSaver + SummarizationMiddleware", n,
+                       langgraph(n, tmp, args.turns, summarization=True))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"agent_alone_ms": floor, "turns": args.turns, "results": results,
+                                    "load_average": os.getloadavg()}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
