@@ -105,13 +105,29 @@ def compact_middle(path: Path) -> str:
     return f"{visible} messages visible"
 
 
-def ours(path: Path, turns: int) -> float:
+def ours(path: Path, turns: int, *, use_async: bool = False) -> float:
     session = Session(str(path)).for_session(core.SESSION).with_context("notes", description="Notes", max_tokens=500)
     agent = create_agent(Replier(), tools=[], middleware=[SessionMemoryMiddleware(session, compact_at=None)])
+    config = {"configurable": {"session_id": core.SESSION}}
     try:
-        return median_turn(agent, {"configurable": {"session_id": core.SESSION}}, turns)
+        return amedian_turn(agent, config, turns) if use_async else median_turn(agent, config, turns)
     finally:
         session.store.close()
+
+
+def amedian_turn(agent: Any, config: dict[str, Any], turns: int) -> float:
+    import asyncio
+
+    async def run() -> float:
+        await agent.ainvoke(turn_input(-1), config)
+        times = []
+        for i in range(turns):
+            started = time.perf_counter()
+            await agent.ainvoke(turn_input(i), config)
+            times.append(time.perf_counter() - started)
+        return statistics.median(times) * 1000
+
+    return asyncio.run(run())
 
 
 def as_langchain(messages: list[dict[str, Any]]) -> list[Any]:
@@ -145,38 +161,141 @@ def langgraph(n: int, tmp: Path, turns: int, *, summarization: bool) -> float:
         conn.close()
 
 
+# -- LlamaIndex --------------------------------------------------------------------------------
+
+
+def llama_agent() -> Any:
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.llms import ChatMessage
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+
+    llm = MockFunctionCallingLLM(
+        response_generator=lambda messages, **kwargs: ChatMessage(role="assistant", content="Noted."))
+    return FunctionAgent(tools=[], llm=llm)
+
+
+async def llama_turns(agent: Any, memory: Any, turns: int) -> float:
+    async def turn(i: int) -> None:
+        if memory is None:
+            await agent.run(user_msg=f"And what about point {i}?")
+        else:
+            await agent.run(user_msg=f"And what about point {i}?", memory=memory)
+
+    await turn(-1)
+    times = []
+    for i in range(turns):
+        started = time.perf_counter()
+        await turn(i)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+def ours_llamaindex(path: Path, turns: int) -> float:
+    import asyncio
+
+    from llamaindex_sessions import SessionMemory
+
+    session = Session(str(path)).for_session(core.SESSION).with_context("notes", description="Notes", max_tokens=500)
+    memory = SessionMemory(session=session, compaction=False)
+    try:
+        return asyncio.run(llama_turns(llama_agent(), memory, turns))
+    finally:
+        session.store.close()
+
+
+def llamaindex_memory(n: int, tmp: Path, turns: int) -> float:
+    """LlamaIndex's ``Memory`` over its SQL chat store (SQLite through aiosqlite)."""
+    import asyncio
+
+    from llama_index.core.llms import ChatMessage
+    from llama_index.core.memory import Memory
+
+    from llamaindex_sessions.conversion import to_chat_messages
+    from sessions_core import SessionMessage
+
+    async def run() -> float:
+        memory = Memory.from_defaults(session_id="bench", token_limit=30_000,
+                                      async_database_uri=f"sqlite+aiosqlite:///{tmp}/llama-{n}.db")
+        stored = [SessionMessage.model_validate(m) for m in core.take(core.ChatGenerator(core.SEED), n)]
+        chat = [ChatMessage(role=m.role, content=m.content) for m in to_chat_messages(stored)]
+        for start in range(0, len(chat), 1000):
+            await memory.aput_messages(chat[start : start + 1000])
+        return await llama_turns(llama_agent(), memory, turns)
+
+    return asyncio.run(run())
+
+
+def plot(results: list[dict[str, Any]], target: Path) -> None:
+    """Per-turn overhead against stored messages, one line a subject, both axes logarithmic."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 5), dpi=110)
+    for subject in dict.fromkeys(r["subject"] for r in results):
+        points = [(r["messages"], max(r["overhead_ms"], 0.05)) for r in results if r["subject"] == subject]
+        ours_ = subject.startswith("session-memory")
+        axes.plot(*zip(*points), marker="o", linestyle="-" if ours_ else "--", label=subject)
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("stored messages")
+    axes.set_ylabel("memory's overhead per agent turn (ms)")
+    axes.set_title("What memory costs an agent per turn")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(target)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--peers-up-to", type=int, default=10_000)
+    parser.add_argument("--uncompacted-up-to", type=int, default=100_000)
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "turns.json")
+    parser.add_argument("--plot", type=Path, default=HERE / "turns.png", help="where the plot goes (needs matplotlib)")
     args = parser.parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",")]
-    floor = median_turn(create_agent(Replier(), tools=[]), {}, args.turns)
-    print(f"per-turn overhead of memory (ms; the agent alone takes {floor:.2f} ms a turn)")
+    import asyncio
+
+    floors = {
+        "langchain": median_turn(create_agent(Replier(), tools=[]), {}, args.turns),
+        "llamaindex": asyncio.run(llama_turns(llama_agent(), None, args.turns)),
+    }
+    print("per-turn overhead of memory, ms (the agent alone takes"
+          f" {floors['langchain']:.2f} ms a turn with LangChain, {floors['llamaindex']:.2f} ms with LlamaIndex)")
     results: list[dict[str, Any]] = []
 
-    def report(subject: str, n: int, total: float, note: str = "") -> None:
-        overhead = total - floor
-        results.append({"subject": subject, "messages": n, "turn_ms": total, "overhead_ms": overhead, "note": note})
-        print(f"  {subject:42s} {n:>9,}  {overhead:9.2f}  {note}", flush=True)
+    def report(subject: str, n: int, total: float, note: str = "", framework: str = "langchain") -> None:
+        overhead = total - floors[framework]
+        results.append({"subject": subject, "framework": framework, "messages": n, "turn_ms": total,
+                        "overhead_ms": overhead, "note": note})
+        print(f"  {subject:52s} {n:>9,}  {overhead:9.2f}  {note}", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="bench_turns_") as name:
         tmp = Path(name)
         for n in sizes:
             path, _meta = stored_database(n, tmp)
-            report("session-memory, uncompacted", n, ours(path, args.turns))
-            path, _meta = stored_database(n, tmp)
+            if n <= args.uncompacted_up_to:
+                report("session-memory middleware, uncompacted", n, ours(path, args.turns))
             note = compact_middle(path)
-            report("session-memory, compacted", n, ours(path, args.turns), note)
+            report("session-memory middleware, compacted", n, ours(path, args.turns), note)
+            report("session-memory middleware, compacted, async", n, ours(path, args.turns, use_async=True), note)
+            report("session-memory SessionMemory, compacted", n, ours_llamaindex(path, args.turns), note,
+                   "llamaindex")
             os.unlink(path)
             if n <= args.peers_up_to:
                 report("LangGraph SqliteSaver", n, langgraph(n, tmp, args.turns, summarization=False))
                 report("LangGraph SqliteSaver + SummarizationMiddleware", n,
                        langgraph(n, tmp, args.turns, summarization=True))
+                report("LlamaIndex Memory (SQL chat store)", n, llamaindex_memory(n, tmp, args.turns), "",
+                       "llamaindex")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"agent_alone_ms": floor, "turns": args.turns, "results": results,
+    if args.plot is not None:
+        plot(results, args.plot)
+    args.out.write_text(json.dumps({"agent_alone_ms": floors, "turns": args.turns, "results": results,
                                     "load_average": os.getloadavg()}, indent=2) + "\n")
     return 0
 

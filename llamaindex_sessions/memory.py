@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
+import sys
 import threading
 import uuid
 import weakref
@@ -53,9 +55,11 @@ _FILE_TOKENS = 256  # what LlamaIndex's Memory estimates for an image, audio or 
 
 class _Handle:
     """What every memory object of one live session shares: the session, a lock, the LLM
-    that writes compaction summaries, and whether the handle opened the session (and its store)."""
+    that writes compaction summaries, whether the handle opened the session (and its store), and
+    the generation of what memories read of it (a write other than an append through a memory
+    starts a new one)."""
 
-    __slots__ = ("session", "lock", "llm", "owns", "compaction_installed", "__weakref__")
+    __slots__ = ("session", "lock", "llm", "owns", "compaction_installed", "generation", "writing", "__weakref__")
 
     def __init__(self, session: Session, owns: bool) -> None:
         self.session = session
@@ -63,6 +67,10 @@ class _Handle:
         self.llm: Any = None
         self.owns = owns
         self.compaction_installed = False
+        self.generation = 0
+        self.writing = False
+        handle = weakref.ref(self)
+        session.subscribe(lambda event: _changed(handle(), event))
 
     def resolve_llm(self) -> Any:
         if self.llm is not None:
@@ -79,6 +87,46 @@ class _Handle:
             with contextlib.suppress(Exception):  # interpreter shutdown: nothing left to report to
                 self.session.close()
                 self.session.store.close()  # opened here, also when a schema made it a store object
+
+
+def _changed(handle: _Handle | None, event: Any) -> None:
+    if handle is not None and event.type != "block" and not (event.type == "append" and handle.writing):
+        handle.generation += 1
+
+
+class _Exhausted:
+    """An iterator that says whether it was read to its end."""
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        self._items = iter(items)
+        self.exhausted = False
+
+    def __iter__(self) -> _Exhausted:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            return next(self._items)
+        except StopIteration:
+            self.exhausted = True
+            raise
+
+
+class _Window:
+    """The last window a memory read, with what it appended since: reused while the branch
+    still ends where it did (the same leaf at the same depth) and nothing else changed it."""
+
+    __slots__ = ("leaf", "depth", "budget", "generation", "messages", "complete")
+
+    def __init__(self, leaf: str, depth: int, budget: int, generation: int, messages: list[SessionMessage],
+                 complete: bool) -> None:
+        self.leaf, self.depth, self.budget, self.generation = leaf, depth, budget, generation
+        self.messages = messages
+        self.complete = complete
+        """It starts where the branch starts (nothing older was left out)."""
+
+
+_OLDER = object()  # stands for the messages older than a cached window: never fits a budget
 
 
 def _default_tokenizer(text: str) -> list:
@@ -200,6 +248,7 @@ class SessionMemory(BaseMemory):
     _handle: _Handle = PrivateAttr()
     _prompt: str | None = PrivateAttr(default=None)
     _stale: bool = PrivateAttr(default=True)
+    _last: _Window | None = PrivateAttr(default=None)
 
     def __init__(self, session: Session | str | Path | None = None, *, llm: Any = None, **data: Any) -> None:
         rebuilt = session is None and "handle" in data  # from a serialised pointer
@@ -402,8 +451,29 @@ class SessionMemory(BaseMemory):
         return self._prompt
 
     def _window(self, budget: int) -> list[SessionMessage]:
-        newest_first = (m for m in self.session.history(newest_first=True) if not is_marker(m))
-        return recent_window(newest_first, self._count, budget)
+        """The history within ``budget``: read from the store once, then (the agent calls ``get``
+        before each LLM call) from the last window and what this memory appended since, while
+        the branch ends at the same leaf and depth and nothing else wrote to it."""
+        leaf = self.session.get_latest_leaf()
+        depth = self.session.get_path_length(leaf.id) if leaf is not None else 0
+        last = self._last
+        if (
+            last is not None and leaf is not None and last.leaf == leaf.id and last.depth == depth
+            and last.generation == self._handle.generation and budget <= last.budget
+        ):
+            newest_first: Iterable[Any] = reversed(last.messages)
+            if not last.complete:
+                newest_first = itertools.chain(newest_first, [_OLDER])
+            return recent_window(newest_first, self._count_or_older, budget)
+        generation = self._handle.generation
+        read = _Exhausted(m for m in self.session.history(leaf.id if leaf else None, newest_first=True)
+                          if not is_marker(m))
+        window = recent_window(read, self._count, budget)
+        self._last = None if leaf is None else _Window(leaf.id, depth, budget, generation, window, read.exhausted)
+        return window
+
+    def _count_or_older(self, message: Any) -> int:
+        return sys.maxsize if message is _OLDER else self._count(message)
 
     def get(self, input: str | None = None, initial_token_count: int = 0, **kwargs: Any) -> list[ChatMessage]:
         """The context as a system message plus the compacted history within ``token_limit``
@@ -449,9 +519,20 @@ class SessionMemory(BaseMemory):
         converted = from_chat_messages(messages)
         if not converted:
             return
-        with self._handle.lock:
-            self.session.append_messages(converted)  # one transaction for the turn
+        handle = self._handle
+        with handle.lock:
+            handle.writing = True
+            try:
+                results = self.session.append_messages(converted)  # one transaction for the turn
+            finally:
+                handle.writing = False
             self._stale = True
+            last = self._last
+            if last is not None and all(result.inserted for result in results):
+                last.messages = [*last.messages, *(result.message for result in results)]
+                last.leaf, last.depth = results[-1].message.id, last.depth + len(results)
+            else:
+                self._last = None
         if converted[-1].role == "assistant":
             self._maybe_compact()
 
@@ -471,6 +552,7 @@ class SessionMemory(BaseMemory):
                 messages = messages[1:]
             set_active_history(self.session, from_chat_messages(messages), same=_same_for_llamaindex)
             self._stale = True
+            self._last = None
         self._maybe_compact()
 
     def reset(self) -> None:
@@ -479,6 +561,7 @@ class SessionMemory(BaseMemory):
         with self._handle.lock:
             soft_reset(self.session)
             self._stale = True
+            self._last = None
 
     def compact(self) -> CompactResult | None:
         """Compact the active branch now; raises ``CompactionError`` (history unchanged) if the
@@ -486,6 +569,7 @@ class SessionMemory(BaseMemory):
         result = self.session.compact()
         with self._handle.lock:
             self._stale = True
+            self._last = None
         return result
 
     def _maybe_compact(self) -> None:

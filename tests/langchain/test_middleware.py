@@ -398,3 +398,41 @@ def test_messages_deleted_from_the_store_are_stored_again_from_the_thread(sessio
     session.clear_messages()
     agent.invoke({"messages": [HumanMessage("q2")]}, CONFIG)
     assert [m.text for m in session.get_history()] == ["q1", "a1", "q2", "a2"]
+
+
+def test_a_run_reads_the_stored_branch_once_and_a_checkpointed_thread_not_again(session):
+    """Three model calls in a tool loop read the stored history once per run; with a
+    checkpointer, what a run reads is the branch before the thread, never the thread's own
+    messages again (issue 20)."""
+    from langchain_core.tools import tool
+
+    @tool
+    def lookup(q: str) -> str:
+        """Look something up."""
+        return f"found {q}"
+
+    for i in range(20):
+        session.append_message({"id": f"old{i}", "role": "user" if i % 2 == 0 else "assistant",
+                                "parts": [{"type": "text", "text": f"earlier {i}"}]})
+    walked: list[int] = []
+    store = session.store
+    path_ids = store.path_ids
+    store.path_ids = lambda *a, **k: (lambda r: walked.append(len(r[1])) or r)(path_ids(*a, **k))
+    try:
+        for checkpointer in (None, InMemorySaver()):
+            model = ScriptedChatModel(responses=[call("lookup", {"q": "a"}, "c1"), call("lookup", {"q": "b"}, "c2"),
+                                                 AIMessage("done"), AIMessage("again")])
+            agent = create_agent(model, tools=[lookup], middleware=[SessionMemoryMiddleware(session, compact_at=None)],
+                                 checkpointer=checkpointer)
+            config = {"configurable": {"session_id": session.session_id, "thread_id": f"t-{id(model)}"}}
+            del walked[:]
+            agent.invoke({"messages": [HumanMessage("hi")]}, config)
+            assert len(model.calls) == 3 and len(walked) == 1
+            agent.invoke({"messages": [HumanMessage("more")]}, config)
+            assert len(walked) == 2
+            if checkpointer is None:  # the whole stored history, the first run's included
+                assert walked[1] == walked[0] + 6  # the five messages of the tool loop, and the new input
+            else:  # the branch before the thread: as long as it was
+                assert walked[1] == walked[0]
+    finally:
+        store.path_ids = path_ids

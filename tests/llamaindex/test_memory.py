@@ -498,3 +498,104 @@ def test_tiny_token_limits_behave_as_chat_memory_buffer():
             ours = SessionMemory.from_defaults(token_limit=limit, chat_history=history, compaction=False)
             expected = roles_and_text(buffer.get(initial_token_count=initial))
             assert roles_and_text(ours.get(initial_token_count=initial)) == expected, (limit, initial)
+
+
+# -- one read of the stored branch, then the window it read (issue 20) ------------------------
+
+
+def _fresh_get(session: Session, **options) -> list:
+    """What a memory that never read this session before returns (no window kept)."""
+    other = Session(session.store).for_session(session.session_id)
+    for config in session.context_configs:
+        other.with_context(config.label, description=config.description, max_tokens=config.max_tokens,
+                           provider=config.provider)
+    return roles_and_text(SessionMemory(session=other, compaction=False, **options).get())
+
+
+def test_the_kept_window_reads_as_a_fresh_read_whatever_else_writes(tmp_path):
+    """A memory reuses the window it read while only it appends; any other write (another
+    process's append, an update, a delete, a compaction, set, reset) is seen at the next get."""
+    import random
+
+    from sessions_core import reads
+
+    path = str(tmp_path / "memory.db")
+    session = Session(path).for_session("s")
+    elsewhere = Session(path).for_session("s")  # another process, as far as the memory can tell
+    memory = SessionMemory(session=session, token_limit=600, compaction=False)
+    rng = random.Random(4)
+    plans = []
+    original = reads.plan
+    reads.plan = lambda *a, **k: plans.append(1) or original(*a, **k)
+    try:
+        for step in range(120):
+            action = rng.choice(["put", "put", "put", "turn", "elsewhere", "update", "delete", "compact", "set",
+                                 "reset", "none", "none"])
+            history = [m for m in session.get_history() if not m.id.startswith("compaction_")]
+            if action == "put":
+                memory.put(rng.choice([user, assistant])(f"step {step} " + "word " * rng.randint(1, 60)))
+            elif action == "turn":
+                memory.put_messages(turn(step))
+            elif action == "elsewhere":
+                elsewhere.append_message({"id": f"e{step}", "role": "user",
+                                          "parts": [{"type": "text", "text": f"from elsewhere {step}"}]})
+            elif action == "update" and history:
+                target = rng.choice(history)
+                session.update_message({**target.to_dict(), "parts": [{"type": "text", "text": f"edited {step}"}]})
+            elif action == "delete" and history:
+                session.delete_messages([rng.choice(history).id])
+            elif action == "compact" and len(history) > 6:
+                session.add_compaction(f"summary {step}", history[1].id, history[len(history) // 2].id)
+            elif action == "set":
+                memory.set([user(f"set {step}"), assistant("ok")])
+            elif action == "reset":
+                memory.reset()
+            else:
+                action = "none"
+            kept = step > 0 and action in ("put", "turn", "none")  # the last window still holds
+            before = len(plans)
+            got = roles_and_text(memory.get())
+            assert len(plans) == (before if kept else before + 1), (step, action)
+            assert got == _fresh_get(session, token_limit=600), (step, action)
+    finally:
+        reads.plan = original
+
+
+def test_an_agent_run_reads_the_stored_branch_once(session):
+    """FunctionAgent asks its memory for the history before every LLM call; a tool loop of two
+    calls reads the stored branch once, and the next run (nothing else wrote) not at all."""
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.tools import FunctionTool
+
+    from sessions_core import reads
+
+    from .scripted import tool_call
+
+    def lookup(q: str) -> str:
+        """Look something up."""
+        return f"found {q}"
+
+    memory = SessionMemory(session=session, compaction=False)
+    for i in range(3):
+        memory.put_messages(turn(i))
+    llm = ScriptedLLM([tool_call("lookup", {"q": "x"}), "Done.", "Again."])
+    agent = FunctionAgent(tools=[FunctionTool.from_defaults(lookup)], llm=llm)
+    plans = []
+    original = reads.plan
+    reads.plan = lambda *a, **k: plans.append(1) or original(*a, **k)
+    counts = []
+
+    async def two_runs() -> None:
+        await agent.run(user_msg="look it up", memory=memory)
+        counts.append(len(plans))
+        await agent.run(user_msg="and again", memory=memory)
+
+    try:
+        asyncio.run(two_runs())
+        first = counts[0]
+    finally:
+        reads.plan = original
+    assert len(llm.calls) == 3 and first == 1 and len(plans) == 1
+    assert roles_and_text(memory.get()) == _fresh_get(session)
+    assert [m.role for m in session.get_history()][-6:] == ["user", "assistant", "tool", "assistant", "user",
+                                                             "assistant"]
