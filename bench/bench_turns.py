@@ -161,6 +161,66 @@ def langgraph(n: int, tmp: Path, turns: int, *, summarization: bool) -> float:
         conn.close()
 
 
+# -- PostgreSQL ----------------------------------------------------------------------------------
+
+POSTGRES_URL = os.environ.get("SESSIONS_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def ours_postgres(n: int, turns: int) -> tuple[float, float, str]:
+    """The middleware over ``PostgresStore``: uncompacted and compacted, in a schema of its own."""
+    import psycopg
+
+    from sessions_core.stores.postgres import PostgresStore
+
+    schema = f"bench_turns_{uuid.uuid4().hex[:8]}"
+    store = PostgresStore(POSTGRES_URL, schema=schema)
+    try:
+        session = Session(store).for_session(core.SESSION).with_context("notes", description="Notes", max_tokens=500)
+        messages = core.take(core.ChatGenerator(core.SEED), n)
+        for start in range(0, n, 1000):
+            session.append_messages(messages[start : start + 1000])
+
+        def turn() -> float:
+            agent = create_agent(Replier(), tools=[], middleware=[SessionMemoryMiddleware(session, compact_at=None)])
+            return median_turn(agent, {"configurable": {"session_id": core.SESSION}}, turns)
+
+        uncompacted = turn()
+        roles = [(m.id, m.role) for m in session.get_history()]
+        end = len(roles) - VISIBLE_TAIL
+        while end > 4 and roles[end][1] != "user":
+            end -= 1
+        session.add_compaction("Summary: the project plan.", roles[3][0], roles[end - 1][0])
+        note = f"{len(session.get_history())} messages visible"
+        return uncompacted, turn(), note
+    finally:
+        store.close()
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def langgraph_postgres(n: int, turns: int, *, summarization: bool) -> float:
+    import psycopg
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    schema = f"bench_saver_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        with psycopg.connect(POSTGRES_URL, autocommit=True, prepare_threshold=0,
+                             options=f"-c search_path={schema}") as conn:
+            saver = PostgresSaver(conn)
+            saver.setup()
+            middleware = [SummarizationMiddleware(Replier(), trigger=("messages", n * 10))] if summarization else []
+            agent = create_agent(Replier(), tools=[], middleware=middleware, checkpointer=saver)
+            config = {"configurable": {"thread_id": "bench"}}
+            agent.update_state(config, {"messages": as_langchain(core.take(core.ChatGenerator(core.SEED), n))})
+            return median_turn(agent, config, turns)
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
 # -- LlamaIndex --------------------------------------------------------------------------------
 
 
@@ -253,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--peers-up-to", type=int, default=10_000)
     parser.add_argument("--uncompacted-up-to", type=int, default=100_000)
+    parser.add_argument("--postgres-up-to", type=int, default=10_000, help="0: no PostgreSQL subjects")
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "turns.json")
     parser.add_argument("--plot", type=Path, default=HERE / "turns.png", help="where the plot goes (needs matplotlib)")
@@ -286,6 +347,13 @@ def main(argv: list[str] | None = None) -> int:
             report("session-memory SessionMemory, compacted", n, ours_llamaindex(path, args.turns), note,
                    "llamaindex")
             os.unlink(path)
+            if n <= args.postgres_up_to:
+                uncompacted, compacted, pg_note = ours_postgres(n, args.turns)
+                report("session-memory middleware on PostgreSQL, uncompacted", n, uncompacted)
+                report("session-memory middleware on PostgreSQL, compacted", n, compacted, pg_note)
+                report("LangGraph PostgresSaver", n, langgraph_postgres(n, args.turns, summarization=False))
+                report("LangGraph PostgresSaver + SummarizationMiddleware", n,
+                       langgraph_postgres(n, args.turns, summarization=True))
             if n <= args.peers_up_to:
                 report("LangGraph SqliteSaver", n, langgraph(n, tmp, args.turns, summarization=False))
                 report("LangGraph SqliteSaver + SummarizationMiddleware", n,
