@@ -1,22 +1,25 @@
 """What memory costs an agent per turn, against how much it has stored (issue 20).
 
-Run ``python bench/bench_turns.py`` (``--sizes 1000,10000,100000``, ``--peers-up-to 10000``,
-``--turns 5``). One LangChain ``create_agent`` agent answers with a scripted model (no tools,
-nothing to wait for), so a turn's time is the agent's own work plus its memory's. Each figure is
-the median of ``--turns`` turns (after one warm-up) of ``agent.invoke`` with one new user message,
-minus the same turn of the same agent without memory: the memory's overhead per turn.
+Run ``python bench/bench_turns.py`` (``--sizes 1000,10000,100000,1000000``, ``--turns 7``,
+``--peers-up-to 10000``, ``--postgres-up-to 10000``, ``--uncompacted-up-to 100000``). A LangChain
+``create_agent`` agent and a LlamaIndex ``FunctionAgent`` answer with scripted models (no tools,
+nothing to wait for), so a turn's time is the agent's own work plus its memory's. Each figure runs
+in a fresh process: the median of ``--turns`` turns (after one warm-up) with one new user message,
+less the median turn of the same agent without memory in that process: the memory's overhead.
 
-Subjects, each over the same generated conversation of N stored messages (user turns,
-assistant replies, tool rounds):
+Subjects, each over the same generated conversation of N stored messages (user turns, assistant
+replies, tool rounds):
 
-- ``session-memory``: ``SessionMemoryMiddleware`` over a SQLite file, no checkpointer (the
-  middleware reads the stored history each run), one writable context block; uncompacted, and
-  compacted as in use (one overlay over all but the first three and the last ~40 messages);
-- ``LangGraph SqliteSaver``: LangGraph's own durable memory, the thread's checkpoint holding the
-  N messages; and the same with ``SummarizationMiddleware`` (its trigger above N messages, so it
-  counts tokens every call but never summarises).
+- ``session-memory``: ``SessionMemoryMiddleware`` (sync and ``ainvoke``) and ``SessionMemory``
+  over a SQLite file, and the middleware over PostgreSQL; no checkpointer (the memory reads the
+  stored history each run); uncompacted, and compacted as in use (one overlay over all but the
+  first three and about the last 40 messages);
+- LangGraph's ``SqliteSaver`` and ``PostgresSaver`` checkpointers, the thread's checkpoint holding
+  the N messages, alone and with ``SummarizationMiddleware`` (its trigger above N messages, so it
+  counts tokens every call and never summarises);
+- LlamaIndex's ``Memory`` over its SQL chat store (SQLite through aiosqlite).
 
-Results: ``results/turns.json``.
+Results: ``results/turns.json``; the plot: ``turns.png`` (``--plot``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import os
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -308,63 +312,88 @@ def plot(results: list[dict[str, Any]], target: Path) -> None:
     figure.savefig(target)
 
 
+def _sqlite_subject(run: Any, *, compacted: bool) -> Any:
+    def measure(n: int, tmp: Path, turns: int) -> tuple[float, str]:
+        path, _meta = stored_database(n, tmp)
+        note = compact_middle(path) if compacted else ""
+        return run(path, turns), note
+
+    return measure
+
+
+SUBJECTS: dict[str, tuple[str, Any]] = {
+    # name: (framework, measure(n, tmp, turns) -> (turn ms, note))
+    "session-memory middleware, uncompacted": ("langchain", _sqlite_subject(ours, compacted=False)),
+    "session-memory middleware, compacted": ("langchain", _sqlite_subject(ours, compacted=True)),
+    "session-memory middleware, compacted, async": (
+        "langchain", _sqlite_subject(lambda path, turns: ours(path, turns, use_async=True), compacted=True)),
+    "session-memory SessionMemory, compacted": ("llamaindex", _sqlite_subject(ours_llamaindex, compacted=True)),
+    "session-memory middleware on PostgreSQL, uncompacted": (
+        "langchain", lambda n, tmp, turns: (ours_postgres(n, turns)[0], "")),
+    "session-memory middleware on PostgreSQL, compacted": (
+        "langchain", lambda n, tmp, turns: ours_postgres(n, turns)[1:]),
+    "LangGraph PostgresSaver": ("langchain", lambda n, tmp, turns: (
+        langgraph_postgres(n, turns, summarization=False), "")),
+    "LangGraph PostgresSaver + SummarizationMiddleware": ("langchain", lambda n, tmp, turns: (
+        langgraph_postgres(n, turns, summarization=True), "")),
+    "LangGraph SqliteSaver": ("langchain", lambda n, tmp, turns: (langgraph(n, tmp, turns, summarization=False), "")),
+    "LangGraph SqliteSaver + SummarizationMiddleware": ("langchain", lambda n, tmp, turns: (
+        langgraph(n, tmp, turns, summarization=True), "")),
+    "LlamaIndex Memory (SQL chat store)": ("llamaindex", lambda n, tmp, turns: (llamaindex_memory(n, tmp, turns), "")),
+}
+
+
+def measure_case(subject: str, n: int, turns: int) -> dict[str, Any]:
+    """One figure, in this (fresh) process: the subject's turn and the same agent's without memory."""
+    import asyncio
+
+    framework, measure = SUBJECTS[subject]
+    with tempfile.TemporaryDirectory(prefix="bench_turns_") as name:
+        total, note = measure(n, Path(name), turns)
+    if framework == "langchain":
+        floor = median_turn(create_agent(Replier(), tools=[]), {}, turns)
+    else:
+        floor = asyncio.run(llama_turns(llama_agent(), None, turns))
+    return {"subject": subject, "framework": framework, "messages": n, "turn_ms": total, "floor_ms": floor,
+            "overhead_ms": total - floor, "note": note}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--sizes", default="1000,10000,100000,1000000")
     parser.add_argument("--peers-up-to", type=int, default=10_000)
     parser.add_argument("--uncompacted-up-to", type=int, default=100_000)
     parser.add_argument("--postgres-up-to", type=int, default=10_000, help="0: no PostgreSQL subjects")
-    parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument("--turns", type=int, default=7)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "turns.json")
     parser.add_argument("--plot", type=Path, default=HERE / "turns.png", help="where the plot goes (needs matplotlib)")
+    parser.add_argument("--case", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.case:
+        print(json.dumps(measure_case(args.case[0], int(args.case[1]), args.turns)))
+        return 0
     sizes = [int(size) for size in args.sizes.split(",")]
-    import asyncio
-
-    floors = {
-        "langchain": median_turn(create_agent(Replier(), tools=[]), {}, args.turns),
-        "llamaindex": asyncio.run(llama_turns(llama_agent(), None, args.turns)),
-    }
-    print("per-turn overhead of memory, ms (the agent alone takes"
-          f" {floors['langchain']:.2f} ms a turn with LangChain, {floors['llamaindex']:.2f} ms with LlamaIndex)")
+    print("per-turn overhead of memory, ms (each figure in a fresh process, less the same agent's turn"
+          " without memory there)")
     results: list[dict[str, Any]] = []
-
-    def report(subject: str, n: int, total: float, note: str = "", framework: str = "langchain") -> None:
-        overhead = total - floors[framework]
-        results.append({"subject": subject, "framework": framework, "messages": n, "turn_ms": total,
-                        "overhead_ms": overhead, "note": note})
-        print(f"  {subject:52s} {n:>9,}  {overhead:9.2f}  {note}", flush=True)
-
-    with tempfile.TemporaryDirectory(prefix="bench_turns_") as name:
-        tmp = Path(name)
-        for n in sizes:
-            path, _meta = stored_database(n, tmp)
-            if n <= args.uncompacted_up_to:
-                report("session-memory middleware, uncompacted", n, ours(path, args.turns))
-            note = compact_middle(path)
-            report("session-memory middleware, compacted", n, ours(path, args.turns), note)
-            report("session-memory middleware, compacted, async", n, ours(path, args.turns, use_async=True), note)
-            report("session-memory SessionMemory, compacted", n, ours_llamaindex(path, args.turns), note,
-                   "llamaindex")
-            os.unlink(path)
-            if n <= args.postgres_up_to:
-                uncompacted, compacted, pg_note = ours_postgres(n, args.turns)
-                report("session-memory middleware on PostgreSQL, uncompacted", n, uncompacted)
-                report("session-memory middleware on PostgreSQL, compacted", n, compacted, pg_note)
-                report("LangGraph PostgresSaver", n, langgraph_postgres(n, args.turns, summarization=False))
-                report("LangGraph PostgresSaver + SummarizationMiddleware", n,
-                       langgraph_postgres(n, args.turns, summarization=True))
-            if n <= args.peers_up_to:
-                report("LangGraph SqliteSaver", n, langgraph(n, tmp, args.turns, summarization=False))
-                report("LangGraph SqliteSaver + SummarizationMiddleware", n,
-                       langgraph(n, tmp, args.turns, summarization=True))
-                report("LlamaIndex Memory (SQL chat store)", n, llamaindex_memory(n, tmp, args.turns), "",
-                       "llamaindex")
+    for n in sizes:
+        core.cached_db(n, label=f"{n:,}-message database")  # built once, before the cases copy it
+        for subject in SUBJECTS:
+            if ("uncompacted" in subject and n > args.uncompacted_up_to) or (
+                "PostgreSQL" in subject or "PostgresSaver" in subject) and n > args.postgres_up_to or (
+                not subject.startswith("session-memory") and n > args.peers_up_to):
+                continue
+            done = subprocess.run([sys.executable, __file__, "--turns", str(args.turns), "--case", subject, str(n)],
+                                  check=True, capture_output=True, text=True)
+            figure = json.loads(done.stdout.strip().splitlines()[-1])
+            results.append(figure)
+            print(f"  {subject:52s} {n:>9,}  {figure['overhead_ms']:9.2f}  (floor {figure['floor_ms']:.2f})"
+                  f"  {figure['note']}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.plot is not None:
         plot(results, args.plot)
-    args.out.write_text(json.dumps({"agent_alone_ms": floors, "turns": args.turns, "results": results,
-                                    "load_average": os.getloadavg()}, indent=2) + "\n")
+    args.out.write_text(json.dumps({"turns": args.turns, "results": results, "load_average": os.getloadavg()},
+                                   indent=2) + "\n")
     return 0
 
 
