@@ -296,18 +296,21 @@ def plot(results: list[dict[str, Any]], target: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(8, 5), dpi=110)
-    for subject in dict.fromkeys(r["subject"] for r in results):
+    figure, axes = plt.subplots(figsize=(10, 5.5), dpi=110)
+    subjects = list(dict.fromkeys(r["subject"] for r in results))
+    colours = plt.cm.tab20.colors
+    for index, subject in enumerate(subjects):
         points = [(r["messages"], max(r["overhead_ms"], 0.05)) for r in results if r["subject"] == subject]
         ours_ = subject.startswith("session-memory")
-        axes.plot(*zip(*points), marker="o", linestyle="-" if ours_ else "--", label=subject)
+        axes.plot(*zip(*points), marker="o" if ours_ else "s", linestyle="-" if ours_ else "--",
+                  color=colours[(2 * index) % 20 + (index * 2 >= 20)], label=subject)
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_xlabel("stored messages")
     axes.set_ylabel("memory's overhead per agent turn (ms)")
     axes.set_title("What memory costs an agent per turn")
     axes.grid(True, which="both", alpha=0.3)
-    axes.legend(fontsize=7)
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
     figure.savefig(target)
 
@@ -367,10 +370,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=7)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "turns.json")
     parser.add_argument("--plot", type=Path, default=HERE / "turns.png", help="where the plot goes (needs matplotlib)")
+    parser.add_argument("--replot", action="store_true", help="only draw the plot again from --out")
     parser.add_argument("--case", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.case:
         print(json.dumps(measure_case(args.case[0], int(args.case[1]), args.turns)))
+        return 0
+    if args.replot:
+        plot(json.loads(args.out.read_text())["results"], args.plot)
         return 0
     sizes = [int(size) for size in args.sizes.split(",")]
     print("per-turn overhead of memory, ms (each figure in a fresh process, less the same agent's turn"
