@@ -222,19 +222,23 @@ def visible_path(store: Store, session_id: str, leaf: str, overlays: Sequence[Ov
     ]
     ends = {a.overlay.to_message_id for a in anchored}
     pieces: list[tuple[array, array, Anchored | None]] = []  # the leaf's first
-    start, above = leaf, False
+    start, above, start_depth = leaf, False, None
     while True:
-        seqs, ids, tokens = store.path_up(session_id, start, above=above)
+        seqs, ids, tokens, root = store.path_up(session_id, start, above=above)
         if not ids:
+            if above and start_depth != 1:
+                return None  # the overlay's first message has a parent, yet none was found: changed meanwhile
             break
-        if ids[0] not in ends:  # up to the root
+        if ids[0] not in ends:
+            if not root:
+                return None  # stopped at an overlay written since they were read
             pieces.append((seqs, tokens, None))
             break
         chosen = overlay_ending_at(ids[0], anchored)
         if chosen is None:
             return None
         pieces.append((seqs[1:], tokens[1:], chosen))
-        start, above = chosen.overlay.from_message_id, True
+        start, above, start_depth = chosen.overlay.from_message_id, True, chosen.from_depth
     shown: array = array("q")
     segments: list[Segment] = []
     for seqs, _tokens, overlay in reversed(pieces):

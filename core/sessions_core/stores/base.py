@@ -377,18 +377,22 @@ class Store(ABC):
         them (this default keeps none: reads then walk whole paths)."""
         return [OverlayRow(row, None, None) for row in self.get_compactions(session_id)]
 
-    def path_up(self, session_id: str, start_id: str, *, above: bool = False) -> tuple[array, list[str], array]:
+    def path_up(
+        self, session_id: str, start_id: str, *, above: bool = False
+    ) -> tuple[array, list[str], array, bool]:
         """The path from ``start_id`` (``above``: from its parent) up towards the root, as row
         numbers, ids and stored token estimates (top first), ending at (and holding) the first
-        row that ends an overlay whose depths are known; empty if there is no such start."""
+        row that ends an overlay whose depths are known, and whether its top row is a root; empty
+        if there is no such start."""
         path = self.path(session_id, start_id)
         if above:
             path = path[:-1]
         stops = {o.compaction.to_message_id for o in self.overlays(session_id)
                  if o.from_depth is not None and o.from_depth >= 0}
-        top = next((i for i in range(len(path) - 1, -1, -1) if path[i].id in stops), 0)
-        kept = path[top:]
-        return array("q", (e.seq for e in kept)), [e.id for e in kept], array("q", (e.tokens for e in kept))
+        top = next((i for i in range(len(path) - 1, -1, -1) if path[i].id in stops), None)
+        kept = path if top is None else path[top:]
+        root = top is None and bool(path)
+        return array("q", (e.seq for e in kept)), [e.id for e in kept], array("q", (e.tokens for e in kept)), root
 
     # -- context blocks --------------------------------------------------------------------
 

@@ -198,7 +198,7 @@ _PATH_UP = """
         FROM up JOIN session_messages m ON m.session_id = :s AND m.id = up.parent_id
         WHERE up.id NOT IN (SELECT id FROM stops)
     )
-    SELECT seq, id, tokens FROM up ORDER BY n DESC
+    SELECT seq, id, tokens, parent_id IS NULL FROM up ORDER BY n DESC
 """
 PATH_UP = _PATH_UP.format(start=":start")
 PATH_ABOVE = _PATH_UP.format(start="(SELECT parent_id FROM session_messages WHERE session_id = :s AND id = :start)")
@@ -695,20 +695,23 @@ class SqlStore(InspectableStore):
 
     def path_up(
         self, session_id: str, start_id: str, *, above: bool = False
-    ) -> tuple[array, list[str], array]:
+    ) -> tuple[array, list[str], array, bool]:
         sql, params = self.compile(PATH_ABOVE if above else PATH_UP), {"s": session_id, "start": start_id}
 
-        def work(conn: Any) -> tuple[array, list[str], array]:
+        def work(conn: Any) -> tuple[array, list[str], array, bool]:
             seqs: array = array("q")
             ids: list[str] = []
             tokens: array = array("q")
+            root = False
             cursor = conn.execute(sql, params)
             while rows := cursor.fetchmany(5_000):
-                for seq, message_id, row_tokens in rows:
+                if not ids:
+                    root = bool(rows[0][3])
+                for seq, message_id, row_tokens, _root in rows:
                     seqs.append(seq)
                     ids.append(message_id)
                     tokens.append(row_tokens)
-            return seqs, ids, tokens
+            return seqs, ids, tokens, root
 
         return self._read(work, walk=True)
 

@@ -352,6 +352,28 @@ def test_compacted_reads_show_exactly_what_the_whole_path_shows(make_session):
         assert [m.text for m in copy.get_history(at)] == [m.text for m in s.get_history(at)]
 
 
+def test_a_compacted_read_racing_an_overlay_write_shows_a_whole_reading(make_session):
+    """An overlay written between a read's look at the overlays and its walk (another process
+    compacting) never cuts the history short: the read shows the path with the overlays it saw,
+    or with the new one too."""
+    s = make_session()
+    chain(s, *[f"m{i}" for i in range(30)])
+    s.add_compaction("first", "m2", "m10")
+    store = store_of(s)
+    overlays = store.overlays
+    raw_session = raw(s)
+    seen = overlays(raw_session.session_id)  # what the read looked at before the other write
+    s.add_compaction("second", "m2", "m20")
+    store.overlays = lambda session_id: seen
+    try:
+        shown = ids(s.get_history())
+    finally:
+        store.overlays = overlays
+    whole = ["m0", "m1", f"{PREFIX}{seen[0].compaction.id}", *[f"m{i}" for i in range(11, 30)]]
+    newest = ["m0", "m1", summary_id(s.get_compactions()[-1]), *[f"m{i}" for i in range(21, 30)]]
+    assert shown in (whole, newest), shown
+
+
 def test_a_compacted_read_walks_only_what_it_shows(make_session):
     """A 400-message branch with one overlay over its middle: the read walks the head and the
     tail, not the covered range (on the project's stores, which keep overlay depths)."""
