@@ -69,7 +69,8 @@ def _make_tool(tool: Tool, source: SessionSource) -> StructuredTool:
 
         def func(runtime: ToolRuntime = None, config: RunnableConfig = None, **kwargs: Any) -> str:  # type: ignore[assignment]
             session_id = _session_id(runtime, config)
-            return _outcome(_pick(source.tools(session_id)).invoke(_arguments(kwargs)))
+            call_id = getattr(runtime, "tool_call_id", None)  # kept with the block version it writes
+            return _outcome(_pick(source.tools(session_id)).invoke(_arguments(kwargs), tool_call_id=call_id))
 
         async def coroutine(runtime: ToolRuntime = None, config: RunnableConfig = None, **kwargs: Any) -> str:  # type: ignore[assignment]
             return await run_in_thread(func, runtime, config, **kwargs)

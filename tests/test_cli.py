@@ -716,3 +716,31 @@ def test_ids_are_never_folded_in_tables():
     grid.add_row(long_id, "a text long enough to be folded over several lines of the table " * 2)
     emit(out, grid)
     assert long_id in out.file.getvalue()
+
+
+def test_blocks_history_and_restore(tmp_path):
+    """Issue 21: ``sessions blocks SESSION --history LABEL`` lists the versions with what changed;
+    ``--restore LABEL VERSION`` makes one current as a new version."""
+    path = str(tmp_path / "versions.db")
+    session = Session(path).for_session("u1").with_context("memory", description="Facts")
+    session.replace_context_block("memory", "User likes tea. Lives in Porto.")
+    session.replace_context_block("memory", "User likes tea. Lives in Lisbon.")
+    {t.name: t for t in session.tools()}["set_context"].invoke({"label": "memory", "content": "User is Bob."},
+                                                               tool_call_id="call_1")
+    session.store.close()
+    listed = run("--store", path, "blocks", "u1", "--history", "memory")
+    assert listed.exit_code == 0, listed.output
+    rows = [line.split(None, 3) for line in listed.stdout.strip().splitlines()[1:]]
+    assert [(r[0], " ".join(r[3].split())) for r in rows] == [
+        ("3", "tool (call_1) -likes tea. Lives in Lisbon. +is Bob."),
+        ("2", "code -Porto. +Lisbon."),
+        ("1", "code +User likes tea. Lives in Porto."),
+    ]
+    restored = run("--store", path, "blocks", "u1", "--restore", "memory", "2")
+    assert restored.exit_code == 0 and restored.stdout.strip() == (
+        "Restored block 'memory' of session u1 to version 2, as version 4.")
+    assert SqliteStore(path).get_block("u1", "memory") == "User likes tea. Lives in Lisbon."
+    assert_error(run("--store", path, "blocks", "u1", "--restore", "memory", "9"), 1, "has no version 9")
+    assert_error(run("--store", path, "blocks", "u1", "--restore", "memory", "x"), 2, "version number")
+    assert_error(run("--store", path, "blocks", "u1", "--history", "nope"), 1, "no versions of block 'nope'")
+    assert_error(run("--store", path, "blocks", "u1", "--key", "k"), 2, "--key goes with")

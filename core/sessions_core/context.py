@@ -65,10 +65,14 @@ class ContextConfig:
     description: str | None = None
     max_tokens: int | None = None
     provider: Any = None
+    keep_versions: int | None = None
+    """Versions of each write a store-backed block keeps (the newest); ``None``: all."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.label, str) or not self.label:
             raise ValueError("a context block needs a non-empty string label")
+        if self.keep_versions is not None and (type(self.keep_versions) is not int or self.keep_versions < 1):
+            raise ValueError(f'keep_versions of block "{self.label}" must be a positive integer or None')
         check_text(self.label, "block label")
         check_text(self.description, f'the description of block "{self.label}"')
         if self.provider is not None and not _has(self.provider, "get"):
@@ -327,6 +331,25 @@ class ContextBlocks:
             self._put(block)
         self._written(label, key)
         return block
+
+    def entry_content(self, label: str, key: str) -> str | None:
+        """The current text of entry ``key`` of keyed block ``label`` (its newest version, or a
+        skill as its provider loads it); ``None`` if there is none."""
+        provider = self._configs[label].provider
+        versions = getattr(provider, "versions", None)
+        if versions is not None:
+            rows = versions(key, 1)
+            return rows[0].content if rows else None
+        if _has(provider, "load"):
+            content = call(provider.load, key)
+            return content if isinstance(content, str) else None
+        return None
+
+    def last_version(self, label: str) -> int | None:
+        """The version the last write to ``label`` recorded (``None``: its provider keeps none)."""
+        config = self._configs.get(label)
+        version = getattr(config.provider, "last_version", None) if config is not None else None
+        return version if type(version) is int else None
 
     def _written(self, label: str, key: str | None) -> None:
         if self.on_write is None:

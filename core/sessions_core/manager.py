@@ -131,12 +131,18 @@ class SessionManager(StoreOwner):
         description: str | None = None,
         max_tokens: int | None = None,
         provider: Any = None,
+        keep_versions: int | None = None,
     ) -> SessionManager:
-        """A context block for every session (store-backed blocks are kept per session; an
-        explicit provider object is shared by all)."""
+        """A context block for every session (store-backed blocks are kept per session, with
+        their versions; an explicit provider object is shared by all)."""
         return self._configure(
-            lambda s: s.with_context(label, description=description, max_tokens=max_tokens, provider=provider)
+            lambda s: s.with_context(label, description=description, max_tokens=max_tokens, provider=provider,
+                                     keep_versions=keep_versions)
         )
+
+    def with_edit_tool(self) -> SessionManager:
+        """The ``edit_context`` tool for every session (``Session.with_edit_tool``)."""
+        return self._configure(lambda s: s.with_edit_tool())
 
     def with_cached_prompt(self, provider: Any = None) -> SessionManager:
         """Persist every session's frozen prompt (per session, unless ``provider`` is given)."""

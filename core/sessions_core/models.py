@@ -48,6 +48,19 @@ class Compaction:
     created_at: datetime = field(compare=False)
 
 
+@dataclass(frozen=True, slots=True)
+class ContextVersion:
+    """One version of a context block (or of a keyed entry of one): every write records one."""
+
+    version: int
+    """Counted from 1 per block (and key)."""
+    content: str
+    created_at: datetime
+    source: str
+    """``"tool"`` (the model's memory tools), ``"code"`` (the Python API) or ``"import"``."""
+    tool_call_id: str | None = None
+
+
 EventType = Literal["append", "update", "delete", "clear", "compact", "block"]
 
 
@@ -69,3 +82,5 @@ class SessionEvent:
     compaction: Compaction | None = None
     label: str | None = None
     key: str | None = None
+    version: int | None = None
+    """``block``: the version the write recorded (``None`` from a provider that keeps none)."""

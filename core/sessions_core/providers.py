@@ -11,18 +11,40 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .stores.base import Store
+from .provenance import write_source
+from .stores.base import BlockVersionRow, Store
 
 
 class _StoreBound:
-    def __init__(self, store: Store | None = None, session_id: str = "", label: str | None = None) -> None:
+    """A provider kept in a store: every write is a new version of the block (of the entry, for
+    a keyed one), the newest ``keep_versions`` kept (all by default)."""
+
+    def __init__(
+        self, store: Store | None = None, session_id: str = "", label: str | None = None,
+        keep_versions: int | None = None,
+    ) -> None:
         self.store = store
         self.session_id = session_id
         self.label = label
+        self.keep_versions = keep_versions
+        self.last_version: int | None = None
+        """The version the last write through this provider recorded."""
 
-    def bind(self, store: Store, session_id: str, label: str) -> _StoreBound:
+    def bind(self, store: Store, session_id: str, label: str, keep_versions: int | None = None) -> _StoreBound:
         """A copy of this provider on ``store`` for ``session_id``; explicit settings win."""
-        return type(self)(self.store or store, self.session_id or session_id, self.label or label)
+        keep = self.keep_versions if self.keep_versions is not None else keep_versions
+        return type(self)(self.store or store, self.session_id or session_id, self.label or label, keep)
+
+    def versions(self, key: str | None = None, limit: int | None = None) -> list[BlockVersionRow]:
+        """The block's (``key``: the entry's) versions, newest first."""
+        store, session_id, label = self._where()
+        return store.block_versions(session_id, label, key, limit)
+
+    def _write(self, content: str, key: str | None = None) -> None:
+        store, session_id, label = self._where()
+        source, tool_call_id = write_source()
+        self.last_version = store.write_block(session_id, label, content, key=key, source=source,
+                                              tool_call_id=tool_call_id, keep=self.keep_versions)
 
     def init(self, label: str) -> None:
         if self.label is None:
@@ -59,8 +81,7 @@ class StoreContext(_StoreBound):
         return [found[id(provider)] for provider in providers]
 
     def set(self, content: str) -> None:
-        store, session_id, label = self._where()
-        store.set_block(session_id, label, content)
+        self._write(content)
 
 
 class StoreSearchContext(_StoreBound):
@@ -81,8 +102,7 @@ class StoreSearchContext(_StoreBound):
         return "\n\n".join(f"[{key}]\n{content}" for key, content in hits)
 
     def set(self, key: str, content: str) -> None:
-        store, session_id, label = self._where()
-        store.set_search_entry(session_id, label, key, content)
+        self._write(content, key)
 
 
 class StorePromptCache:
@@ -99,10 +119,10 @@ class StorePromptCache:
         self.store.set_cached_prompt(self.session_id, content)
 
 
-def bind_provider(provider: Any, store: Store, session_id: str, label: str) -> Any:
+def bind_provider(provider: Any, store: Store, session_id: str, label: str, keep_versions: int | None = None) -> Any:
     """The provider a session uses for a block: store-backed ones bound to it, others as given."""
     if provider is None:
-        return StoreContext(store, session_id, label)
+        return StoreContext(store, session_id, label, keep_versions)
     if isinstance(provider, _StoreBound):
-        return provider.bind(store, session_id, label)
+        return provider.bind(store, session_id, label, keep_versions)
     return provider

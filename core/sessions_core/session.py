@@ -21,10 +21,10 @@ from .attachments import extract_blobs
 from .autocompact import CompactionRunner, TokenCounter, store_overlay
 from .compaction import CompactResult
 from .context import ContextBlock, ContextBlocks, ContextConfig, render_system_prompt
-from .errors import MessageTooLargeError, MessageValidationError, SessionsError
+from .errors import ContextError, MessageTooLargeError, MessageValidationError, SessionsError
 from .feed import ChangeFeed, mirror
 from .messages import COMPACTION_ID_PREFIX, MessageInput, SessionMessage, parse_message, storage_json, text_content
-from .models import AppendResult, Compaction, RecentHistory, SearchResult, SessionEvent
+from .models import AppendResult, Compaction, ContextVersion, RecentHistory, SearchResult, SessionEvent
 from .providers import StorePromptCache
 from .reads import summary_message
 from .session_blocks import SessionBlocks
@@ -59,6 +59,7 @@ class Session(StoreOwner):
         self._compaction = CompactionRunner()
         self._feed = ChangeFeed()
         self._blocks = SessionBlocks(self, self._feed.publish)
+        self._edit_tool = False
 
     create = classmethod(lambda cls, store=":memory:", **options: cls(store, **options))
     create.__doc__ = "The constructor under the reference's name: ``Session.create(store)``."
@@ -84,11 +85,14 @@ class Session(StoreOwner):
         description: str | None = None,
         max_tokens: int | None = None,
         provider: Any = None,
+        keep_versions: int | None = None,
     ) -> Session:
         """Add a context block rendered into the system prompt. Without a provider it is a
         writable block kept in this session's store; ``StoreSearchContext()`` makes a searchable
-        one; any object with ``get()`` (and ``set``/``load``/``search``) is a provider."""
-        self._blocks.declare(ContextConfig(label, description, max_tokens, provider))
+        one; any object with ``get()`` (and ``set``/``load``/``search``) is a provider. A block in
+        the store keeps every write as a version (``get_context_history``), the newest
+        ``keep_versions`` when given."""
+        self._blocks.declare(ContextConfig(label, description, max_tokens, provider, keep_versions))
         return self
 
     def with_cached_prompt(self, provider: Any = None) -> Session:
@@ -441,6 +445,43 @@ class Session(StoreOwner):
         return self._blocks.get().append_to_block(label, content)
 
     @io
+    def get_context_history(
+        self, label: str, key: str | None = None, *, limit: int | None = None
+    ) -> list[ContextVersion]:
+        """The versions of block ``label`` (``key``: of that entry of a keyed block), newest
+        first, at most ``limit``; ``[]`` for a block whose provider keeps none (a custom one).
+        ``ContextError`` for an unknown block."""
+        versions = getattr(self._provider_of(label), "versions", None)
+        if versions is None:
+            return []
+        return [ContextVersion(row.version, row.content, from_us(row.created_at_us), row.source, row.tool_call_id)
+                for row in versions(key, limit)]
+
+    @io
+    def restore_context(self, label: str, version: int, key: str | None = None) -> ContextVersion:
+        """Make version ``version`` of block ``label`` (``key``: of that entry) the current content,
+        as a new version (history is never rewritten), within the block's ``max_tokens`` like any
+        write; the new version. ``ContextError`` for an unknown block or version."""
+        found = next((v for v in self.get_context_history(label, key) if v.version == version), None)
+        if found is None:
+            raise ContextError(f'Block "{label}"' + (f' entry "{key}"' if key is not None else "")
+                               + f" has no version {version}")
+        blocks = self._blocks.get()
+        if key is None:
+            blocks.set_block(label, found.content)
+        elif blocks.get_block(label) is not None and blocks.get_block(label).is_searchable:
+            blocks.set_search_entry(label, key, found.content)
+        else:
+            blocks.set_skill(label, key, found.content)
+        return self.get_context_history(label, key, limit=1)[0]
+
+    def _provider_of(self, label: str) -> Any:
+        config = next((c for c in self._blocks.configs if c.label == label), None)
+        if config is None:
+            raise ContextError(f'Block "{label}" not found')
+        return self._blocks.bound(config).provider
+
+    @io
     def add_context(
         self,
         label: str,
@@ -489,13 +530,19 @@ class Session(StoreOwner):
     def tools(self) -> list[Tool]:
         """The model's memory tools for these blocks: ``set_context``, ``load_context``,
         ``unload_context``, ``search_context`` as they apply (``[]`` without blocks)."""
-        return context_tools(self._blocks.get())
+        return context_tools(self._blocks.get(), edit=self._edit_tool)
+
+    def with_edit_tool(self) -> Session:
+        """Add the ``edit_context`` tool after ``set_context``: it replaces one exact occurrence
+        of a text in a writable block (or an entry of a keyed one) instead of rewriting it all."""
+        self._edit_tool = True
+        return self
 
     def declared_tools(self) -> list[Tool]:
         """The tools :meth:`tools` gives, built from the declared blocks without reading the
         store or a provider (to register them before first use); calling one calls the
         session's tool of that name."""
-        templates = context_tools(ContextBlocks(), self._blocks.declared_blocks())
+        templates = context_tools(ContextBlocks(), self._blocks.declared_blocks(), edit=self._edit_tool)
         return [replace(tool, func=partial(_call_current_tool, self, tool.name)) for tool in templates]
 
     @property

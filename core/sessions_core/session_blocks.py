@@ -83,9 +83,14 @@ class SessionBlocks:
                 self._blocks = blocks
             return self._blocks
 
+    def bound(self, config: ContextConfig) -> ContextConfig:
+        """``config`` with its provider bound to this session's store and id."""
+        return self._bound(config)
+
     def _bound(self, config: ContextConfig) -> ContextConfig:
-        provider = bind_provider(config.provider, self._session.store, self._session.session_id, config.label)
-        return ContextConfig(config.label, config.description, config.max_tokens, provider)
+        provider = bind_provider(config.provider, self._session.store, self._session.session_id, config.label,
+                                 config.keep_versions)
+        return ContextConfig(config.label, config.description, config.max_tokens, provider, config.keep_versions)
 
     def _restore_skills(self, blocks: ContextBlocks) -> None:
         """Reload the set of loaded skills from the raw active branch (after a restart)."""
@@ -103,4 +108,5 @@ class SessionBlocks:
             self._session.update_message(rewritten)
 
     def _written(self, label: str, key: str | None) -> None:
-        self._publish(SessionEvent("block", self._session.session_id, label=label, key=key))
+        version = self._blocks.last_version(label) if self._blocks is not None else None
+        self._publish(SessionEvent("block", self._session.session_id, label=label, key=key, version=version))

@@ -15,6 +15,8 @@ from typing import Any
 from ._async import call, run_in_thread
 from .context import ContextBlock, ContextBlocks, context_entry_key, usage_percent
 from .messages import SessionMessage, ToolCallPart, ToolResultPart, ToolUIPart
+from .provenance import write_source, writing_as
+from .tokens import estimate_tokens
 
 LOAD_CONTEXT = "load_context"
 UNLOAD_CONTEXT = "unload_context"
@@ -40,22 +42,28 @@ class Tool:
     func: Callable[[dict[str, Any]], Any] = field(repr=False)
     advisory_enums: frozenset[str] = field(default=frozenset(), repr=False)
 
-    def invoke(self, args: Mapping[str, Any] | str | bytes | None = None) -> str:
-        """Run the tool on a dict or a JSON string; always returns a string."""
+    def invoke(self, args: Mapping[str, Any] | str | bytes | None = None, *, tool_call_id: str | None = None) -> str:
+        """Run the tool on a dict or a JSON string; always returns a string. What it writes to
+        a context block is recorded as written by ``"tool"``, with ``tool_call_id`` (or the id an
+        adapter set with ``writing_as``)."""
         try:
             parsed = _parse_arguments(args)
             _validate(self.parameters, parsed, "", self.advisory_enums)
         except _ArgumentError as error:
             return f"Error: invalid arguments for {self.name}: {error}"
+        source, outer_id = write_source()
         try:
-            result = call(self.func, parsed)
+            with writing_as("tool", tool_call_id or (outer_id if source == "tool" else None)):
+                result = call(self.func, parsed)
         except Exception as error:
             return f"Error: {str(error) or type(error).__name__}"
         return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
 
-    async def ainvoke(self, args: Mapping[str, Any] | str | bytes | None = None) -> str:
+    async def ainvoke(
+        self, args: Mapping[str, Any] | str | bytes | None = None, *, tool_call_id: str | None = None
+    ) -> str:
         """``invoke`` in a worker thread; async providers run back on this event loop."""
-        return await run_in_thread(self.invoke, args)
+        return await run_in_thread(self.invoke, args, tool_call_id=tool_call_id)
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI ``tools=[...]`` entry of this tool."""
@@ -168,10 +176,12 @@ def _label_schema(labels: Sequence[str], description: str, second: str, second_d
     }
 
 
-def context_tools(blocks: ContextBlocks, current: list[ContextBlock] | None = None) -> list[Tool]:
-    """The context tools that apply, in order ``set_context``, ``load_context``,
-    ``unload_context``, ``search_context``, for the ``current`` blocks (by default ``blocks``,
-    loaded first); label lists and descriptions are snapshots taken now."""
+def context_tools(
+    blocks: ContextBlocks, current: list[ContextBlock] | None = None, *, edit: bool = False
+) -> list[Tool]:
+    """The context tools that apply, in order ``set_context`` (then ``edit_context`` with
+    ``edit``), ``load_context``, ``unload_context``, ``search_context``, for the ``current``
+    blocks (by default ``blocks``, loaded first); label lists and descriptions are snapshots."""
     if current is None:
         blocks.load()
         current = blocks.get_blocks()
@@ -181,6 +191,8 @@ def context_tools(blocks: ContextBlocks, current: list[ContextBlock] | None = No
     tools: list[Tool] = []
     if writable:
         tools.append(_set_context(blocks, writable))
+        if edit:
+            tools.append(_edit_context(blocks, writable))
     if skill_labels:
         tools.append(_load_context(blocks, skill_labels))
         tools.append(_unload_context(blocks, skill_labels))
@@ -254,15 +266,78 @@ def _set_context(blocks: ContextBlocks, writable: list[ContextBlock]) -> Tool:
             updated = blocks.append_to_block(label, content)
         else:
             updated = blocks.set_block(label, content)
-        if updated.max_tokens:
-            pct = usage_percent(updated.tokens, updated.max_tokens)
-            usage = f"{pct}% ({updated.tokens}/{updated.max_tokens} tokens)"
-        else:
-            usage = f"{updated.tokens} tokens"
-        return f"Written to {label}. Usage: {usage}"
+        return f"Written to {label}. Usage: {_usage(updated)}"
 
     schema = {"type": "object", "properties": properties, "required": ["label", "content"]}
     return Tool("set_context", description, schema, run, frozenset({"label"}))
+
+
+EDIT_CONTEXT = "edit_context"
+
+
+def _edit_context(blocks: ContextBlocks, writable: list[ContextBlock]) -> Tool:
+    keyed = [b.label for b in writable if b.is_skill or b.is_searchable]
+    properties: dict[str, Any] = {
+        "label": {"type": "string", "enum": [b.label for b in writable], "description": "Block label to edit"},
+        "old_text": {"type": "string",
+                     "description": "The exact text to replace. It must occur exactly once in the block (or entry)."},
+        "new_text": {"type": "string", "description": "The text to put in its place (empty to delete old_text)."},
+    }
+    if keyed:
+        properties["key"] = {"type": "string",
+                             "description": f"The entry to edit, in a keyed block ({_quoted(keyed)})."}
+    description = (
+        "Edit a context block in place: replace the one occurrence of old_text with new_text. Prefer it to"
+        " set_context for a change to part of a block: the rest stays as it is."
+    )
+
+    def run(args: dict[str, Any]) -> str:
+        label, old, new, key = args["label"], args["old_text"], args["new_text"], args.get("key")
+        block = blocks.get_block(label)
+        if block is None:
+            return f'Error: block "{label}" not found'
+        if not block.writable:
+            return f'Error: block "{label}" is read-only'
+        if not old:
+            return "Error: old_text must not be empty"
+        keyed_block = block.is_skill or block.is_searchable
+        if keyed_block:
+            if not key:
+                return f'Error: block "{label}" holds keyed entries: pass the key of the entry to edit'
+            current = blocks.entry_content(label, key)
+            if current is None:
+                return f'Error: no entry "{key}" in block "{label}"'
+            where = f'entry "{key}" of block "{label}"'
+        else:
+            current, where = block.content, f'block "{label}"'
+        count = current.count(old)
+        if count == 0:
+            return f"Error: old_text does not occur in {where}; nothing changed"
+        if count > 1:
+            return (f"Error: old_text occurs {count} times in {where}; nothing changed"
+                    " (pass a longer old_text, one that occurs once)")
+        edited = current.replace(old, new, 1)
+        if not keyed_block:
+            tokens = estimate_tokens(edited)
+            if block.max_tokens is not None and tokens > block.max_tokens:
+                return (f'Error: the edit would take block "{label}" to {tokens} tokens, over its limit of'
+                        f" {block.max_tokens}; nothing changed")
+            updated = blocks.set_block(label, edited)
+            return f"Edited {label}. Usage: {_usage(updated)}"
+        if block.is_skill:
+            blocks.set_skill(label, key, edited)
+        else:
+            blocks.set_search_entry(label, key, edited)
+        return f'Edited "{key}" in {label}.'
+
+    schema = {"type": "object", "properties": properties, "required": ["label", "old_text", "new_text"]}
+    return Tool(EDIT_CONTEXT, description, schema, run, frozenset({"label"}))
+
+
+def _usage(block: ContextBlock) -> str:
+    if block.max_tokens:
+        return f"{usage_percent(block.tokens, block.max_tokens)}% ({block.tokens}/{block.max_tokens} tokens)"
+    return f"{block.tokens} tokens"
 
 
 def _not_a_skill_block(label: str, skill_labels: Sequence[str]) -> str:

@@ -436,3 +436,25 @@ def test_a_run_reads_the_stored_branch_once_and_a_checkpointed_thread_not_again(
                 assert walked[1] == walked[0]
     finally:
         store.path_ids = path_ids
+
+
+def test_a_block_the_model_overwrote_is_restored_and_the_next_run_shows_it(session):
+    """Issue 21: the model's write is a version (with its tool call id); the code restores the
+    older one, and the next run's system message holds the restored text."""
+    session.replace_context_block("memory", "The user is Ada, a mathematician.")
+    model = ScriptedChatModel(responses=[
+        call("set_context", {"label": "memory", "content": "The user is Bob."}, "call_overwrite"),
+        AIMessage("Noted."),
+        AIMessage("Hello Ada."),
+    ])
+    agent = create_agent(model, tools=[], middleware=[SessionMemoryMiddleware(session, compact_at=None)])
+    config = {"configurable": {"session_id": session.session_id}}
+    agent.invoke({"messages": [HumanMessage("Call me Bob.")]}, config)
+    latest = session.get_context_history("memory", limit=1)[0]
+    assert (latest.content, latest.source, latest.tool_call_id) == ("The user is Bob.", "tool", "call_overwrite")
+    restored = session.restore_context("memory", 1)
+    assert restored.version == 3 and session.get_context_block("memory").content == "The user is Ada, a mathematician."
+    agent.invoke({"messages": [HumanMessage("Who am I?")]}, config)
+    system = model.calls[-1][0]
+    assert isinstance(system, SystemMessage) and "The user is Ada, a mathematician." in system.text
+    assert "The user is Bob." not in system.text

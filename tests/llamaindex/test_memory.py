@@ -599,3 +599,31 @@ def test_an_agent_run_reads_the_stored_branch_once(session):
     assert roles_and_text(memory.get()) == _fresh_get(session)
     assert [m.role for m in session.get_history()][-6:] == ["user", "assistant", "tool", "assistant", "user",
                                                              "assistant"]
+
+
+def test_a_block_the_model_overwrote_is_restored_and_the_next_run_shows_it(session):
+    """Issue 21, through a FunctionAgent: the model's set_context is a version; the code restores
+    the older one, and the next run's system message holds the restored text."""
+    from llama_index.core.agent.workflow import FunctionAgent
+
+    from llamaindex_sessions import SessionToolSpec
+
+    from .scripted import tool_call
+
+    session.replace_context_block("memory", "User is Ada.")
+    memory = SessionMemory(session=session, compaction=False)
+    llm = ScriptedLLM([tool_call("set_context", {"label": "memory", "content": "User is Bob."}), "Noted.",
+                       "Hello Ada."])
+    agent = FunctionAgent(tools=SessionToolSpec(session).to_tool_list(), llm=llm)
+
+    async def runs() -> None:
+        await agent.run(user_msg="Call me Bob.", memory=memory)
+        assert session.get_context_history("memory", limit=1)[0].content == "User is Bob."
+        assert session.get_context_history("memory", limit=1)[0].source == "tool"
+        session.restore_context("memory", 1)
+        await agent.run(user_msg="Who am I?", memory=memory)
+
+    asyncio.run(runs())
+    system = llm.calls[-1].messages[0]
+    assert system.role == MessageRole.SYSTEM and "User is Ada." in system.content
+    assert "User is Bob." not in system.content

@@ -116,3 +116,26 @@ def test_a_large_append_is_not_copied_into_a_temporary_table(tmp_path):
         for name in ("a.db", "b.db")
     ]
     assert rows[0] == rows[1]
+
+
+def test_blocks_stored_before_versions_become_version_1(tmp_path):
+    """Migration 0008: the content of every block and search entry is its version 1."""
+    path = tmp_path / "seven.db"
+    conn = sqlite3.connect(path)
+    for migration in MIGRATIONS[:7]:
+        for statement in _statements(migration):
+            conn.execute(statement)
+    conn.execute("INSERT INTO context_blocks VALUES ('s', 'memory', 1700000000000000, 'likes tea')")
+    conn.execute("INSERT INTO search_entries (session_id, label, key, created_at, updated_at, content, search_terms)"
+                 " VALUES ('s', 'kb', 'paris', 1, 1700000000000001, 'Paris is in France', 'paris franc')")
+    conn.execute("PRAGMA user_version = 7")
+    conn.commit()
+    conn.close()
+    store = SqliteStore(path)
+    assert [(v.version, v.content, v.source, v.created_at_us) for v in store.block_versions("s", "memory")] == [
+        (1, "likes tea", "code", 1700000000000000)]
+    assert [v.content for v in store.block_versions("s", "kb", "paris")] == ["Paris is in France"]
+    session = Session(store).for_session("s").with_context("memory", description="m")
+    session.replace_context_block("memory", "likes coffee")
+    assert [v.version for v in session.get_context_history("memory")] == [2, 1]
+    store.close()

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .inspect_commands import cmd_blocks, cmd_list, cmd_migrate, cmd_search, cmd_show, cmd_stats
-from .store import StoreHandle, error_for, one_line
+from .inspect_commands import (
+    cmd_block_history,
+    cmd_block_restore,
+    cmd_blocks,
+    cmd_list,
+    cmd_migrate,
+    cmd_search,
+    cmd_show,
+    cmd_stats,
+)
+from .store import BadInput, StoreHandle, error_for, one_line
 from .transfer_commands import cmd_export, cmd_import
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -125,11 +134,29 @@ def build_cli() -> click.Group:
 
     @cli.command("blocks")
     @click.argument("session")
+    @click.option("--history", "history", metavar="LABEL", help="List the versions of block LABEL.")
+    @click.option("--restore", nargs=2, metavar="LABEL VERSION", help="Make VERSION of block LABEL current.")
+    @click.option("--key", help="With --history or --restore: the entry of a keyed block.")
     @width_option
     @click.pass_obj
-    def blocks_command(handle: StoreHandle, session: str, width: int) -> None:
-        """Show the context blocks, search entries and cached prompt of SESSION."""
-        cmd_blocks(handle, session, width)
+    def blocks_command(handle: StoreHandle, session: str, history: str | None, restore: tuple[str, str] | None,
+                       key: str | None, width: int) -> None:
+        """Show the context blocks, search entries and cached prompt of SESSION; --history LABEL
+        lists a block's versions with what changed, --restore LABEL VERSION makes an old one
+        current (as a new version)."""
+        if history is not None and restore:
+            raise BadInput("--history and --restore go one at a time")
+        if history is not None:
+            cmd_block_history(handle, session, history, key, width)
+        elif restore:
+            label, number = restore
+            if not number.isdigit():
+                raise BadInput(f"VERSION must be a version number, not {number!r}")
+            cmd_block_restore(handle, session, label, key, int(number))
+        else:
+            if key is not None:
+                raise BadInput("--key goes with --history or --restore")
+            cmd_blocks(handle, session, width)
 
     @cli.command("stats")
     @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")

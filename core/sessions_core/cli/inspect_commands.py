@@ -27,7 +27,7 @@ from .output import (
     table,
     text,
 )
-from .store import StoreHandle, summary_of
+from .store import NotFound, StoreHandle, summary_of
 
 ROLE_STYLES = {"user": "green", "assistant": "blue", "tool": "magenta"}
 
@@ -286,6 +286,51 @@ def cmd_blocks(handle: StoreHandle, session_id: str, width: int) -> None:
         out.print("Cached prompt: no")
     else:
         out.print(f"Cached prompt: yes ({estimate_tokens(prompt)} tokens, {len(prompt)} characters)")
+
+
+def cmd_block_history(handle: StoreHandle, session_id: str, label: str, key: str | None, width: int) -> None:
+    """The versions of one block (or entry), newest first, each with what changed since the one before."""
+    store = handle.open(read_only=True)
+    summary_of(store, session_id)
+    versions = store.block_versions(session_id, label, key)
+    what = f"block {label!r}" + (f" entry {key!r}" if key is not None else "")
+    if not versions:
+        raise NotFound(f"no versions of {what} in session {session_id!r}")
+    out = console()
+    grid = table(out, "VERSION", "WRITTEN", "SOURCE", "CHANGE", right=("VERSION",))
+    for version, older in zip(versions, [*versions[1:], None]):
+        source = version.source + (f" ({version.tool_call_id})" if version.tool_call_id else "")
+        change = change_between("" if older is None else older.content, version.content)
+        grid.add_row(text(version.version), text(format_time(version.created_at_us)), text(source),
+                     text(clip(change, width)))
+    emit(out, grid)
+
+
+def cmd_block_restore(handle: StoreHandle, session_id: str, label: str, key: str | None, number: int) -> None:
+    """Make an old version of a block (or entry) current, as a new version."""
+    store = handle.open()
+    summary_of(store, session_id)
+    versions = store.block_versions(session_id, label, key)
+    what = f"block {label!r}" + (f" entry {key!r}" if key is not None else "")
+    found = next((v for v in versions if v.version == number), None)
+    if found is None:
+        raise NotFound(f"{what} of session {session_id!r} has no version {number}")
+    new = store.write_block(session_id, label, found.content, key=key)
+    console().print(f"Restored {what} of session {session_id} to version {number}, as version {new}.")
+
+
+def change_between(old: str, new: str) -> str:
+    """What changed from ``old`` to ``new``, word by word: ``-removed +added`` (``=`` if nothing)."""
+    import difflib
+
+    before, after = old.split(), new.split()
+    parts = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_opcodes():
+        if tag in ("replace", "delete"):
+            parts.append("-" + " ".join(before[i1:i2]))
+        if tag in ("replace", "insert"):
+            parts.append("+" + " ".join(after[j1:j2]))
+    return " ".join(parts) if parts else "="
 
 
 # -- stats ---------------------------------------------------------------------------------------

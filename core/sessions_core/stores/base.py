@@ -98,6 +98,7 @@ SUMMARY_SOURCES = (
     ("context_blocks", "session_id"),
     ("cached_prompts", "session_id"),
     ("search_entries", "session_id"),
+    ("context_block_versions", "session_id"),
     ("sessions", "storage_id"),
 )
 
@@ -135,6 +136,17 @@ class CompactionRow(NamedTuple):
     from_message_id: str
     to_message_id: str
     created_at_us: int
+
+
+class BlockVersionRow(NamedTuple):
+    """One stored version of a context block (or of a keyed entry of one)."""
+
+    version: int
+    content: str
+    created_at_us: int
+    source: str
+    """``"tool"`` (the model's tools), ``"code"`` (the Python API) or ``"import"``."""
+    tool_call_id: str | None
 
 
 class OverlayRow(NamedTuple):
@@ -410,6 +422,35 @@ class Store(ABC):
     @abstractmethod
     def set_block(self, session_id: str, label: str, content: str) -> None:
         """Create or replace a session's context block."""
+
+    def write_block(
+        self,
+        session_id: str,
+        label: str,
+        content: str,
+        *,
+        key: str | None = None,
+        source: str = "code",
+        tool_call_id: str | None = None,
+        keep: int | None = None,
+        at_us: int | None = None,
+        created_at_us: int | None = None,
+    ) -> int | None:
+        """Write a block's content (``key``: an entry of a searchable block) and keep it as the
+        block's next version, in one transaction; the version's number, or ``None`` from a store
+        that keeps no versions (this default: :meth:`set_block` / :meth:`set_search_entry`).
+        ``keep``: versions kept at most (the oldest go); ``at_us``: the write's time."""
+        if key is None:
+            self.set_block(session_id, label, content)
+        else:
+            self.set_search_entry(session_id, label, key, content)
+        return None
+
+    def block_versions(
+        self, session_id: str, label: str, key: str | None = None, limit: int | None = None
+    ) -> list[BlockVersionRow]:
+        """The block's (or entry's) kept versions, newest first, at most ``limit``."""
+        return []
 
     @abstractmethod
     def get_cached_prompt(self, session_id: str) -> str | None:

@@ -26,6 +26,7 @@ from .base import (
     SESSION_COLUMNS,
     SUMMARY_SOURCES,
     BlockRow,
+    BlockVersionRow,
     CompactionRow,
     Inserted,
     InspectableStore,
@@ -222,6 +223,19 @@ SET_SEARCH_ENTRY = """
     SET content = excluded.content, search_terms = excluded.search_terms, updated_at = excluded.updated_at
 """
 COUNT_SEARCH_ENTRIES = "SELECT count(*) FROM search_entries WHERE session_id = :s AND label = :label"
+ADD_BLOCK_VERSION = """
+    INSERT INTO context_block_versions (session_id, label, key, version, created_at, source, tool_call_id, content)
+    SELECT :s, :label, :key, coalesce(max(version), 0) + 1, :now, :source, :tool_call_id, :content
+    FROM context_block_versions WHERE session_id = :s AND label = :label AND key = :key
+    RETURNING version
+"""
+TRIM_BLOCK_VERSIONS = """
+    DELETE FROM context_block_versions WHERE session_id = :s AND label = :label AND key = :key AND version <= :oldest
+"""
+GET_BLOCK_VERSIONS = """
+    SELECT version, content, created_at, source, tool_call_id FROM context_block_versions
+    WHERE session_id = :s AND label = :label AND key = :key ORDER BY version DESC LIMIT :limit
+"""
 
 # Rows stored before the search terms existed get them in batches, after the migration.
 SEARCH_SOURCES = {"session_messages": "text_content", "search_entries": "content"}
@@ -732,10 +746,48 @@ class SqlStore(InspectableStore):
         return found
 
     def set_block(self, session_id: str, label: str, content: str) -> None:
-        self.import_block(session_id, label, content, now_us())
+        self.write_block(session_id, label, content)
 
     def import_block(self, session_id: str, label: str, content: str, updated_at_us: int) -> None:
-        self._execute(SET_BLOCK, {"s": session_id, "label": label, "now": updated_at_us, "content": content})
+        self.write_block(session_id, label, content, source="import", at_us=updated_at_us)
+
+    def write_block(
+        self,
+        session_id: str,
+        label: str,
+        content: str,
+        *,
+        key: str | None = None,
+        source: str = "code",
+        tool_call_id: str | None = None,
+        keep: int | None = None,
+        at_us: int | None = None,
+        created_at_us: int | None = None,
+    ) -> int | None:
+        now = now_us() if at_us is None else at_us
+        params = {"s": session_id, "label": label, "key": "" if key is None else key, "now": now, "source": source,
+                  "tool_call_id": tool_call_id, "content": content}
+
+        def work(conn: Any) -> int:
+            if key is None:
+                conn.execute(self.compile(SET_BLOCK), params)
+            else:
+                conn.execute(self.compile(SET_SEARCH_ENTRY), {
+                    **params, "created": now if created_at_us is None else created_at_us, "updated": now,
+                    "terms": self._terms(content)})
+            version = conn.execute(self.compile(ADD_BLOCK_VERSION), params).fetchone()[0]
+            if keep is not None:
+                conn.execute(self.compile(TRIM_BLOCK_VERSIONS), {**params, "oldest": version - max(1, keep)})
+            return version
+
+        return self._write(work, lock=session_id)
+
+    def block_versions(
+        self, session_id: str, label: str, key: str | None = None, limit: int | None = None
+    ) -> list[BlockVersionRow]:
+        params = {"s": session_id, "label": label, "key": "" if key is None else key,
+                  "limit": 2**62 if limit is None else max(0, limit)}
+        return [BlockVersionRow(*row) for row in self._all(GET_BLOCK_VERSIONS, params)]
 
     def get_cached_prompt(self, session_id: str) -> str | None:
         row = self._one(GET_CACHED_PROMPT, {"s": session_id})
@@ -745,15 +797,13 @@ class SqlStore(InspectableStore):
         self._execute(SET_CACHED_PROMPT, {"s": session_id, "now": now_us(), "prompt": prompt})
 
     def set_search_entry(self, session_id: str, label: str, key: str, content: str) -> None:
-        now = now_us()
-        self.import_search_entry(session_id, label, key, content, now, now)
+        self.write_block(session_id, label, content, key=key)
 
     def import_search_entry(
         self, session_id: str, label: str, key: str, content: str, created_at_us: int, updated_at_us: int
     ) -> None:
-        params = {"s": session_id, "label": label, "key": key, "created": created_at_us, "updated": updated_at_us,
-                  "content": content, "terms": self._terms(content)}
-        self._execute(SET_SEARCH_ENTRY, params)
+        self.write_block(session_id, label, content, key=key, source="import", at_us=updated_at_us,
+                         created_at_us=created_at_us)
 
     def count_search_entries(self, session_id: str, label: str) -> int:
         return self._one(COUNT_SEARCH_ENTRIES, {"s": session_id, "label": label})[0]

@@ -15,3 +15,4 @@ from .history import *  # noqa: F403
 from .inspection import *  # noqa: F403
 from .manager import *  # noqa: F403
 from .search import *  # noqa: F403
+from .versions import *  # noqa: F403
