@@ -24,8 +24,13 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 from sessions_core import Session, SqliteStore  # noqa: E402
-from sessions_core.stores.sql import SET_BLOCK  # noqa: E402
 from sessions_core.stores.sqlite import SqliteStore as _Sqlite  # noqa: E402
+
+UNVERSIONED_SET_BLOCK = """
+    INSERT INTO context_blocks (session_id, label, updated_at, content) VALUES (:s, :label, :now, :content)
+    ON CONFLICT (session_id, label) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at
+"""
+"""The block write before versions (it leaves the version column, so no version is recorded)."""
 
 
 class WithoutVersions(_Sqlite):
@@ -34,7 +39,7 @@ class WithoutVersions(_Sqlite):
     def write_block(self, session_id: str, label: str, content: str, *, key: str | None = None,
                     at_us: int | None = None, **_ignored: Any) -> None:
         params = {"s": session_id, "label": label, "now": at_us or time.time_ns() // 1000, "content": content}
-        self._execute(SET_BLOCK, params)
+        self._execute(UNVERSIONED_SET_BLOCK, params)
 
 
 def writes(store: Any, n: int, tag: str) -> float:

@@ -272,7 +272,8 @@ def test_export_format(db):
     path, facts = db
     records = export_lines(path)
     kinds = [r["kind"] for r in records]
-    assert kinds == ["session"] + ["message"] * 9 + ["compaction", "block", "prompt"] + ["search_entry"] * 2
+    assert kinds == ["session"] + ["message"] * 9 + ["compaction"] + ["block_version"] * 3 + ["block", "prompt"] + [
+        "search_entry"] * 2
     assert records[0]["format"] == "session-memory/1" and records[0]["registry"] is None
     written: set[str] = set()
     for record in records[1:10]:  # parents before children
@@ -289,8 +290,12 @@ def test_export_format(db):
         "a1",
         "t1",
     )
-    assert records[11]["label"] == "memory" and records[11]["content"] == "User likes coffee."
-    assert [r["content"] for r in records[13:]] == ["Lisbon trams are yellow.", "Porto has port wine."]
+    versions = records[11:14]  # every kept version of the blocks and entries, by label and key
+    assert [(v["kind"], v["label"], v["key"] != "", v["version"], v["source"]) for v in versions] == [
+        ("block_version", "knowledge", True, 1, "tool"), ("block_version", "knowledge", True, 1, "tool"),
+        ("block_version", "memory", False, 1, "code")]
+    assert records[14]["label"] == "memory" and records[14]["content"] == "User likes coffee."
+    assert [r["content"] for r in records[16:]] == ["Lisbon trams are yellow.", "Porto has port wine."]
     manager = export_lines(path, facts["manager_session"])
     assert manager[0]["registry"]["name"] == "Trip planning" and manager[0]["registry"]["input_tokens"] == 1200
 
@@ -302,7 +307,7 @@ def test_export_to_a_file(db, tmp_path):
     result = run("--store", path, "export", SESSION, "-o", str(target))
     assert result.exit_code == 0 and result.stdout == ""
     assert "Exported session chat to" in result.stderr and "9 messages" in result.stderr
-    assert len(target.read_text().splitlines()) == 15
+    assert len(target.read_text().splitlines()) == 18
     assert [p.name for p in target.parent.iterdir()] == ["chat.jsonl"]  # no temporary file left
 
 
@@ -314,7 +319,8 @@ def test_round_trip_into_a_fresh_database(db, tmp_path):
     result = run("--store", fresh, "import", str(dump))
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == (
-        "Imported into chat: stored 9 messages, 1 compaction, 1 block, 1 cached prompt, 2 search entries."
+        "Imported into chat: stored 9 messages, 1 compaction, 3 block versions, 1 block, 1 cached prompt,"
+        " 2 search entries."
     )
     original, copy = SqliteStore(path), SqliteStore(fresh)
     before, after = snapshot(original, SESSION), snapshot(copy, SESSION)
@@ -375,7 +381,7 @@ def test_importing_twice_stores_nothing_twice(db, tmp_path):
     again = run("--store", fresh, "import", str(dump))
     assert again.exit_code == 0
     assert again.stdout.strip() == (
-        "Imported into chat: nothing new; already present: 9 messages, 1 compaction, 1 block,"
+        "Imported into chat: nothing new; already present: 9 messages, 1 compaction, 3 block versions, 1 block,"
         " 1 cached prompt, 2 search entries."
     )
     after = json.loads(run("--store", fresh, "stats", "--json").stdout)
@@ -496,8 +502,8 @@ def test_import_refuses_other_bad_files(db, tmp_path):
     two.write_text(
         run("--store", path, "export", SESSION).stdout + run("--store", path, "export", facts["manager_session"]).stdout
     )
-    assert_error(run("--store", path, "import", "--into", "x", str(two)), 2, "line 16:", "more than one session")
-    assert run("--store", path, "import", "--dry-run", str(two)).stdout.startswith(f"{two}: 17 valid records")
+    assert_error(run("--store", path, "import", "--into", "x", str(two)), 2, "line 19:", "more than one session")
+    assert run("--store", path, "import", "--dry-run", str(two)).stdout.startswith(f"{two}: 20 valid records")
     header = tmp_path / "future.jsonl"
     header.write_text(json.dumps({"kind": "session", "format": "session-memory/99", "session_id": "x"}) + "\n")
     assert_error(run("--store", path, "import", str(header)), 2, "line 1: unsupported format")
@@ -553,7 +559,7 @@ def test_python_dash_m_runs_every_command(db, tmp_path):
     assert json.loads(sessions("--store", path, "stats", "--json").stdout)["messages"] == 10
 
     exported = sessions("--store", path, "export", SESSION)
-    assert exported.returncode == 0 and len(exported.stdout.splitlines()) == 15
+    assert exported.returncode == 0 and len(exported.stdout.splitlines()) == 18
     fresh = str(tmp_path / "fresh.db")
     imported = sessions("--store", fresh, "import", "-", input=exported.stdout)
     assert imported.returncode == 0, imported.stderr

@@ -106,9 +106,9 @@ def test_round_trip_into_another_store(new_store):
     team = populate(source)
     report = import_records(target, export_session(source, SESSION))
     assert report == ImportReport(
-        records=10,
+        records=12,
         sessions=(SESSION,),
-        stored={"message": 5, "compaction": 1, "block": 1, "prompt": 1, "search_entry": 1},
+        stored={"message": 5, "compaction": 1, "block_version": 2, "block": 1, "prompt": 1, "search_entry": 1},
     )
     assert contents(target, SESSION) == contents(source, SESSION)
     assert [c.id for c in target.get_compactions(SESSION)] == [c.id for c in source.get_compactions(SESSION)]
@@ -184,7 +184,7 @@ def test_a_dry_run_checks_and_writes_nothing(new_store):
     source, target = new_store(), new_store()
     populate(source)
     report = import_records(target, export_session(source, SESSION), dry_run=True)
-    assert report == ImportReport(records=10, sessions=(SESSION,), dry_run=True)
+    assert report == ImportReport(records=12, sessions=(SESSION,), dry_run=True)
     assert target.stats().sessions == 0
 
 
@@ -231,7 +231,7 @@ def test_export_records_and_lines(new_store):
     populate(store)
     records = list(export_session(store, SESSION))
     assert [r["kind"] for r in records] == ["session"] + ["message"] * 5 + [
-        "compaction", "block", "prompt", "search_entry"
+        "compaction", "block_version", "block_version", "block", "prompt", "search_entry"
     ]
     assert records[0]["format"] == EXPORT_FORMAT and records[0]["registry"] is None
     lines = list(export_lines(store, SESSION))

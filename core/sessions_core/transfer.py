@@ -3,7 +3,8 @@
 
 An export is one record (a JSON object) a line, each with a ``kind`` and the ``session_id``:
 ``session`` (the format and the manager registry row, if any), every ``message`` (parents before
-children), then ``compaction``, ``block``, ``prompt`` and ``search_entry`` records. Both ends
+children), then ``compaction``, ``block_version`` (every kept version of the blocks and entries),
+``block``, ``prompt`` and ``search_entry`` records. Both ends
 need a store with the optional inspection capability
 (:class:`~sessions_core.stores.base.InspectableStore`); another store raises ``StoreError``.
 """
@@ -110,6 +111,18 @@ def _records(
             "to_message_id": compaction.to_message_id,
             "created_at": _iso(compaction.created_at_us),
             "summary": compaction.summary,
+        }
+    for label, key, version in store.block_version_rows(session_id):  # before the blocks they lead to
+        yield {
+            "kind": "block_version",
+            "session_id": session_id,
+            "label": label,
+            "key": key,
+            "version": version.version,
+            "content": version.content,
+            "created_at": _iso(version.created_at_us),
+            "source": version.source,
+            "tool_call_id": version.tool_call_id,
         }
     for block in store.list_blocks(session_id):
         yield {

@@ -17,13 +17,13 @@ from ._time import now_us, to_us
 from .errors import MessageValidationError
 from .messages import FilePart, SessionMessage, parse_message
 from .session import Session
-from .stores.base import CompactionRow, InspectableStore, SessionRow
+from .stores.base import BlockVersionRow, CompactionRow, InspectableStore, SessionRow
 from .text import lone_surrogate, surrogate_problem
 
 EXPORT_FORMAT = "session-memory/1"
 """The ``format`` of an export's ``session`` record; an import refuses any other."""
 
-RECORD_KINDS = ("session", "message", "compaction", "block", "prompt", "search_entry")
+RECORD_KINDS = ("session", "message", "compaction", "block_version", "block", "prompt", "search_entry")
 """Every ``kind`` of record, in the order an export writes them."""
 
 PAGE_ROWS = 500
@@ -114,6 +114,7 @@ class RecordChecker:
             "session": self._check_session,
             "message": self._check_message,
             "compaction": self._check_compaction,
+            "block_version": self._check_block_version,
             "block": self._check_block,
             "prompt": self._check_prompt,
             "search_entry": self._check_search_entry,
@@ -212,6 +213,17 @@ class RecordChecker:
         _string(record.data, "summary")
         record.created_at = parse_time(record.data.get("created_at"), "'created_at'")
 
+    def _check_block_version(self, record: Record) -> None:
+        data = record.data
+        _string(data, "label", empty=False)
+        _string(data, "key")
+        _string(data, "content")
+        _string(data, "source", empty=False)
+        _string(data, "tool_call_id", optional=True)
+        if type(data.get("version")) is not int or data["version"] < 1:
+            raise InvalidRecord("'version' must be a positive integer")
+        record.created_at = parse_time(data.get("created_at"), "'created_at'")
+
     def _check_block(self, record: Record) -> None:
         _string(record.data, "label", empty=False)
         _string(record.data, "content")
@@ -244,11 +256,13 @@ class RecordWriter:
         self.store = store
         self.stored_compactions: dict[str, set[str]] = {}
         self.stored_entries: dict[str, dict[tuple[str, str], bytes]] = {}
+        self.imported_versions: dict[tuple[str, str, str], int] = {}  # (session, label, key) -> newest
         self._sessions: dict[str, Session] = {}
         self._chain: list[Record] = []
         self._writes: dict[str, Callable[[Record], bool | None]] = {
             "session": self._write_session,
             "compaction": self._write_compaction,
+            "block_version": self._write_block_version,
             "block": self._write_block,
             "prompt": self._write_prompt,
             "search_entry": self._write_search_entry,
@@ -346,12 +360,27 @@ class RecordWriter:
         ids.add(row.id)
         return True
 
+    def _write_block_version(self, record: Record) -> bool:
+        data = record.data
+        assert record.created_at is not None
+        row = BlockVersionRow(data["version"], data["content"], to_us(record.created_at), data["source"],
+                              data.get("tool_call_id"))
+        where = (record.session_id, data["label"], data["key"])
+        if self.store.import_block_version(*where, row):
+            self.imported_versions[where] = max(self.imported_versions.get(where, 0), row.version)
+            return True
+        return False
+
     def _write_block(self, record: Record) -> bool:
         label, content = record.data["label"], record.data["content"]
         if self.store.get_block(record.session_id, label) == content:
             return False
         updated = now_us() if record.updated_at is None else to_us(record.updated_at)
-        self.store.import_block(record.session_id, label, content, updated)
+        version = self.imported_versions.get((record.session_id, label, ""))
+        if version is None:  # an export without versions: the import is the block's next version
+            self.store.import_block(record.session_id, label, content, updated)
+        else:  # its versions came first: the block is the newest of them
+            self.store.write_block(record.session_id, label, content, source="import", at_us=updated, version=version)
         return True
 
     def _write_prompt(self, record: Record) -> bool:
@@ -377,7 +406,12 @@ class RecordWriter:
         now = now_us()
         created = now if record.created_at is None else to_us(record.created_at)
         updated = now if record.updated_at is None else to_us(record.updated_at)
-        self.store.import_search_entry(target, data["label"], data["key"], data["content"], created, updated)
+        version = self.imported_versions.get((target, data["label"], data["key"]))
+        if version is None:
+            self.store.import_search_entry(target, data["label"], data["key"], data["content"], created, updated)
+        else:
+            self.store.write_block(target, data["label"], data["content"], key=data["key"], source="import",
+                                   at_us=updated, created_at_us=created, version=version)
         entries[key] = digest
         return True
 

@@ -19,6 +19,7 @@ from .store import BadInput, NotFound, StoreHandle, summary_of
 RECORD_LABELS = {
     "message": ("message", "messages"),
     "compaction": ("compaction", "compactions"),
+    "block_version": ("block version", "block versions"),
     "block": ("block", "blocks"),
     "prompt": ("cached prompt", "cached prompts"),
     "search_entry": ("search entry", "search entries"),
@@ -65,6 +66,7 @@ def cmd_export(handle: StoreHandle, session_id: str, output: str | None) -> None
     parts = [
         count_of(counts.get("message", 0), "message"),
         count_of(counts.get("compaction", 0), "compaction"),
+        count_of(counts.get("block_version", 0), "block version"),
         count_of(counts.get("block", 0), "block"),
         count_of(counts.get("prompt", 0), "cached prompt"),
         count_of(counts.get("search_entry", 0), "search entry", "search entries"),

@@ -435,11 +435,13 @@ class Store(ABC):
         keep: int | None = None,
         at_us: int | None = None,
         created_at_us: int | None = None,
+        version: int | None = None,
     ) -> int | None:
         """Write a block's content (``key``: an entry of a searchable block) and keep it as the
         block's next version, in one transaction; the version's number, or ``None`` from a store
         that keeps no versions (this default: :meth:`set_block` / :meth:`set_search_entry`).
-        ``keep``: versions kept at most (the oldest go); ``at_us``: the write's time."""
+        ``keep``: versions kept at most (the oldest go); ``at_us``: the write's time;
+        ``version``: the number the content has already (an import that brought its versions)."""
         if key is None:
             self.set_block(session_id, label, content)
         else:
@@ -574,6 +576,16 @@ class InspectableStore(Store):
         self, session_id: str, label: str, key: str, content: str, created_at_us: int, updated_at_us: int
     ) -> None:
         """Store a search entry with its times (an entry stored already keeps its creation time)."""
+
+    def block_version_rows(self, session_id: str) -> list[tuple[str, str, BlockVersionRow]]:
+        """Every kept version of the session's blocks and entries as ``(label, key, version)``
+        (key ``""`` for a plain block), by label, key and version; ``[]`` from a store that keeps none."""
+        return []
+
+    def import_block_version(self, session_id: str, label: str, key: str, row: BlockVersionRow) -> bool:
+        """Store a version as it is (number, time, source), unless that number is stored already;
+        ``True`` if it was stored. A store that keeps no versions stores nothing."""
+        return False
 
     @abstractmethod
     def import_compaction(self, session_id: str, row: CompactionRow) -> bool:

@@ -208,27 +208,45 @@ known depths."""
 
 GET_BLOCK = "SELECT content FROM context_blocks WHERE session_id = :s AND label = :label"
 GET_BLOCKS = "SELECT label, content FROM context_blocks WHERE session_id = {first} AND label {values}"
-SET_BLOCK = """
-    INSERT INTO context_blocks (session_id, label, updated_at, content) VALUES (:s, :label, :now, :content)
-    ON CONFLICT (session_id, label) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at
+_SET_BLOCK = """
+    INSERT INTO context_blocks (session_id, label, updated_at, content, version, source, tool_call_id)
+    VALUES (:s, :label, :now, :content, {first}, :source, :tool_call_id)
+    ON CONFLICT (session_id, label) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at,
+        version = {next}, source = excluded.source, tool_call_id = excluded.tool_call_id
+    RETURNING version
 """
+SET_BLOCK = _SET_BLOCK.format(first="1", next="context_blocks.version + 1")
+"""Write a block; its trigger keeps the write as the block's next version (a block's versions go
+only with its row, when its session is deleted, so a new row starts at version 1)."""
 GET_CACHED_PROMPT = "SELECT prompt FROM cached_prompts WHERE session_id = :s"
 SET_CACHED_PROMPT = """
     INSERT INTO cached_prompts (session_id, updated_at, prompt) VALUES (:s, :now, :prompt)
     ON CONFLICT (session_id) DO UPDATE SET prompt = excluded.prompt, updated_at = excluded.updated_at
 """
-SET_SEARCH_ENTRY = """
-    INSERT INTO search_entries (session_id, label, key, created_at, updated_at, content, search_terms)
-    VALUES (:s, :label, :key, :created, :updated, :content, {terms}) ON CONFLICT (session_id, label, key) DO UPDATE
-    SET content = excluded.content, search_terms = excluded.search_terms, updated_at = excluded.updated_at
-"""
-COUNT_SEARCH_ENTRIES = "SELECT count(*) FROM search_entries WHERE session_id = :s AND label = :label"
-ADD_BLOCK_VERSION = """
-    INSERT INTO context_block_versions (session_id, label, key, version, created_at, source, tool_call_id, content)
-    SELECT :s, :label, :key, coalesce(max(version), 0) + 1, :now, :source, :tool_call_id, :content
-    FROM context_block_versions WHERE session_id = :s AND label = :label AND key = :key
+_SET_SEARCH_ENTRY = """
+    INSERT INTO search_entries
+        (session_id, label, key, created_at, updated_at, content, search_terms, version, source, tool_call_id)
+    VALUES (:s, :label, :key, :created, :updated, :content, {{terms}}, {first}, :source, :tool_call_id)
+    ON CONFLICT (session_id, label, key) DO UPDATE
+    SET content = excluded.content, search_terms = excluded.search_terms, updated_at = excluded.updated_at,
+        version = {next}, source = excluded.source, tool_call_id = excluded.tool_call_id
     RETURNING version
 """
+SET_SEARCH_ENTRY = _SET_SEARCH_ENTRY.format(first="1", next="search_entries.version + 1")
+AT_VERSION = {  # an import of a block whose versions it imported before: the current row only
+    False: _SET_BLOCK.format(first=":version", next=":version"),
+    True: _SET_SEARCH_ENTRY.format(first=":version", next=":version"),
+}
+ALL_BLOCK_VERSIONS = """
+    SELECT label, key, version, content, created_at, source, tool_call_id FROM context_block_versions
+    WHERE session_id = :s ORDER BY label, key, version
+"""
+IMPORT_BLOCK_VERSION = """
+    INSERT INTO context_block_versions (session_id, label, key, version, created_at, source, tool_call_id, content)
+    VALUES (:s, :label, :key, :version, :created_at, :source, :tool_call_id, :content)
+    ON CONFLICT (session_id, label, key, version) DO NOTHING
+"""
+COUNT_SEARCH_ENTRIES = "SELECT count(*) FROM search_entries WHERE session_id = :s AND label = :label"
 TRIM_BLOCK_VERSIONS = """
     DELETE FROM context_block_versions WHERE session_id = :s AND label = :label AND key = :key AND version <= :oldest
 """
@@ -763,24 +781,35 @@ class SqlStore(InspectableStore):
         keep: int | None = None,
         at_us: int | None = None,
         created_at_us: int | None = None,
+        version: int | None = None,
     ) -> int | None:
         now = now_us() if at_us is None else at_us
         params = {"s": session_id, "label": label, "key": "" if key is None else key, "now": now, "source": source,
-                  "tool_call_id": tool_call_id, "content": content}
+                  "tool_call_id": tool_call_id, "content": content, "version": version}
+        block_sql = SET_BLOCK if version is None else AT_VERSION[False]
+        entry_sql = SET_SEARCH_ENTRY if version is None else AT_VERSION[True]
 
         def work(conn: Any) -> int:
             if key is None:
-                conn.execute(self.compile(SET_BLOCK), params)
+                version = conn.execute(self.compile(block_sql), params).fetchone()[0]
             else:
-                conn.execute(self.compile(SET_SEARCH_ENTRY), {
+                version = conn.execute(self.compile(entry_sql), {
                     **params, "created": now if created_at_us is None else created_at_us, "updated": now,
-                    "terms": self._terms(content)})
-            version = conn.execute(self.compile(ADD_BLOCK_VERSION), params).fetchone()[0]
+                    "terms": self._terms(content)}).fetchone()[0]
             if keep is not None:
                 conn.execute(self.compile(TRIM_BLOCK_VERSIONS), {**params, "oldest": version - max(1, keep)})
             return version
 
-        return self._write(work, lock=session_id)
+        return self._write(work, lock=session_id, one_statement=keep is None)
+
+    def block_version_rows(self, session_id: str) -> list[tuple[str, str, BlockVersionRow]]:
+        rows = self._all(ALL_BLOCK_VERSIONS, {"s": session_id})
+        return [(row[0], row[1], BlockVersionRow(*row[2:])) for row in rows]
+
+    def import_block_version(self, session_id: str, label: str, key: str, row: BlockVersionRow) -> bool:
+        params = {"s": session_id, "label": label, "key": key, "version": row.version, "created_at": row.created_at_us,
+                  "source": row.source, "tool_call_id": row.tool_call_id, "content": row.content}
+        return self._execute(IMPORT_BLOCK_VERSION, params) == 1
 
     def block_versions(
         self, session_id: str, label: str, key: str | None = None, limit: int | None = None

@@ -154,11 +154,31 @@ def test_block_events_carry_the_version(make_session):
                                                                ("block", "memory", 3)]
 
 
-def test_export_and_import_record_imported_versions(make_session):
+def test_export_and_import_carry_the_versions(make_session):
     s = make_session(session_id="v7").with_context("memory", description="Facts")
+    s.with_context("kb", provider=StoreSearchContext())
     _keeps_versions(s)
-    s.replace_context_block("memory", "exported fact")
+    s.replace_context_block("memory", "first fact")
+    {tool.name: tool for tool in _session(s).tools()}["set_context"].invoke(
+        {"label": "memory", "content": "second fact"}, tool_call_id="call_2")
+    {tool.name: tool for tool in _session(s).tools()}["set_context"].invoke(
+        {"label": "kb", "content": "an entry", "metadata": {"title": "e"}})
     store = _session(s).store
     lines = list(export_lines(store, "v7"))
     import_records(store, lines, into="v7-copy")
-    assert [(v.content, v.source) for v in store.block_versions("v7-copy", "memory")] == [("exported fact", "import")]
+
+    def kept(session_id: str, label: str, key: str | None = None) -> list[tuple[Any, ...]]:
+        return [(v.version, v.content, v.created_at_us, v.source, v.tool_call_id)
+                for v in store.block_versions(session_id, label, key)]
+
+    assert kept("v7-copy", "memory") == kept("v7", "memory") and len(kept("v7", "memory")) == 2
+    assert kept("v7-copy", "kb", "e") == kept("v7", "kb", "e") and len(kept("v7", "kb", "e")) == 1
+    assert store.get_block("v7-copy", "memory") == "second fact"
+    assert store.search_entries("v7-copy", "kb", "entry", 5) == [("e", "an entry")]
+    report = import_records(store, lines, into="v7-copy")  # again: nothing new
+    assert report.stored == {} and report.present["block_version"] == 3
+    assert kept("v7-copy", "memory") == kept("v7", "memory")
+    # The next write goes on from the imported versions.
+    copy = type(_session(s))(store).for_session("v7-copy").with_context("memory", description="Facts")
+    copy.replace_context_block("memory", "third fact")
+    assert [v.version for v in copy.get_context_history("memory")] == [3, 2, 1]
