@@ -188,3 +188,33 @@ def test_an_async_pool_is_refused_with_a_clear_message(schema):
     pool = AsyncConnectionPool(postgres_url(), open=False)
     with pytest.raises(TypeError, match="async pool"):
         PostgresStore(pool)
+
+
+def test_blocks_stored_before_versions_become_version_1_on_postgres():
+    """Migration 0005 on a schema at version 4: every block and search entry becomes version 1,
+    and the next write is version 2 (issue 21)."""
+    require_postgres()
+    import psycopg
+
+    from sessions_core import PostgresStore, Session
+    from sessions_core.stores import postgres as postgres_module
+
+    with temporary_schema() as schema:
+        with psycopg.connect(postgres_url(), autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+            for script in postgres_module._qualified(list(postgres_module.MIGRATIONS[:4]), schema):
+                conn.execute(script)
+            conn.execute(f'INSERT INTO "{schema}".context_blocks VALUES (%s, %s, %s, %s)',
+                         ("s", "memory", 1_700_000_000_000_000, "likes tea"))
+            conn.execute(f'INSERT INTO "{schema}".search_entries (session_id, label, key, created_at, updated_at,'
+                         " content) VALUES ('s', 'kb', 'paris', 1, 2, 'Paris is in France')")
+        store = PostgresStore(postgres_url(), schema=schema)
+        try:
+            assert [(v.version, v.content, v.source) for v in store.block_versions("s", "memory")] == [
+                (1, "likes tea", "code")]
+            assert [v.content for v in store.block_versions("s", "kb", "paris")] == ["Paris is in France"]
+            session = Session(store).for_session("s").with_context("memory", description="m")
+            session.replace_context_block("memory", "likes coffee")
+            assert [v.version for v in session.get_context_history("memory")] == [2, 1]
+        finally:
+            store.close()
