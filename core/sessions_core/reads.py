@@ -199,6 +199,13 @@ def plan(store: Store, session_id: str, leaf_id: str | None, raw: bool = False) 
     return ReadPlan(seqs, ids, compactions, store.fetch_chunk_rows, hide_markers=not raw)
 
 
+def _any_stored(store: Store, session_id: str, message_ids: list[str]) -> bool:
+    stored_ids = getattr(store, "stored_message_ids", None)
+    if stored_ids is not None:
+        return bool(stored_ids(session_id, message_ids))
+    return any(store.get_message(session_id, message_id) is not None for message_id in message_ids)
+
+
 class VisiblePath(NamedTuple):
     seqs: array
     """The rows shown, root first."""
@@ -212,9 +219,11 @@ def visible_path(store: Store, session_id: str, leaf: str, overlays: Sequence[Ov
     """What :func:`plan_overlays` makes of the path to ``leaf``, read without the ranges the
     overlays cover: up from the leaf to the deepest end of an overlay, over to the overlay's
     start, on up from its parent. Costs what is shown, not the path's length. ``None`` when an
-    overlay's depths are unknown or do not tell which overlay applies (then read the whole path)."""
-    if any(o.from_depth is None for o in overlays):
-        return None
+    overlay whose last message is stored has unknown depths, or the depths do not tell which
+    overlay applies (then read the whole path)."""
+    unknown = [o.compaction.to_message_id for o in overlays if o.from_depth is None]
+    if unknown and _any_stored(store, session_id, unknown):
+        return None  # an overlay not checked since its last message was stored: it may apply anywhere
     anchored = [
         Anchored(o.compaction, order, o.from_depth, o.to_depth)  # type: ignore[arg-type]
         for order, o in enumerate(overlays)

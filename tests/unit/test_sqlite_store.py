@@ -139,3 +139,29 @@ def test_blocks_stored_before_versions_become_version_1(tmp_path):
     session.replace_context_block("memory", "likes coffee")
     assert [v.version for v in session.get_context_history("memory")] == [2, 1]
     store.close()
+
+
+def test_overlays_stored_before_their_depths_get_them_at_setup(tmp_path):
+    """Migration 0007 leaves the depths of existing overlays unknown; setup records them, so a
+    compacted read of an upgraded database jumps over the covered range at once (issue 20)."""
+    path = tmp_path / "six.db"
+    with Session(str(path)).for_session("s") as session:
+        for i in range(30):
+            session.append_message({"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": f"m {i}"}]})
+        overlay = session.add_compaction("summary", "m2", "m25")
+        expected = [m.id for m in session.get_history()]
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE session_compactions SET from_depth = NULL, to_depth = NULL")  # as 0007 leaves them
+    conn.execute("INSERT INTO session_compactions (session_id, id, from_message_id, to_message_id, created_at,"
+                 " summary) VALUES ('s', 'ghost', 'm1', 'not-yet', 1, 'waits for its last message')")
+    conn.commit()
+    conn.close()
+    store = SqliteStore(path)
+    store.setup()
+    depths = {row.compaction.id: (row.from_depth, row.to_depth) for row in store.overlays("s")}
+    assert depths == {overlay.id: (3, 26), "ghost": (None, None)}
+    session = Session(store).for_session("s")
+    store.path_ids = lambda *a, **k: pytest.fail("the whole path was walked")
+    store.delete_messages("s", [])  # nothing deleted: the depths stay
+    assert [m.id for m in session.get_history()] == expected
+    store.close()

@@ -402,6 +402,7 @@ class PostgresStore(SqlStore):
             raise StoreError(f"{self!r}: setup failed: {error}") from error
         self._ready = True
         self._backfill_search_terms(progress)
+        self._anchor_all_overlays()
 
     def close(self) -> None:
         if not self._closed:

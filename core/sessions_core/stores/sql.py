@@ -183,9 +183,10 @@ ANCHOR_COMPACTION = """
         to_depth = CASE WHEN EXISTS (SELECT 1 FROM up WHERE id = :first_id)
                    THEN (SELECT depth FROM up WHERE id = :last_id) ELSE -1 END
     WHERE id = :id AND EXISTS (SELECT 1 FROM up WHERE id = :last_id)
-      AND EXISTS (SELECT 1 FROM session_messages WHERE session_id = :s AND id = :first_id)
 """
-"""Record an overlay's end depths (``-1``: it can never apply), once both its ends are stored."""
+"""Record an overlay's end depths once its last message is stored; ``-1`` when its first is not
+an ancestor of it then: no message stored later can become an ancestor of a stored one."""
+UNANCHORED_SESSIONS = "SELECT DISTINCT session_id FROM session_compactions WHERE from_depth IS NULL"
 UNANCHOR_COMPACTIONS = "UPDATE session_compactions SET from_depth = NULL, to_depth = NULL WHERE session_id = :s"
 
 _PATH_UP = """
@@ -692,6 +693,11 @@ class SqlStore(InspectableStore):
             self._anchor_overlays(conn, session_id)
 
         self._write(work, lock=session_id, walk=True)
+
+    def _anchor_all_overlays(self) -> None:
+        """Record the end depths of every overlay that has none (after a migration or deletes)."""
+        for (session_id,) in self._all(UNANCHORED_SESSIONS, {}):
+            self._write(lambda conn, s=session_id: self._anchor_overlays(conn, s), lock=session_id, walk=True)
 
     def _anchor_overlays(self, conn: Any, session_id: str) -> None:
         """Record the end depths of the session's overlays that have none yet (a walk each)."""

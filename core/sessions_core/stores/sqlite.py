@@ -358,6 +358,7 @@ class SqliteStore(SqlStore):
             self._ready = True
             if not self.read_only:
                 self._backfill_search_terms(progress)
+                self._anchor_all_overlays()
 
     def _check_schema_read_only(self) -> None:
         version = self._schema_version()
