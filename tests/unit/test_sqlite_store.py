@@ -161,7 +161,15 @@ def test_overlays_stored_before_their_depths_get_them_at_setup(tmp_path):
     depths = {row.compaction.id: (row.from_depth, row.to_depth) for row in store.overlays("s")}
     assert depths == {overlay.id: (3, 26), "ghost": (None, None)}
     session = Session(store).for_session("s")
+    walks = store.path_ids
     store.path_ids = lambda *a, **k: pytest.fail("the whole path was walked")
-    store.delete_messages("s", [])  # nothing deleted: the depths stay
     assert [m.id for m in session.get_history()] == expected
+    # A delete changes depths (the rest of the chain becomes a root): they are recorded again at once.
+    store.delete_messages("s", ["m1"])
+    assert {row.compaction.id: (row.from_depth, row.to_depth) for row in store.overlays("s")} == {
+        overlay.id: (1, 24), "ghost": (None, None)}
+    store.path_ids = walks
+    expected_after = [m.id for m in session.get_history()]
+    store.path_ids = lambda *a, **k: pytest.fail("the whole path was walked")
+    assert expected_after[0].startswith("compaction_") and expected_after[1:] == expected[3:]
     store.close()

@@ -605,11 +605,12 @@ class SqlStore(InspectableStore):
                 for (child,) in conn.execute(self.compile(ORPHAN_CHILDREN), params).fetchall():
                     self._shift_subtree(conn, session_id, child, -row[0], -row[1], -row[2])
                 deleted.append(message_id)
-            if deleted:  # ancestry changed: the overlays' depths are checked again when one is written
+            if deleted:  # ancestry and depths changed: the overlays' ends are checked again
                 conn.execute(self.compile(UNANCHOR_COMPACTIONS), {"s": session_id})
+                self._anchor_overlays(conn, session_id)
             return deleted
 
-        return self._write(work, lock=session_id)
+        return self._write(work, lock=session_id, walk=True)
 
     def clear_session(self, session_id: str) -> None:
         def work(conn: Any) -> None:
