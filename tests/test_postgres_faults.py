@@ -4,6 +4,7 @@ on a fresh database, and texts past the ``tsvector`` limit. Never a mock: a real
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -142,18 +143,14 @@ class _Proxy:
     def stop(self) -> None:
         assert self._listener is not None
         listener, self._listener = self._listener, None
-        try:
+        with contextlib.suppress(OSError):  # already shut: closing is all that is left
             listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread (close alone does not)
-        except OSError:
-            pass
         listener.close()
         with self._lock:
             sockets, self._sockets = self._sockets, []
         for sock in sockets:
-            try:
+            with contextlib.suppress(OSError):  # the peer may have gone already
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()
 
     def _accept(self, listener: socket.socket) -> None:
@@ -174,16 +171,13 @@ class _Proxy:
     @staticmethod
     def _pump(source: socket.socket, sink: socket.socket) -> None:
         try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
+            with contextlib.suppress(OSError):  # either side closed: the pump ends
+                while data := source.recv(65536):
+                    sink.sendall(data)
         finally:
             for sock in (source, sink):
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
 
 @pytest.fixture

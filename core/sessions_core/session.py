@@ -467,9 +467,10 @@ class Session(StoreOwner):
             raise ContextError(f'Block "{label}"' + (f' entry "{key}"' if key is not None else "")
                                + f" has no version {version}")
         blocks = self._blocks.get()
+        block = blocks.get_block(label)
         if key is None:
             blocks.set_block(label, found.content)
-        elif blocks.get_block(label) is not None and blocks.get_block(label).is_searchable:
+        elif block is not None and block.is_searchable:
             blocks.set_search_entry(label, key, found.content)
         else:
             blocks.set_skill(label, key, found.content)

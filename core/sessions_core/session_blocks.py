@@ -44,13 +44,13 @@ class SessionBlocks:
     def declare(self, config: ContextConfig) -> None:
         """A block of ``with_context``: added to the built blocks, if any, without loading."""
         if self._blocks is not None:
-            self._blocks.add_context(self._bound(config))
+            self._blocks.add_context(self.bound(config))
         self.configs.append(config)
 
     def add(self, config: ContextConfig) -> ContextBlock:
         """A block of ``add_context``: added and loaded (a skill block looks for loaded skills)."""
         blocks = self.get()
-        block = blocks.add_context(self._bound(config))
+        block = blocks.add_context(self.bound(config))
         self.configs.append(config)
         if block.is_skill and not blocks.loaded_skill_keys():
             self._restore_skills(blocks)
@@ -65,7 +65,7 @@ class SessionBlocks:
 
     def declared_blocks(self) -> list[ContextBlock]:
         """The blocks as declared, without content: no provider or store is read."""
-        return [declared_block(self._bound(c)) for c in self.configs]
+        return [declared_block(self.bound(c)) for c in self.configs]
 
     def get(self) -> ContextBlocks:
         """The blocks, built on first use (providers are not read until a block is needed)."""
@@ -75,7 +75,7 @@ class SessionBlocks:
                 prompt_store = self.prompt_cache
                 if prompt_store is StorePromptCache:
                     prompt_store = StorePromptCache(session.store, session.session_id)
-                blocks = ContextBlocks([self._bound(c) for c in self.configs], prompt_store=prompt_store)
+                blocks = ContextBlocks([self.bound(c) for c in self.configs], prompt_store=prompt_store)
                 blocks.on_unload = self._rewrite_unloaded_skill
                 blocks.on_write = self._written
                 if blocks.has_skill_providers():
@@ -85,9 +85,6 @@ class SessionBlocks:
 
     def bound(self, config: ContextConfig) -> ContextConfig:
         """``config`` with its provider bound to this session's store and id."""
-        return self._bound(config)
-
-    def _bound(self, config: ContextConfig) -> ContextConfig:
         provider = bind_provider(config.provider, self._session.store, self._session.session_id, config.label,
                                  config.keep_versions)
         return ContextConfig(config.label, config.description, config.max_tokens, provider, config.keep_versions)

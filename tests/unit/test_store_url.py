@@ -23,7 +23,7 @@ def test_sqlite_paths_are_absolute(tmp_path, monkeypatch):
 
 def test_a_store_of_another_kind_has_no_address():
     class Elsewhere(Store):
-        pass
+        """A store of its own kind, whose address the library cannot know."""
 
     Elsewhere.__abstractmethods__ = frozenset()  # never used: only its kind matters here
     assert store_url(Elsewhere()) is None

@@ -7,6 +7,7 @@ set-based batch insert.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -256,10 +257,8 @@ class SqliteStore(SqlStore):
                 return
             self._conn = None  # type: ignore[assignment]
             self._ready = False
-            try:
+            with contextlib.suppress(sqlite3.Error):  # the connection is dropped either way
                 conn.close()
-            except sqlite3.Error:
-                pass  # the connection is dropped either way
 
     def _refuse_write(self) -> None:
         raise StoreError(f"{self!r}: opened read-only, so nothing was written; open it without read_only=True"
