@@ -3,7 +3,8 @@
 ``SessionMemoryMiddleware`` gives a ``langchain.agents.create_agent`` agent durable,
 searchable, self-edited memory; ``SessionChatMessageHistory`` is a ``BaseChatMessageHistory``;
 ``SessionToolkit`` gives the memory tools as ``StructuredTool``s; ``chat_model_summarizer`` makes
-compaction summaries with any chat model. The history, the toolkit and the conversion need only
+compaction summaries with any chat model; ``VectorStoreRecall`` gives semantic recall on any
+``VectorStore``. The history, the toolkit and the conversion need only
 ``langchain-core``; the middleware needs ``langchain`` and is imported on first use.
 """
 
@@ -24,6 +25,7 @@ from .conversion import (
     to_session_messages,
 )
 from .history import SessionChatMessageHistory
+from .recall import SynonymEmbeddings, VectorStoreRecall
 from .summarizer import COMPACTION_TAG, ChatModelSummarizer, chat_model_summarizer
 from .toolkit import SessionToolkit
 
@@ -38,6 +40,8 @@ __all__ = [
     "SessionMemoryMiddleware",
     "SessionMemoryState",
     "SessionToolkit",
+    "SynonymEmbeddings",
+    "VectorStoreRecall",
     "chat_model_summarizer",
     "to_langchain_message",
     "to_langchain_messages",

@@ -28,6 +28,8 @@ from .messages import (
 )
 from .models import AppendResult, Compaction, RecentHistory, SearchResult, SessionEvent
 from .providers import StoreContext, StoreSearchContext
+from .recall import VectorHit, VectorIndex
+from .semantic import DrainReport, SemanticRecall
 from .session import Session
 from .skills import FileSkillProvider
 from .stores import LATEST, SqliteStore, Store
@@ -53,6 +55,7 @@ __all__ = [
     "CompactResult",
     "Compaction",
     "CompactionError",
+    "DrainReport",
     "ContextBlock",
     "ContextError",
     "FilePart",
@@ -67,6 +70,7 @@ __all__ = [
     "ReasoningPart",
     "RecentHistory",
     "SearchResult",
+    "SemanticRecall",
     "Session",
     "SessionEvent",
     "SessionInfo",
@@ -87,6 +91,8 @@ __all__ = [
     "ToolResultPart",
     "ToolUIPart",
     "UnknownPart",
+    "VectorHit",
+    "VectorIndex",
     "create_compact_function",
     "estimate_message_tokens",
     "estimate_tokens",

@@ -14,7 +14,9 @@ framework-neutral and behaves the same for every adapter:
 - stores: ``store_url`` (where a store is, to reopen it elsewhere; never with a password);
 - tools: ``tool_args_model`` (a tool's JSON Schema as a pydantic model);
 - compaction: ``Summarizer`` (a summariser with a sync and a native async form);
-- message parts: ``is_tool_ui_type`` (AI SDK UI tool parts).
+- message parts: ``is_tool_ui_type`` (AI SDK UI tool parts);
+- semantic recall: ``metadata_matches`` (a vector search filter applied in Python) and
+  ``synonym_embedding`` (the offline test embedding the adapters wrap).
 """
 
 from ._async import async_twin, prefer_async, run_in_thread
@@ -23,8 +25,10 @@ from .messages import is_marker, is_tool_ui_type
 from .overlays import is_summary_id, plan_overlays, summary_id
 from .reads import summary_message
 from .schemas import tool_args_model
+from .semantic import metadata_matches
 from .store_owner import store_url
 from .summarizers import Summarizer
+from .synonyms import synonym_embedding
 from .tokens import count_message_tokens
 from .window import recent_window
 
@@ -36,6 +40,7 @@ __all__ = [
     "is_marker",
     "is_summary_id",
     "is_tool_ui_type",
+    "metadata_matches",
     "plan_overlays",
     "prefer_async",
     "raw_history",
@@ -46,5 +51,6 @@ __all__ = [
     "store_url",
     "summary_id",
     "summary_message",
+    "synonym_embedding",
     "tool_args_model",
 ]

@@ -14,10 +14,12 @@ from ._async import io
 from ._time import from_us, now_us
 from .autocompact import TokenCounter
 from .compaction import CompactResult
+from .errors import SessionsError
 from .feed import ChangeFeed
 from .messages import MessageInput, SessionMessage, TextPart, parse_message
 from .models import Compaction, SearchResult, SessionEvent
-from .reads import search_results
+from .searching import Scope, search_messages
+from .semantic import SemanticRecall
 from .session import Session
 from .store_owner import StoreOwner
 from .stores.base import LATEST, SessionChanges, SessionRow, _Latest
@@ -75,7 +77,7 @@ class _SearchableHistory:
         return f"{count} session{'' if count == 1 else 's'} available for search."
 
     def search(self, query: str) -> str | None:
-        hits = self._manager.search(query, limit=10)
+        hits = self._manager.search(query, limit=10, mode="text" if self._manager.recall is None else "hybrid")
         if not hits:
             return None
         return "\n---\n".join(f"[{hit.role}] {hit.content}" for hit in hits)
@@ -111,6 +113,7 @@ class SessionManager(StoreOwner):
         self._sessions: dict[str, Session] = {}
         self._lock = threading.RLock()
         self._feed = ChangeFeed()
+        self._recall: SemanticRecall | None = None
 
     def __repr__(self) -> str:
         return f"SessionManager({self.store!r}, namespace={self.namespace!r})"
@@ -156,6 +159,19 @@ class SessionManager(StoreOwner):
 
     def on_compaction_error(self, handler: Callable[[BaseException], Any]) -> SessionManager:
         return self._configure(lambda s: s.on_compaction_error(handler))
+
+    def with_semantic_recall(self, index: Any, **options: Any) -> SessionManager:
+        """Semantic recall for every session (``Session.with_semantic_recall``), over one index
+        shared by all: each vector is tagged with its session, and a search sees only this
+        manager's sessions. ``search`` and ``session_search`` then find by meaning too."""
+        recall = index if isinstance(index, SemanticRecall) else SemanticRecall(index, **options)
+        self._recall = recall.attach(self.store)
+        return self._configure(lambda s: s.with_semantic_recall(recall))
+
+    @property
+    def recall(self) -> SemanticRecall | None:
+        """The semantic recall of ``with_semantic_recall``, or ``None``."""
+        return self._recall
 
     def with_searchable_history(self, label: str) -> SessionManager:
         """Give every session a read-only searchable block over all of this manager's sessions."""
@@ -225,6 +241,8 @@ class SessionManager(StoreOwner):
         with self._lock:
             self._sessions.pop(session_id, None)
         if deleted:
+            if self._recall is not None:
+                self._recall.notify()
             self._feed.publish(SessionEvent("clear", session_id))
         return deleted
 
@@ -312,6 +330,9 @@ class SessionManager(StoreOwner):
             None, None, 0, 0, 0.0, None, moment, moment,
         )
         self.store.fork_session(self.storage_id(session_id), at_message_id, row)
+        if self._recall is not None:  # a source without recall yet: the whole fork is queued
+            self._recall.enable(row.storage_id)
+            self._recall.notify()
         return _info(row)
 
     @io
@@ -360,15 +381,51 @@ class SessionManager(StoreOwner):
     # -- search and tools ------------------------------------------------------------------
 
     @io
-    def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
-        """Messages of every session of this manager containing every word of ``query``
-        (stemmed), best first; each result names its session."""
-        return search_results(self.store.search_sessions(self.namespace, query, limit))
+    def search(self, query: str, *, limit: int = 20, mode: str = "text") -> list[SearchResult]:
+        """Messages of every session of this manager matching ``query``, best first, each once
+        and naming its session: ``mode`` as in ``Session.search`` (``"semantic"`` and
+        ``"hybrid"`` with ``with_semantic_recall``)."""
+        scope = Scope(namespace=self.namespace, shown=self._registry_id, storage=self.storage_id)
+        return search_messages(self.store, self._recall, query, limit, mode, scope)
+
+    def _registry_id(self, storage_id: str) -> str:
+        """The session id a storage id was made from (the inverse of ``storage_id``)."""
+        if self.namespace:
+            return storage_id[len(self.namespace) + 1:]
+        return storage_id[1:] if storage_id.startswith(":") else storage_id
+
+    @io
+    def drain_recall(self) -> Any:
+        """``Session.drain_recall`` for every session of the store's outbox."""
+        return self._require_recall().drain()
+
+    @io
+    def recall_backlog(self) -> Any:
+        """The outbox's size (``RecallBacklog``)."""
+        return self._require_recall().backlog()
+
+    @io
+    def rebuild_recall(self) -> int:
+        """Send every session of this manager to the index again; the number queued."""
+        recall = self._require_recall()
+        ids = [self.storage_id(info.id) for info in self.list()]
+        for storage_id in ids:
+            recall.enable(storage_id)
+        queued = recall.store.recall_rebuild(ids)
+        recall.notify()
+        return queued
+
+    def _require_recall(self) -> SemanticRecall:
+        if self._recall is None:
+            raise SessionsError("semantic recall is off: call with_semantic_recall(index) first")
+        return self._recall
 
     @io
     def tools(self) -> list[Tool]:
-        """``[session_search]``: search past conversations across every session."""
-        return [session_search_tool(lambda query: self.search(query, limit=10))]
+        """``[session_search]``: search past conversations across every session (by words and
+        meaning, with semantic recall)."""
+        mode = "text" if self._recall is None else "hybrid"
+        return [session_search_tool(lambda query: self.search(query, limit=10, mode=mode))]
 
     @io
     def session_tools(self, session_id: str) -> list[Tool]:

@@ -35,6 +35,8 @@ class SearchResult(NamedTuple):
     content: str
     created_at: datetime
     session_id: str = ""
+    compacted: bool = False
+    """The message is hidden behind a compaction overlay's summary (it is kept, and found)."""
 
 
 @dataclass(frozen=True, slots=True)

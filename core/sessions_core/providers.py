@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .provenance import write_source
+from .searching import search_entries
+from .semantic import SemanticRecall
 from .stores.base import BlockVersionRow, Store
 
 
@@ -21,19 +23,25 @@ class _StoreBound:
 
     def __init__(
         self, store: Store | None = None, session_id: str = "", label: str | None = None,
-        keep_versions: int | None = None,
+        keep_versions: int | None = None, recall: SemanticRecall | None = None,
     ) -> None:
         self.store = store
         self.session_id = session_id
         self.label = label
         self.keep_versions = keep_versions
+        self.recall = recall
+        """The session's semantic recall (a searchable block's entries are then found by meaning too)."""
         self.last_version: int | None = None
         """The version the last write through this provider recorded."""
 
-    def bind(self, store: Store, session_id: str, label: str, keep_versions: int | None = None) -> _StoreBound:
+    def bind(
+        self, store: Store, session_id: str, label: str, keep_versions: int | None = None,
+        recall: SemanticRecall | None = None,
+    ) -> _StoreBound:
         """A copy of this provider on ``store`` for ``session_id``; explicit settings win."""
         keep = self.keep_versions if self.keep_versions is not None else keep_versions
-        return type(self)(self.store or store, self.session_id or session_id, self.label or label, keep)
+        return type(self)(self.store or store, self.session_id or session_id, self.label or label, keep,
+                          self.recall or recall)
 
     def versions(self, key: str | None = None, limit: int | None = None) -> list[BlockVersionRow]:
         """The block's (``key``: the entry's) versions, newest first."""
@@ -95,14 +103,19 @@ class StoreSearchContext(_StoreBound):
         return f"{count} entries indexed." if count else None
 
     def search(self, query: str) -> str | None:
+        """The entries matching ``query`` by words (and by meaning, with semantic recall)."""
         store, session_id, label = self._where()
-        hits = store.search_entries(session_id, label, query, self.result_limit)
+        hits = search_entries(store, self.recall, session_id, label, query, self.result_limit)
         if not hits:
             return None
         return "\n\n".join(f"[{key}]\n{content}" for key, content in hits)
 
     def set(self, key: str, content: str) -> None:
+        if self.recall is not None:
+            self.recall.enable(self._where()[1])
         self._write(content, key)
+        if self.recall is not None:
+            self.recall.notify()
 
 
 class StorePromptCache:
@@ -119,10 +132,13 @@ class StorePromptCache:
         self.store.set_cached_prompt(self.session_id, content)
 
 
-def bind_provider(provider: Any, store: Store, session_id: str, label: str, keep_versions: int | None = None) -> Any:
+def bind_provider(
+    provider: Any, store: Store, session_id: str, label: str, keep_versions: int | None = None,
+    recall: SemanticRecall | None = None,
+) -> Any:
     """The provider a session uses for a block: store-backed ones bound to it, others as given."""
     if provider is None:
         return StoreContext(store, session_id, label, keep_versions)
     if isinstance(provider, _StoreBound):
-        return provider.bind(store, session_id, label, keep_versions)
+        return provider.bind(store, session_id, label, keep_versions, recall)
     return provider

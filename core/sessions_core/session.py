@@ -27,6 +27,8 @@ from .messages import COMPACTION_ID_PREFIX, MessageInput, SessionMessage, parse_
 from .models import AppendResult, Compaction, ContextVersion, RecentHistory, SearchResult, SessionEvent
 from .providers import StorePromptCache
 from .reads import summary_message
+from .searching import Scope, search_messages
+from .semantic import SemanticRecall
 from .session_blocks import SessionBlocks
 from .store_owner import StoreOwner, open_store
 from .stores.base import LATEST, CompactionRow, Inserted, MessageRecord, _Latest
@@ -60,12 +62,20 @@ class Session(StoreOwner):
         self._feed = ChangeFeed()
         self._blocks = SessionBlocks(self, self._feed.publish)
         self._edit_tool = False
+        self._recall: SemanticRecall | None = None
 
     create = classmethod(lambda cls, store=":memory:", **options: cls(store, **options))
     create.__doc__ = "The constructor under the reference's name: ``Session.create(store)``."
 
     def __repr__(self) -> str:
         return f"Session({self.store!r}, session_id={self.session_id!r})"
+
+    @io
+    def close(self) -> None:
+        """Close the store if this session opened it (stopping its semantic recall's sender)."""
+        if self._owns_store and self._recall is not None:
+            self._recall.close()
+        super().close()
 
     # -- builder ---------------------------------------------------------------------------
 
@@ -101,6 +111,26 @@ class Session(StoreOwner):
         self._blocks.prompt_cache = provider if provider is not None else StorePromptCache
         self._blocks.reset()
         return self
+
+    def with_semantic_recall(self, index: Any, **options: Any) -> Session:
+        """Find past messages and searchable entries by meaning too: ``index`` is a
+        :class:`~sessions_core.recall.VectorIndex` (``langchain_sessions.VectorStoreRecall``,
+        ``llamaindex_sessions.VectorStoreRecall``) or a shared :class:`SemanticRecall`;
+        ``options`` go to ``SemanticRecall``. Each write queues what it changes in the store's
+        outbox, in the same transaction, and a background sender brings the index in line after
+        the commit, so a slow or failing index never fails or delays a write. ``search``
+        gains ``mode="semantic"`` and ``"hybrid"``, which the search tools then use."""
+        recall = index if isinstance(index, SemanticRecall) else SemanticRecall(index, **options)
+        if options and recall is index:
+            raise TypeError("options configure a new SemanticRecall; pass them when creating the shared one")
+        self._recall = recall.attach(self.store)
+        self._blocks.reset()
+        return self
+
+    @property
+    def recall(self) -> SemanticRecall | None:
+        """The semantic recall of ``with_semantic_recall``, or ``None``."""
+        return self._recall
 
     def on_compaction(self, fn: Callable[..., Any], *, timeout: float | None = None) -> Session:
         """Register the compaction function ``fn(messages, context) -> CompactResult | None``
@@ -141,6 +171,7 @@ class Session(StoreOwner):
         parsed, record = self._prepare(message, source)
         if record is None:
             return AppendResult(False, parsed)
+        self._recall_before_write()
         result = self._appended(parsed, record, self.store.insert_message(self.session_id, record, parent_id))
         if result.inserted:
             self._after_append(record.id)
@@ -172,6 +203,8 @@ class Session(StoreOwner):
             except MessageValidationError as error:
                 raise MessageValidationError(f"messages[{index}]: {error}") from None
         records = [record for _, record in batch if record is not None]
+        if records:
+            self._recall_before_write()
         outcomes = iter(self.store.insert_messages(self.session_id, records, parent_id) if records else [])
         results = [
             AppendResult(False, parsed) if record is None else self._appended(parsed, record, next(outcomes))
@@ -213,7 +246,9 @@ class Session(StoreOwner):
         """Store a message as it is, with its given parent and creation time (for migrations)."""
         parsed = parse_message(message)
         record = self._record(parsed, to_us(created_at))
+        self._recall_before_write()
         if self.store.insert_message(self.session_id, record, parent_id) is not None:
+            self._recall_after_write()
             return AppendResult(True, parsed.model_copy(update={"created_at": from_us(record.created_at_us)}))
         return AppendResult(False, self.get_message(parsed.id) or parsed)
 
@@ -225,7 +260,10 @@ class Session(StoreOwner):
         under ``parent_id``, each next one under the one before (for migrations). Per message,
         whether it was stored (``False``: its id was stored already; the chain goes on from it)."""
         records = [self._record(parse_message(message), to_us(created_at)) for message, created_at in messages]
-        return [inserted is not None for inserted in self.store.insert_messages(self.session_id, records, parent_id)]
+        self._recall_before_write()
+        stored = [inserted is not None for inserted in self.store.insert_messages(self.session_id, records, parent_id)]
+        self._recall_after_write()
+        return stored
 
     @io
     def update_message(self, message: MessageInput) -> bool:
@@ -233,8 +271,10 @@ class Session(StoreOwner):
         no message with that id is stored."""
         parsed = parse_message(message)
         self._compaction.forget()
+        self._recall_before_write()
         updated = self.store.update_message(self.session_id, self._record(parsed, 0))
         if updated:
+            self._recall_after_write()
             self._feed.publish(SessionEvent("update", self.session_id, message=parsed))
         return updated
 
@@ -244,8 +284,10 @@ class Session(StoreOwner):
         if isinstance(ids, str):
             ids = [ids]
         self._compaction.forget()
+        self._recall_before_write()
         deleted = self.store.delete_messages(self.session_id, list(ids))
         if deleted:
+            self._recall_after_write()
             self._feed.publish(SessionEvent("delete", self.session_id, message_ids=tuple(deleted)))
         return deleted
 
@@ -253,12 +295,23 @@ class Session(StoreOwner):
     def clear_messages(self) -> None:
         """Delete every message and compaction of this session (context blocks stay)."""
         self._compaction.forget()
+        self._recall_before_write()
         self.store.clear_session(self.session_id)
+        self._recall_after_write()
         if self._blocks.declared:
             blocks = self._blocks.get()
             blocks.clear_loaded_skills()
             blocks.refresh_system_prompt()
         self._feed.publish(SessionEvent("clear", self.session_id))
+
+    def _recall_before_write(self) -> None:
+        """With recall on, make sure the store queues this session's changes (once)."""
+        if self._recall is not None:
+            self._recall.enable(self.session_id)
+
+    def _recall_after_write(self) -> None:
+        if self._recall is not None:
+            self._recall.notify()
 
     def _accept(self, message: MessageInput, source: str | None) -> SessionMessage:
         parsed = parse_message(message)
@@ -344,10 +397,41 @@ class Session(StoreOwner):
         return reads.recent_history(self.store, self.session_id, max_bytes, leaf_id, min_recent_messages)
 
     @io
-    def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
-        """Messages of this session (every branch) containing every word of ``query``,
-        stemmed, best match first. A query with no searchable word gives ``[]``."""
-        return reads.search_results(self.store.search_messages([self.session_id], query, limit))
+    def search(self, query: str, *, limit: int = 20, mode: str = "text") -> list[SearchResult]:
+        """Messages of this session (every branch) matching ``query``, best first, each once.
+
+        ``mode="text"``: containing every word of ``query``, stemmed (a query with no
+        searchable word gives ``[]``); with ``with_semantic_recall``, ``"semantic"``: closest in
+        meaning, and ``"hybrid"``: both rankings fused by reciprocal rank. A message an overlay
+        hides is found too, with ``compacted=True``."""
+        scope = Scope(session_ids=[self.session_id])
+        return search_messages(self.store, self._recall, query, limit, mode, scope)
+
+    @io
+    def drain_recall(self) -> Any:
+        """Send what the outbox holds to the index now (the background sender does it anyway),
+        after any send in progress; a ``DrainReport``. Needs ``with_semantic_recall``."""
+        return self._require_recall().drain()
+
+    @io
+    def recall_backlog(self) -> Any:
+        """The outbox's size (``RecallBacklog``: pending, failing, last error)."""
+        return self._require_recall().backlog()
+
+    @io
+    def rebuild_recall(self) -> int:
+        """Send this session's messages and entries to the index again (after the index lost
+        them, or to fill a new one); queued, then sent like any change."""
+        recall = self._require_recall()
+        recall.enable(self.session_id)
+        queued = recall.store.recall_rebuild([self.session_id])
+        recall.notify()
+        return queued
+
+    def _require_recall(self) -> SemanticRecall:
+        if self._recall is None:
+            raise SessionsError("semantic recall is off: call with_semantic_recall(index) first")
+        return self._recall
 
     # -- compactions -----------------------------------------------------------------------
 
@@ -415,6 +499,7 @@ class Session(StoreOwner):
         return self._compaction.prompt_tokens(self._blocks.get().prompt_for_estimate())
 
     def _after_append(self, leaf_id: str) -> None:
+        self._recall_after_write()
         self._compaction.after_append(self.session_id, leaf_id, self._prompt_tokens, self.compact)
 
     # -- context blocks --------------------------------------------------------------------

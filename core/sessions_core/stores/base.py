@@ -406,6 +406,19 @@ class Store(ABC):
         root = top is None and bool(path)
         return array("q", (e.seq for e in kept)), [e.id for e in kept], array("q", (e.tokens for e in kept)), root
 
+    def span_ids(self, session_id: str, from_id: str, to_id: str) -> list[str]:
+        """The ids from ``to_id`` up to and including its ancestor ``from_id`` (leaf first): what
+        an overlay over them covers; ``[]`` if ``from_id`` is not ``to_id`` or an ancestor of it."""
+        ids = self.path_ids(session_id, to_id)[1]
+        if from_id not in ids:
+            return []
+        return ids[ids.index(from_id):][::-1]
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called (a store that does not say is never closed)."""
+        return bool(getattr(self, "_closed", False))
+
     # -- context blocks --------------------------------------------------------------------
 
     @abstractmethod
@@ -600,6 +613,115 @@ class InspectableStore(Store):
     @abstractmethod
     def stats(self) -> StoreStats:
         """Row counts of the whole store, its schema version and size."""
+
+
+class OutboxRow(NamedTuple):
+    """A change queued for the vector index: a message, a search entry or a whole session."""
+
+    seq: int
+    session_id: str
+    kind: str
+    ref: str
+    attempts: int
+
+
+class RecallSource(NamedTuple):
+    """What is indexed for one message or search entry (``role`` is ``""`` for an entry)."""
+
+    ref: str
+    role: str
+    created_at_us: int
+    text: str
+
+
+class VectorRow(NamedTuple):
+    """A vector sent to the index: the chunk ``chunk`` of the text of ``(kind, ref)``."""
+
+    vector_id: str
+    session_id: str
+    kind: str
+    ref: str
+    chunk: int
+    digest: str
+
+
+class RecallBacklog(NamedTuple):
+    """The outbox: changes waiting, those that failed at least once, the oldest's queue time
+    (``None`` when empty) and the last error an index gave."""
+
+    pending: int
+    failing: int
+    last_error: str | None
+
+
+class RecallStore(Store):
+    """A store that keeps semantic recall's outbox (``with_semantic_recall``): a session enabled
+    for recall has each change to its messages and search entries queued in the transaction
+    that makes it, and the vectors sent for them recorded, so deletes reach the index.
+
+    Optional, like :class:`InspectableStore`; both built-in stores implement it.
+    """
+
+    @abstractmethod
+    def recall_enable(self, session_ids: Sequence[str]) -> list[str]:
+        """Queue every later change of these sessions; each not enabled before also gets a
+        ``session`` change queued (its stored history gets indexed). Returns those."""
+
+    @abstractmethod
+    def recall_claim(self, limit: int, now_us: int, lease_us: int) -> list[OutboxRow]:
+        """Up to ``limit`` queued changes due at ``now_us``, oldest first, leased until
+        ``now_us + lease_us`` (another worker skips them until then)."""
+
+    @abstractmethod
+    def recall_sources(self, session_id: str, kind: str, refs: Sequence[str]) -> dict[str, RecallSource]:
+        """The stored text of these messages (``kind="message"``, by id) or search entries
+        (``"entry"``, by ``label + "\\x1f" + key``); absent refs are not stored (any more)."""
+
+    @abstractmethod
+    def recall_refs(self, session_id: str) -> tuple[list[str], list[str]]:
+        """Every message id with text and every search entry ref of the session: what a
+        ``session`` change reconciles the index with (both empty once recall is off for it)."""
+
+    @abstractmethod
+    def recall_vectors(self, session_id: str, kind: str | None = None, refs: Sequence[str] | None = None
+                       ) -> list[VectorRow]:
+        """The vectors recorded as sent for the session (of ``kind`` and ``refs`` if given)."""
+
+    @abstractmethod
+    def recall_record(self, added: Sequence[VectorRow], removed: Sequence[str], done: Sequence[int]) -> None:
+        """In one transaction: record ``added`` as sent (replacing rows with their ids), forget
+        the vector ids ``removed``, and drop the changes ``done`` from the outbox."""
+
+    @abstractmethod
+    def recall_retry(self, seqs: Sequence[int], error: str, due_us: int) -> None:
+        """Count a failed attempt for these changes and keep them until ``due_us``."""
+
+    @abstractmethod
+    def recall_backlog(self) -> RecallBacklog:
+        """The outbox's size and state."""
+
+    @abstractmethod
+    def recall_lookup(
+        self, vector_ids: Sequence[str], *, session_ids: Sequence[str] | None = None, namespace: str | None = None
+    ) -> dict[str, tuple[str, str, str]]:
+        """``vector id -> (session, kind, ref)`` for those of ``vector_ids`` recorded as sent for
+        one of ``session_ids`` (storage ids; the session is named by its storage id) or for a
+        session registered in ``namespace`` (named by its registry id). Unknown ids are absent."""
+
+    @abstractmethod
+    def recall_rebuild(self, session_ids: Sequence[str] | None = None) -> int:
+        """Mark every vector of these sessions (every enabled session for ``None``) as stale and
+        queue a ``session`` change for each, so the index is sent all of it again. Returns the
+        number of sessions queued."""
+
+
+def recall_store(store: Store) -> RecallStore:
+    """``store`` if it keeps a recall outbox, else ``StoreError`` saying what it lacks."""
+    if isinstance(store, RecallStore):
+        return store
+    from ..errors import StoreError
+
+    raise StoreError(f"{store!r} cannot keep semantic recall's outbox: it does not implement RecallStore")
 
 
 def inspectable(store: Store) -> InspectableStore:

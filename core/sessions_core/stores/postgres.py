@@ -52,6 +52,7 @@ _FRAGMENTS = {
     "{rowid}": "seq",
     "{terms}": "CAST(:terms AS tsvector)",
     "{for_update}": "FOR UPDATE",
+    "{skip_locked}": "FOR UPDATE SKIP LOCKED",
     "{first}": ":first",
 }
 

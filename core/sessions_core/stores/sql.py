@@ -32,15 +32,20 @@ from .base import (
     InspectableStore,
     MessageRecord,
     MessageRow,
+    OutboxRow,
     OverlayRow,
     PathEntry,
     PathTotals,
+    RecallBacklog,
+    RecallSource,
+    RecallStore,
     SearchEntryRow,
     SearchRow,
     SessionChanges,
     SessionRow,
     SessionSummary,
     StoreStats,
+    VectorRow,
     _Latest,
 )
 
@@ -49,7 +54,10 @@ T = TypeVar("T")
 SESSION_TABLES = tuple(table for table, column in SUMMARY_SOURCES if column == "session_id")
 """The tables whose rows belong to one session (by ``session_id``); the registry is apart."""
 
-TABLES = (*SESSION_TABLES, "sessions", "blobs", "message_blobs", "search_backfill")
+RECALL_TABLES = ("recall_sessions", "recall_outbox", "recall_vectors")
+"""Semantic recall's outbox: enabled sessions, queued changes and the vectors sent."""
+
+TABLES = (*SESSION_TABLES, "sessions", "blobs", "message_blobs", "search_backfill", *RECALL_TABLES)
 """Every table of the schema (what a dialect qualifies with its schema)."""
 
 
@@ -145,6 +153,16 @@ PATH_IDS = """
         FROM path JOIN session_messages m ON m.session_id = :s AND m.id = path.parent_id
     )
     SELECT seq, id FROM path ORDER BY n DESC
+"""
+
+SPAN_IDS = """
+    WITH RECURSIVE span(id, parent_id) AS (
+        SELECT id, parent_id FROM session_messages WHERE session_id = :s AND id = :to
+        UNION ALL
+        SELECT m.id, m.parent_id FROM span JOIN session_messages m ON m.session_id = :s AND m.id = span.parent_id
+        WHERE span.id <> :from
+    )
+    SELECT id FROM span
 """
 
 PATH_TAIL = """
@@ -356,6 +374,63 @@ COUNTS = (
 )
 
 
+# -- semantic recall's outbox (``RecallStore``) ------------------------------------------------
+
+RECALL_ENABLE = "INSERT INTO recall_sessions (session_id) VALUES (:s) ON CONFLICT DO NOTHING RETURNING session_id"
+RECALL_QUEUE_SESSION = (
+    "INSERT INTO recall_outbox (session_id, kind, ref)"
+    " SELECT session_id, 'session', '' FROM recall_sessions WHERE session_id = :s"
+)
+RECALL_DISABLE = "DELETE FROM recall_sessions WHERE session_id = :s"
+RECALL_FORK = (
+    "INSERT INTO recall_sessions (session_id) SELECT :dst FROM recall_sessions WHERE session_id = :s"
+    " ON CONFLICT DO NOTHING"
+)
+RECALL_CLAIM = """
+    UPDATE recall_outbox SET due = :lease WHERE seq IN (
+        SELECT seq FROM recall_outbox WHERE due <= :now ORDER BY seq LIMIT :n {skip_locked}
+    ) RETURNING seq, session_id, kind, ref, attempts
+"""
+RECALL_MESSAGE_SOURCES = (
+    "SELECT id, role, created_at, text_content FROM session_messages"
+    " WHERE session_id = {first} AND text_content <> '' AND id {values}"
+)
+RECALL_ENTRY_SOURCE = (
+    "SELECT updated_at, content FROM search_entries WHERE session_id = :s AND label = :label AND key = :key"
+)
+_IF_ENABLED = "EXISTS (SELECT 1 FROM recall_sessions WHERE session_id = :s)"
+RECALL_MESSAGE_REFS = (
+    f"SELECT id FROM session_messages WHERE session_id = :s AND text_content <> '' AND {_IF_ENABLED} ORDER BY seq"
+)
+RECALL_ENTRY_REFS = f"SELECT label, key FROM search_entries WHERE session_id = :s AND {_IF_ENABLED} ORDER BY seq"
+VECTOR_COLUMNS = "vector_id, session_id, kind, ref, chunk, digest"
+RECALL_VECTORS = f"SELECT {VECTOR_COLUMNS} FROM recall_vectors WHERE session_id = :s ORDER BY kind, ref, chunk"
+RECALL_VECTORS_OF = (
+    f"SELECT {VECTOR_COLUMNS} FROM recall_vectors WHERE session_id = {{first}} AND ref {{values}}"
+    " ORDER BY kind, ref, chunk"
+)
+RECALL_RECORD = f"""
+    INSERT INTO recall_vectors ({VECTOR_COLUMNS}) VALUES (:vector_id, :session_id, :kind, :ref, :chunk, :digest)
+    ON CONFLICT (vector_id) DO UPDATE SET digest = excluded.digest
+"""
+RECALL_FORGET = "DELETE FROM recall_vectors WHERE vector_id {values}"
+RECALL_DONE = "DELETE FROM recall_outbox WHERE seq {values}"
+RECALL_RETRY = "UPDATE recall_outbox SET attempts = attempts + 1, error = :error, due = :due WHERE seq = :seq"
+RECALL_BACKLOG = """
+    SELECT count(*), count(CASE WHEN attempts > 0 THEN 1 END),
+           (SELECT error FROM recall_outbox WHERE error IS NOT NULL ORDER BY seq DESC LIMIT 1)
+    FROM recall_outbox
+"""
+RECALL_LOOKUP = "SELECT vector_id, session_id, kind, ref FROM recall_vectors WHERE vector_id {values}"
+RECALL_LOOKUP_NAMESPACE = """
+    SELECT v.vector_id, s.id, v.kind, v.ref FROM recall_vectors v
+    JOIN sessions s ON s.storage_id = v.session_id
+    WHERE s.namespace = {first} AND v.vector_id {values}
+"""
+RECALL_ENABLED = "SELECT session_id FROM recall_sessions ORDER BY session_id"
+RECALL_STALE = "UPDATE recall_vectors SET digest = '' WHERE session_id = :s"
+
+
 def _session_ids(where: str = "") -> str:
     """Every session id holding rows, as a ``UNION`` (``where`` is formatted with ``column``)."""
     return " UNION ".join(
@@ -363,7 +438,7 @@ def _session_ids(where: str = "") -> str:
     )
 
 
-class SqlStore(InspectableStore):
+class SqlStore(RecallStore, InspectableStore):
     """Every ``Store`` method written once over SQL; subclasses are the dialects.
 
     A dialect implements the hooks below and the search methods; it may override a method where
@@ -650,6 +725,10 @@ class SqlStore(InspectableStore):
 
         return self._read(work, walk=True)
 
+    def span_ids(self, session_id: str, from_id: str, to_id: str) -> list[str]:
+        ids = [row[0] for row in self._all(SPAN_IDS, {"s": session_id, "from": from_id, "to": to_id}, walk=True)]
+        return ids if ids and ids[-1] == from_id else []
+
     def path_tail(self, session_id: str, leaf_id: str, max_bytes: int, min_rows: int) -> list[PathEntry]:
         params = {"s": session_id, "leaf": leaf_id, "max_bytes": max_bytes, "min_rows": min_rows}
         return [PathEntry(*row) for row in self._all(PATH_TAIL, params, walk=True)]
@@ -667,14 +746,7 @@ class SqlStore(InspectableStore):
         return {row[0]: MessageRow(row[1], row[2], row[3], row[4], row[5]) for row in rows}
 
     def stored_message_ids(self, session_id: str, ids: Sequence[str]) -> set[str]:
-        found: set[str] = set()
-        unique = list(dict.fromkeys(ids))
-        for start in range(0, len(unique), self.max_list):
-            fragment, params = self._list(unique[start : start + self.max_list])
-            sql = self.compile(STORED_IDS.replace("{values}", fragment))
-            params = self._bind_first(session_id, params)
-            found.update(row[0] for row in self._read(lambda conn, sql=sql, p=params: conn.execute(sql, p).fetchall()))
-        return found
+        return {row[0] for row in self._select_first(STORED_IDS, session_id, list(dict.fromkeys(ids)))}
 
     def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
         if not digests:
@@ -871,6 +943,9 @@ class SqlStore(InspectableStore):
             if row is None:
                 return False
             self._lock_session(conn, row[0])
+            # one change queued for the whole session, not one per row: its vectors all go
+            conn.execute(self.compile(RECALL_QUEUE_SESSION), {"s": row[0]})
+            conn.execute(self.compile(RECALL_DISABLE), {"s": row[0]})
             for sql in DELETE_SESSION_ROWS:
                 conn.execute(self.compile(sql), {"s": row[0]})
             return True
@@ -881,10 +956,109 @@ class SqlStore(InspectableStore):
         def work(conn: Any) -> None:
             conn.execute(self.compile(REGISTER_SESSION), dict(zip(SESSION_COLUMNS, row)))
             params = {"s": source_storage_id, "leaf": leaf_id, "dst": row.storage_id}
+            conn.execute(self.compile(RECALL_FORK), params)  # the copies are queued as they land
             for sql in FORK:
                 conn.execute(self.compile(sql), params)
 
         self._write(work, walk=True, idempotent=False)
+
+    # -- semantic recall's outbox ----------------------------------------------------------
+
+    def recall_enable(self, session_ids: Sequence[str]) -> list[str]:
+        def work(conn: Any) -> list[str]:
+            enabled = []
+            for session_id in dict.fromkeys(session_ids):
+                if conn.execute(self.compile(RECALL_ENABLE), {"s": session_id}).fetchone() is not None:
+                    conn.execute(self.compile(RECALL_QUEUE_SESSION), {"s": session_id})
+                    enabled.append(session_id)
+            return enabled
+
+        return self._write(work)
+
+    def recall_claim(self, limit: int, now_us: int, lease_us: int) -> list[OutboxRow]:
+        params = {"lease": now_us + lease_us, "now": now_us, "n": limit}
+        sql = self.compile(RECALL_CLAIM)
+        rows = self._write(lambda conn: conn.execute(sql, params).fetchall(), idempotent=False, one_statement=True)
+        return sorted(OutboxRow(*row) for row in rows)
+
+    def recall_sources(self, session_id: str, kind: str, refs: Sequence[str]) -> dict[str, RecallSource]:
+        refs = list(dict.fromkeys(refs))
+        if kind == "entry":
+            found = {}
+            for ref in refs:
+                label, _, key = ref.partition("\x1f")
+                row = self._one(RECALL_ENTRY_SOURCE, {"s": session_id, "label": label, "key": key})
+                if row is not None:
+                    found[ref] = RecallSource(ref, "", row[0], row[1])
+            return found
+        return {row[0]: RecallSource(*row) for row in self._select_first(RECALL_MESSAGE_SOURCES, session_id, refs)}
+
+    def recall_refs(self, session_id: str) -> tuple[list[str], list[str]]:
+        messages = [row[0] for row in self._all(RECALL_MESSAGE_REFS, {"s": session_id})]
+        entries = [f"{label}\x1f{key}" for label, key in self._all(RECALL_ENTRY_REFS, {"s": session_id})]
+        return messages, entries
+
+    def recall_vectors(self, session_id: str, kind: str | None = None, refs: Sequence[str] | None = None
+                       ) -> list[VectorRow]:
+        if refs is None:
+            rows = self._all(RECALL_VECTORS, {"s": session_id})
+        else:
+            rows = self._select_first(RECALL_VECTORS_OF, session_id, list(dict.fromkeys(refs)))
+        return [VectorRow(*row) for row in rows if kind is None or row[2] == kind]
+
+    def recall_record(self, added: Sequence[VectorRow], removed: Sequence[str], done: Sequence[int]) -> None:
+        def work(conn: Any) -> None:
+            for template, values in ((RECALL_FORGET, list(dict.fromkeys(removed))), (RECALL_DONE, list(done))):
+                for start in range(0, len(values), self.max_list):
+                    fragment, params = self._list(values[start : start + self.max_list])
+                    conn.execute(self.compile(template.replace("{values}", fragment)), params)
+            if added:
+                self._execute_many(conn, self.compile(RECALL_RECORD), [row._asdict() for row in added])
+
+        self._write(work)
+
+    def recall_retry(self, seqs: Sequence[int], error: str, due_us: int) -> None:
+        params = [{"error": error, "due": due_us, "seq": seq} for seq in seqs]
+        if params:
+            self._write(lambda conn: self._execute_many(conn, self.compile(RECALL_RETRY), params))
+
+    def recall_backlog(self) -> RecallBacklog:
+        return RecallBacklog(*self._one(RECALL_BACKLOG, {}))
+
+    def recall_lookup(
+        self, vector_ids: Sequence[str], *, session_ids: Sequence[str] | None = None, namespace: str | None = None
+    ) -> dict[str, tuple[str, str, str]]:
+        ids = list(dict.fromkeys(vector_ids))
+        if namespace is not None:
+            rows = self._select_first(RECALL_LOOKUP_NAMESPACE, namespace, ids)
+        else:
+            allowed = None if session_ids is None else set(session_ids)
+            rows = [row for row in self._select_in(RECALL_LOOKUP, ids) if allowed is None or row[1] in allowed]
+        return {row[0]: (row[1], row[2], row[3]) for row in rows}
+
+    def recall_rebuild(self, session_ids: Sequence[str] | None = None) -> int:
+        def work(conn: Any) -> int:
+            wanted = session_ids
+            if wanted is None:
+                wanted = [row[0] for row in conn.execute(self.compile(RECALL_ENABLED), {}).fetchall()]
+            queued = 0
+            for session_id in dict.fromkeys(wanted):
+                conn.execute(self.compile(RECALL_STALE), {"s": session_id})
+                queued += conn.execute(self.compile(RECALL_QUEUE_SESSION), {"s": session_id}).rowcount
+            return queued
+
+        return self._write(work)
+
+    def _select_first(self, template: str, first: Any, values: Sequence[Any]) -> list[Any]:
+        """Rows of ``template`` with ``first`` bound to ``{first}`` and ``values`` to
+        ``{values}``, in chunks."""
+        rows: list[Any] = []
+        for start in range(0, len(values), self.max_list):
+            fragment, params = self._list(values[start : start + self.max_list])
+            sql = self.compile(template.replace("{values}", fragment))
+            params = self._bind_first(first, params)
+            rows += self._read(lambda conn, sql=sql, p=params: conn.execute(sql, p).fetchall())
+        return rows
 
     # -- inspection and transfer -----------------------------------------------------------
 

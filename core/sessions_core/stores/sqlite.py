@@ -42,7 +42,7 @@ _POSITIONS = f"SELECT id, {POSITION} FROM session_messages"
 _POSITION_OF = f"{_POSITIONS} WHERE session_id = ? AND id = ?"
 _POSITION_OF_LATEST_LEAF = f"SELECT id, {POSITION} FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})"
 _FRAGMENTS = {"{random_id}": "lower(hex(randomblob(16)))", "{rowid}": "rowid", "{terms}": ":terms", "{for_update}": "",
-              "{first}": "?"}
+              "{skip_locked}": "", "{first}": "?"}
 
 _HINTS = (
     ("readonly", "the file or its folder is read-only for this process: make them writable, or open the store"

@@ -1,0 +1,99 @@
+"""Search over history for ``Session`` and ``SessionManager``: by words, by meaning, or both.
+
+``mode="text"`` is the full-text search of the store; ``"semantic"`` asks the session's
+:class:`~sessions_core.semantic.SemanticRecall`; ``"hybrid"`` fuses the two rankings by
+reciprocal rank, each message once. Every result says whether a compaction overlay hides it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ._time import from_us
+from .models import SearchResult
+from .recall import ENTRY, MESSAGE, check_mode, fuse, split_entry_ref
+from .semantic import SemanticRecall
+from .stores.base import Store
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where a search looks: sessions by storage id, or a manager's namespace; how a storage id
+    is shown in results and back."""
+
+    session_ids: Sequence[str] | None = None
+    namespace: str | None = None
+    shown: Callable[[str], str] = str
+    storage: Callable[[str], str] = str
+
+
+def search_messages(
+    store: Store, recall: SemanticRecall | None, query: str, limit: int, mode: str, scope: Scope
+) -> list[SearchResult]:
+    """The messages of ``scope`` matching ``query`` in ``mode``, best first."""
+    check_mode(mode, recall is not None)
+    if limit <= 0:
+        return []
+    text: list[SearchResult] = []
+    if mode != "semantic":
+        rows = (store.search_messages(scope.session_ids, query, limit) if scope.namespace is None
+                else store.search_sessions(scope.namespace, query, limit))
+        text = [SearchResult(id_, role, content, from_us(created), session_id)
+                for session_id, id_, role, content, created in rows]
+    if mode == "text":
+        return mark_compacted(store, text, scope)
+    assert recall is not None
+    hits = recall.search(query, limit, session_ids=scope.session_ids, namespace=scope.namespace)
+    refs: dict[str, list[str]] = defaultdict(list)
+    for hit in hits:
+        refs[hit.session_id].append(hit.ref)
+    sources = {(session_id, ref): source for session_id, wanted in refs.items()
+               for ref, source in store.recall_sources(session_id, MESSAGE, wanted).items()}
+    semantic = [
+        SearchResult(source.ref, source.role, source.text, from_us(source.created_at_us), scope.shown(hit.session_id))
+        for hit in hits if (source := sources.get((hit.session_id, hit.ref))) is not None
+    ]
+    if mode == "semantic":
+        return mark_compacted(store, semantic, scope)
+    by_key = {(r.session_id, r.id): r for r in (*semantic, *text)}
+    order = fuse([[(r.session_id, r.id) for r in text], [(r.session_id, r.id) for r in semantic]], limit)
+    return mark_compacted(store, [by_key[key] for key in order], scope)
+
+
+def search_entries(
+    store: Store, recall: SemanticRecall | None, session_id: str, label: str, query: str, limit: int
+) -> list[tuple[str, str]]:
+    """``(key, content)`` of a searchable block's entries matching ``query``: by words, fused
+    with the entries closest in meaning when ``recall`` is on."""
+    text = store.search_entries(session_id, label, query, limit)
+    if recall is None:
+        return text
+    hits = recall.search(query, limit, session_ids=[session_id], kind=ENTRY, label=label)
+    found = store.recall_sources(session_id, ENTRY, [hit.ref for hit in hits])
+    semantic = [(split_entry_ref(ref)[1], found[ref].text) for ref in (hit.ref for hit in hits) if ref in found]
+    contents = dict(semantic) | dict(text)
+    return [(key, contents[key]) for key in fuse([[k for k, _ in text], [k for k, _ in semantic]], limit)]
+
+
+def mark_compacted(store: Store, results: list[SearchResult], scope: Scope) -> list[SearchResult]:
+    """``results`` with ``compacted`` set on those an overlay of their session covers."""
+    sessions = {r.session_id for r in results}
+    covered: set[tuple[str, str]] = set()
+    for shown in sessions:
+        storage_id = scope.storage(shown)
+        overlays = store.overlays(storage_id)
+        if not overlays:
+            continue
+        seen: set[str] = set()
+        # widest first: an overlay nested in one already walked adds nothing
+        for overlay in sorted(overlays, key=lambda o: -(o.to_depth or 0) + (o.from_depth or 0)):
+            row = overlay.compaction
+            if overlay.from_depth == -1 or (row.from_message_id in seen and row.to_message_id in seen):
+                continue
+            seen.update(store.span_ids(storage_id, row.from_message_id, row.to_message_id))
+        covered.update((shown, message_id) for message_id in seen)
+    if not covered:
+        return results
+    return [r._replace(compacted=True) if (r.session_id, r.id) in covered else r for r in results]

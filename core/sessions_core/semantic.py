@@ -1,0 +1,354 @@
+"""``SemanticRecall``: a vector index kept up to date from a store's outbox, and searched.
+
+The store is the source of truth. A session enabled for recall has every change to its messages
+and search entries queued in the store's outbox in the transaction that makes it
+(:class:`~sessions_core.stores.base.RecallStore`); :meth:`SemanticRecall.drain` sends the queued
+changes to the index after the commit (by default from a background thread woken by each write),
+retries a failed batch later with a growing delay, and records the vectors it sent so that a later
+delete removes them. Sending is idempotent: each change is resolved against what the store holds
+when it is sent, and every vector has an id derived from where its text comes from.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._time import now_us
+from .recall import ENTRY, MESSAGE, SESSION, VectorIndex, chunk_text, digest, split_entry_ref, vector_id
+from .stores.base import OutboxRow, RecallBacklog, RecallStore, Store, VectorRow, recall_store
+
+logger = logging.getLogger("sessions_core.semantic")
+
+__all__ = ["DrainReport", "RecallHit", "SemanticRecall"]
+
+
+@dataclass
+class DrainReport:
+    """What one :meth:`SemanticRecall.drain` did."""
+
+    changes: int = 0
+    """Queued changes sent (and dropped from the outbox)."""
+    added: int = 0
+    """Vectors sent to the index."""
+    removed: int = 0
+    """Vectors deleted from the index."""
+    failed: int = 0
+    """Changes whose batch failed: kept, retried later."""
+    errors: list[str] = field(default_factory=list)
+    retry_in: float | None = None
+    """Seconds until the failed batch is due again (``None`` when nothing failed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecallHit:
+    """A message or entry found by meaning: its session, kind, reference and best score."""
+
+    session_id: str
+    kind: str
+    ref: str
+    score: float
+
+
+def _namespace_of(storage_id: str) -> str:
+    """The manager namespace a storage id was made in (a filter hint only: the registry decides)."""
+    if storage_id.startswith(":") or ":" not in storage_id:
+        return ""
+    return storage_id.split(":", 1)[0]
+
+
+class SemanticRecall:
+    """Semantic recall over ``index`` (a :class:`~sessions_core.recall.VectorIndex`).
+
+    Texts longer than ``chunk_chars`` are sent in overlapping chunks, each knowing its message.
+    ``background``: a daemon thread drains the outbox after each write and retries failures;
+    without it only :meth:`drain` sends. One object may serve many sessions of one store.
+    """
+
+    def __init__(
+        self,
+        index: VectorIndex,
+        *,
+        chunk_chars: int = 2000,
+        chunk_overlap: int = 200,
+        batch_size: int = 64,
+        background: bool = True,
+        lease_seconds: float = 60.0,
+        retry_seconds: float = 0.5,
+        max_retry_seconds: float = 60.0,
+        idle_seconds: float = 30.0,
+    ) -> None:
+        missing = [name for name in ("add", "delete", "search") if not callable(getattr(index, name, None))]
+        if missing:
+            raise TypeError(f"index must have add, delete and search (a VectorIndex); {index!r} lacks {missing}")
+        if chunk_chars <= chunk_overlap or chunk_overlap < 0:
+            raise ValueError("chunk_chars must be larger than chunk_overlap, which must be >= 0")
+        self.index = index
+        self.chunk_chars = chunk_chars
+        self.chunk_overlap = chunk_overlap
+        self.batch_size = batch_size
+        self.background = background
+        self.lease_us = int(lease_seconds * 1e6)
+        self.retry_seconds = retry_seconds
+        self.max_retry_seconds = max_retry_seconds
+        self.idle_seconds = idle_seconds
+        self._store: RecallStore | None = None
+        self._enabled: set[str] = set()
+        self._lock = threading.Lock()
+        self._draining = threading.Lock()
+        self._wake = threading.Event()
+        self._worker: threading.Thread | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"SemanticRecall({self.index!r})"
+
+    # -- wiring ----------------------------------------------------------------------------
+
+    def attach(self, store: Store) -> SemanticRecall:
+        """Serve ``store`` (one store per object: a second one raises ``ValueError``)."""
+        checked = recall_store(store)
+        with self._lock:
+            if self._store is not None and self._store is not checked:
+                raise ValueError("this SemanticRecall already serves another store; create one per store")
+            self._store = checked
+        return self
+
+    @property
+    def store(self) -> RecallStore:
+        if self._store is None:
+            raise RuntimeError("SemanticRecall is not attached to a store (with_semantic_recall attaches it)")
+        return self._store
+
+    def enable(self, session_id: str) -> None:
+        """Queue every later change of ``session_id`` (once per process and session; a session
+        enabled for the first time gets its stored history queued too)."""
+        if session_id in self._enabled:
+            return
+        if self.store.recall_enable([session_id]):
+            self.notify()
+        self._enabled.add(session_id)
+
+    def notify(self) -> None:
+        """A write was queued: wake the background sender (started when none is running)."""
+        if not self.background or self._closed:
+            return
+        with self._lock:
+            self._wake.set()
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._run, name="sessions-recall", daemon=True)
+                self._worker.start()
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Stop the background sender (what is queued stays queued in the store)."""
+        self._closed = True
+        self._wake.set()
+        worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout)
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def backlog(self) -> RecallBacklog:
+        """The outbox's size: changes waiting, those that failed at least once, the last error."""
+        return self.store.recall_backlog()
+
+    def drain(self, *, max_changes: int | None = None) -> DrainReport:
+        """Send queued changes to the index until the outbox holds none that are due (or
+        ``max_changes`` were taken); a batch the index fails is kept and retried later. Waits
+        for a drain running in another thread of this process first."""
+        report = DrainReport()
+        with self._draining:
+            while max_changes is None or report.changes + report.failed < max_changes:
+                limit = self.batch_size if max_changes is None else min(self.batch_size, max_changes - report.changes)
+                rows = self.store.recall_claim(limit, now_us(), self.lease_us)
+                if not rows:
+                    break
+                if not self._send(rows, report):
+                    break
+        return report
+
+    def _send(self, rows: list[OutboxRow], report: DrainReport) -> bool:
+        """Send one claimed batch; ``False`` if the index failed it (the batch is kept)."""
+        try:
+            added, removed = self._apply(rows)
+        except Exception as error:  # the index's (or the store's) failure, whatever its type
+            attempts = max(row.attempts for row in rows) + 1
+            delay = min(self.max_retry_seconds, self.retry_seconds * 2 ** (attempts - 1))
+            message = f"{type(error).__name__}: {error}"
+            logger.warning("semantic recall: sending %d change(s) failed (attempt %d, retry in %.1fs): %s",
+                           len(rows), attempts, delay, message)
+            self.store.recall_retry([row.seq for row in rows], message, now_us() + int(delay * 1e6))
+            report.failed += len(rows)
+            report.errors.append(message)
+            report.retry_in = delay
+            return False
+        report.changes += len(rows)
+        report.added += added
+        report.removed += removed
+        return True
+
+    def _apply(self, rows: list[OutboxRow]) -> tuple[int, int]:
+        """Bring the index in line with the store for every change of ``rows``."""
+        store = self.store
+        wanted: dict[tuple[str, str], set[str]] = defaultdict(set)
+        whole: set[str] = set()
+        for row in rows:
+            if row.kind == SESSION:
+                whole.add(row.session_id)
+            else:
+                wanted[(row.session_id, row.kind)].add(row.ref)
+        added = removed = 0
+        for session_id in sorted(whole):
+            messages, entries = store.recall_refs(session_id)
+            stale = {(v.kind, v.ref) for v in store.recall_vectors(session_id)}
+            stale -= {(MESSAGE, ref) for ref in messages} | {(ENTRY, ref) for ref in entries}
+            wanted.pop((session_id, MESSAGE), None)
+            wanted.pop((session_id, ENTRY), None)
+            for kind, refs in ((MESSAGE, messages), (ENTRY, entries)):
+                refs = refs + sorted(ref for k, ref in stale if k == kind)
+                for start in range(0, len(refs), self.batch_size):
+                    a, r = self._sync(session_id, kind, refs[start : start + self.batch_size])
+                    added, removed = added + a, removed + r
+        for (session_id, kind), refs in sorted(wanted.items()):
+            ordered = sorted(refs)
+            for start in range(0, len(ordered), self.batch_size):
+                a, r = self._sync(session_id, kind, ordered[start : start + self.batch_size])
+                added, removed = added + a, removed + r
+        store.recall_record((), (), [row.seq for row in rows])
+        return added, removed
+
+    def _sync(self, session_id: str, kind: str, refs: Sequence[str]) -> tuple[int, int]:
+        """Send what changed for ``refs`` of one session and record it; (added, removed)."""
+        store = self.store
+        sources = store.recall_sources(session_id, kind, refs)
+        sent: dict[str, list[VectorRow]] = defaultdict(list)
+        for row in store.recall_vectors(session_id, kind, refs):
+            sent[row.ref].append(row)
+        ids: list[str] = []
+        texts: list[str] = []
+        metadatas: list[dict[str, Any]] = []
+        added: list[VectorRow] = []
+        removed: list[str] = []
+        for ref in refs:
+            source = sources.get(ref)
+            previous = sent.get(ref, [])
+            if source is None:
+                removed += [row.vector_id for row in previous]
+                continue
+            text_digest = digest(source.text)
+            chunks = chunk_text(source.text, self.chunk_chars, self.chunk_overlap)
+            if len(previous) == len(chunks) and all(row.digest == text_digest for row in previous):
+                continue
+            rows = [VectorRow(vector_id(session_id, kind, ref, n), session_id, kind, ref, n, text_digest)
+                    for n in range(len(chunks))]
+            kept = {row.vector_id for row in rows}
+            removed += [row.vector_id for row in previous if row.vector_id not in kept]
+            added += rows
+            ids += [row.vector_id for row in rows]
+            texts += chunks
+            metadatas += [self._metadata(session_id, kind, source, n, row.vector_id) for n, row in enumerate(rows)]
+        if removed:
+            self.index.delete(removed)
+        if ids:
+            self.index.add(ids, texts, metadatas)
+        if added or removed:
+            store.recall_record(added, removed, ())
+        return len(added), len(removed)
+
+    @staticmethod
+    def _metadata(session_id: str, kind: str, source: Any, chunk: int, vid: str) -> dict[str, Any]:
+        metadata: dict[str, Any] = {
+            "session_id": session_id, "namespace": _namespace_of(session_id), "kind": kind,
+            "created_at": source.created_at_us, "chunk": chunk, "vector_id": vid,
+        }
+        if kind == ENTRY:
+            metadata["label"], metadata["key"] = split_entry_ref(source.ref)
+        else:
+            metadata["message_id"] = source.ref
+            metadata["role"] = source.role
+        return metadata
+
+    def _run(self) -> None:
+        """The background sender: drain when woken; after a failure, again once it is due;
+        gone after ``idle_seconds`` without work (the next write starts another)."""
+        delay: float | None = None
+        while not self._closed:
+            if not self._wake.wait(delay if delay is not None else self.idle_seconds):
+                with self._lock:
+                    if delay is None and not self._wake.is_set():
+                        self._worker = None
+                        return
+            self._wake.clear()
+            if self._closed:
+                break
+            try:
+                report = self.drain()
+            except Exception as error:  # the store failed (a database that is gone): try again later
+                if self._store is not None and self._store.closed:
+                    break
+                logger.warning("semantic recall: reading the outbox failed: %s", error)
+                delay = self.max_retry_seconds
+                continue
+            delay = report.retry_in
+        with self._lock:
+            self._worker = None
+
+    # -- searching -------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        limit: int,
+        *,
+        session_ids: Sequence[str] | None = None,
+        namespace: str | None = None,
+        kind: str = MESSAGE,
+        label: str | None = None,
+    ) -> list[RecallHit]:
+        """The messages (or a searchable block's entries) closest to ``query`` in meaning,
+        best first, each once: of ``session_ids`` (storage ids), or of the sessions registered
+        in ``namespace`` (then named by their registry ids)."""
+        if limit <= 0 or not query.strip():
+            return []
+        where: dict[str, Any] = {"kind": kind}
+        if namespace is not None:
+            where["namespace"] = namespace
+        elif session_ids is not None:
+            ids = list(session_ids)
+            where["session_id"] = ids[0] if len(ids) == 1 else ids
+        if label is not None:
+            where["label"] = label
+        hits = self.index.search(query, max(limit * 4, 20), where)
+        return self._resolve(hits, limit, session_ids, namespace, kind, label)
+
+    def _resolve(self, hits: Sequence[Any], limit: int, session_ids: Sequence[str] | None, namespace: str | None,
+                 kind: str, label: str | None) -> list[RecallHit]:
+        """Hits the store confirms as vectors of the allowed sessions, by reference, best first."""
+        found = self.store.recall_lookup([hit.id for hit in hits], session_ids=session_ids, namespace=namespace)
+        best: dict[tuple[str, str, str], float] = {}
+        for hit in sorted(hits, key=lambda hit: -hit.score):
+            where = found.get(hit.id)
+            if where is None or where[1] != kind:
+                continue
+            if label is not None and split_entry_ref(where[2])[0] != label:
+                continue
+            best.setdefault(where, hit.score)
+        return [RecallHit(s, k, ref, score) for (s, k, ref), score in list(best.items())[:limit]]
+
+
+def metadata_matches(metadata: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
+    """Whether ``metadata`` satisfies a :meth:`VectorIndex.search` filter (for indexes that
+    filter in Python)."""
+    for key, wanted in where.items():
+        value = metadata.get(key)
+        if isinstance(wanted, (list, tuple, set, frozenset)):
+            if value not in wanted:
+                return False
+        elif value != wanted:
+            return False
+    return True
