@@ -118,6 +118,13 @@ class SessionManager(StoreOwner):
     def __repr__(self) -> str:
         return f"SessionManager({self.store!r}, namespace={self.namespace!r})"
 
+    @io
+    def close(self) -> None:
+        """Close the store if this manager opened it (stopping its semantic recall's sender)."""
+        if self._owns_store and self._recall is not None:
+            self._recall.close()
+        super().close()
+
     # -- builder ---------------------------------------------------------------------------
 
     def _configure(self, step: Callable[[Session], Any]) -> SessionManager:
@@ -424,8 +431,9 @@ class SessionManager(StoreOwner):
     def tools(self) -> list[Tool]:
         """``[session_search]``: search past conversations across every session (by words and
         meaning, with semantic recall)."""
-        mode = "text" if self._recall is None else "hybrid"
-        return [session_search_tool(lambda query: self.search(query, limit=10, mode=mode))]
+        if self._recall is None:
+            return [session_search_tool(lambda query: self.search(query, limit=10))]
+        return [session_search_tool(lambda query: self.search(query, limit=10, mode="hybrid"))]
 
     @io
     def session_tools(self, session_id: str) -> list[Tool]:
