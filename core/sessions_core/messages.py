@@ -249,6 +249,19 @@ def text_content(message: SessionMessage) -> str:
     return " ".join(p.text for p in message.parts if isinstance(p, TextPart))
 
 
+def recall_text(message: SessionMessage) -> str:
+    """What semantic recall embeds: the text parts and every tool result, in order (a result
+    that is not a string as JSON), one blank line apart."""
+    pieces: list[str] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            pieces.append(part.text)
+        elif isinstance(part, (ToolResultPart, ToolUIPart)) and part.output is not None:
+            output = part.output
+            pieces.append(output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, default=str))
+    return "\n\n".join(piece for piece in pieces if piece.strip())
+
+
 _to_json = SessionMessage.__pydantic_serializer__.to_json
 # A run of digits longer than ``int`` reads back (``sys.get_int_max_str_digits``' default).
 _OVERLONG_DIGITS = re.compile(r"\d{4301}")

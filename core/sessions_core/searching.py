@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ._time import from_us
 from .models import SearchResult
 from .recall import ENTRY, MESSAGE, check_mode, fuse, split_entry_ref
-from .semantic import SemanticRecall
+from .semantic import SemanticRecall, source_text
 from .stores.base import Store
 
 
@@ -52,7 +52,8 @@ def search_messages(
     sources = {(session_id, ref): source for session_id, wanted in refs.items()
                for ref, source in store.recall_sources(session_id, MESSAGE, wanted).items()}
     semantic = [
-        SearchResult(source.ref, source.role, source.text, from_us(source.created_at_us), scope.shown(hit.session_id))
+        SearchResult(source.ref, source.role, source_text(MESSAGE, source), from_us(source.created_at_us),
+                     scope.shown(hit.session_id))
         for hit in hits if (source := sources.get((hit.session_id, hit.ref))) is not None
     ]
     if mode == "semantic":
@@ -72,7 +73,7 @@ def search_entries(
         return text
     hits = recall.search(query, limit, session_ids=[session_id], kind=ENTRY, label=label)
     found = store.recall_sources(session_id, ENTRY, [hit.ref for hit in hits])
-    semantic = [(split_entry_ref(ref)[1], found[ref].text) for ref in (hit.ref for hit in hits) if ref in found]
+    semantic = [(split_entry_ref(ref)[1], found[ref].content) for ref in (hit.ref for hit in hits) if ref in found]
     contents = dict(semantic) | dict(text)
     return [(key, contents[key]) for key in fuse([[k for k, _ in text], [k for k, _ in semantic]], limit)]
 

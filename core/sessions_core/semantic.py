@@ -18,9 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._time import now_us
+from ._time import from_us, now_us
+from .messages import COMPACTION_ID_PREFIX, message_from_storage, recall_text
 from .recall import ENTRY, MESSAGE, SESSION, VectorIndex, chunk_text, digest, split_entry_ref, vector_id
-from .stores.base import OutboxRow, RecallBacklog, RecallStore, Store, VectorRow, recall_store
+from .stores.base import OutboxRow, RecallBacklog, RecallSource, RecallStore, Store, VectorRow, recall_store
 
 logger = logging.getLogger("sessions_core.semantic")
 
@@ -54,6 +55,16 @@ class RecallHit:
     score: float
 
 
+def source_text(kind: str, source: RecallSource) -> str:
+    """The text recall embeds for a stored message or entry (``""``: nothing to embed)."""
+    if kind == ENTRY:
+        return source.content
+    if source.ref.startswith(COMPACTION_ID_PREFIX):
+        return ""
+    message = message_from_storage(source.content, from_us(source.created_at_us))
+    return "" if message is None else recall_text(message)
+
+
 def _namespace_of(storage_id: str) -> str:
     """The manager namespace a storage id was made in (a filter hint only: the registry decides)."""
     if storage_id.startswith(":") or ":" not in storage_id:
@@ -66,7 +77,9 @@ class SemanticRecall:
 
     Texts longer than ``chunk_chars`` are sent in overlapping chunks, each knowing its message.
     ``background``: a daemon thread drains the outbox after each write and retries failures;
-    without it only :meth:`drain` sends. One object may serve many sessions of one store.
+    without it only :meth:`drain` sends. ``min_score`` drops search hits scoring below it (for
+    an index whose score is a similarity, as the in-memory stores' cosine is; by default every
+    one of the nearest is kept). One object may serve many sessions of one store.
     """
 
     def __init__(
@@ -81,6 +94,7 @@ class SemanticRecall:
         retry_seconds: float = 0.5,
         max_retry_seconds: float = 60.0,
         idle_seconds: float = 30.0,
+        min_score: float | None = None,
     ) -> None:
         missing = [name for name in ("add", "delete", "search") if not callable(getattr(index, name, None))]
         if missing:
@@ -96,6 +110,7 @@ class SemanticRecall:
         self.retry_seconds = retry_seconds
         self.max_retry_seconds = max_retry_seconds
         self.idle_seconds = idle_seconds
+        self.min_score = min_score
         self._store: RecallStore | None = None
         self._enabled: set[str] = set()
         self._lock = threading.Lock()
@@ -240,8 +255,9 @@ class SemanticRecall:
             if source is None:
                 removed += [row.vector_id for row in previous]
                 continue
-            text_digest = digest(source.text)
-            chunks = chunk_text(source.text, self.chunk_chars, self.chunk_overlap)
+            text = source_text(kind, source)
+            text_digest = digest(text)
+            chunks = chunk_text(text, self.chunk_chars, self.chunk_overlap)
             if len(previous) == len(chunks) and all(row.digest == text_digest for row in previous):
                 continue
             rows = [VectorRow(vector_id(session_id, kind, ref, n), session_id, kind, ref, n, text_digest)
@@ -328,10 +344,13 @@ class SemanticRecall:
 
     def _resolve(self, hits: Sequence[Any], limit: int, session_ids: Sequence[str] | None, namespace: str | None,
                  kind: str, label: str | None) -> list[RecallHit]:
-        """Hits the store confirms as vectors of the allowed sessions, by reference, best first."""
+        """Hits (best first) the store confirms as vectors of the allowed sessions, each
+        reference once at its best chunk's place."""
         found = self.store.recall_lookup([hit.id for hit in hits], session_ids=session_ids, namespace=namespace)
         best: dict[tuple[str, str, str], float] = {}
-        for hit in sorted(hits, key=lambda hit: -hit.score):
+        for hit in hits:
+            if self.min_score is not None and hit.score < self.min_score:
+                continue
             where = found.get(hit.id)
             if where is None or where[1] != kind:
                 continue

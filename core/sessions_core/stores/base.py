@@ -626,12 +626,13 @@ class OutboxRow(NamedTuple):
 
 
 class RecallSource(NamedTuple):
-    """What is indexed for one message or search entry (``role`` is ``""`` for an entry)."""
+    """What is indexed for one message (``content``: its stored JSON) or search entry
+    (``content``: its text; ``role`` is ``""``)."""
 
     ref: str
     role: str
     created_at_us: int
-    text: str
+    content: str
 
 
 class VectorRow(NamedTuple):
@@ -646,8 +647,8 @@ class VectorRow(NamedTuple):
 
 
 class RecallBacklog(NamedTuple):
-    """The outbox: changes waiting, those that failed at least once, the oldest's queue time
-    (``None`` when empty) and the last error an index gave."""
+    """The outbox: changes waiting, those that failed at least once, and the last error an
+    index gave (``None`` when none did)."""
 
     pending: int
     failing: int
@@ -674,12 +675,12 @@ class RecallStore(Store):
 
     @abstractmethod
     def recall_sources(self, session_id: str, kind: str, refs: Sequence[str]) -> dict[str, RecallSource]:
-        """The stored text of these messages (``kind="message"``, by id) or search entries
-        (``"entry"``, by ``label + "\\x1f" + key``); absent refs are not stored (any more)."""
+        """These messages (``kind="message"``, by id) or search entries (``"entry"``, by
+        ``label + "\\x1f" + key``) as stored; absent refs are not stored (any more)."""
 
     @abstractmethod
     def recall_refs(self, session_id: str) -> tuple[list[str], list[str]]:
-        """Every message id with text and every search entry ref of the session: what a
+        """Every message id and every search entry ref of the session: what a
         ``session`` change reconciles the index with (both empty once recall is off for it)."""
 
     @abstractmethod
@@ -704,9 +705,9 @@ class RecallStore(Store):
     def recall_lookup(
         self, vector_ids: Sequence[str], *, session_ids: Sequence[str] | None = None, namespace: str | None = None
     ) -> dict[str, tuple[str, str, str]]:
-        """``vector id -> (session, kind, ref)`` for those of ``vector_ids`` recorded as sent for
-        one of ``session_ids`` (storage ids; the session is named by its storage id) or for a
-        session registered in ``namespace`` (named by its registry id). Unknown ids are absent."""
+        """``vector id -> (storage id, kind, ref)`` for those of ``vector_ids`` recorded as sent
+        for one of ``session_ids`` (storage ids), or for a session registered in ``namespace``
+        (neither: any session). Unknown ids are absent."""
 
     @abstractmethod
     def recall_rebuild(self, session_ids: Sequence[str] | None = None) -> int:

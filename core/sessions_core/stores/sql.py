@@ -392,16 +392,13 @@ RECALL_CLAIM = """
     ) RETURNING seq, session_id, kind, ref, attempts
 """
 RECALL_MESSAGE_SOURCES = (
-    "SELECT id, role, created_at, text_content FROM session_messages"
-    " WHERE session_id = {first} AND text_content <> '' AND id {values}"
+    "SELECT id, role, created_at, content FROM session_messages WHERE session_id = {first} AND id {values}"
 )
 RECALL_ENTRY_SOURCE = (
     "SELECT updated_at, content FROM search_entries WHERE session_id = :s AND label = :label AND key = :key"
 )
 _IF_ENABLED = "EXISTS (SELECT 1 FROM recall_sessions WHERE session_id = :s)"
-RECALL_MESSAGE_REFS = (
-    f"SELECT id FROM session_messages WHERE session_id = :s AND text_content <> '' AND {_IF_ENABLED} ORDER BY seq"
-)
+RECALL_MESSAGE_REFS = f"SELECT id FROM session_messages WHERE session_id = :s AND {_IF_ENABLED} ORDER BY seq"
 RECALL_ENTRY_REFS = f"SELECT label, key FROM search_entries WHERE session_id = :s AND {_IF_ENABLED} ORDER BY seq"
 VECTOR_COLUMNS = "vector_id, session_id, kind, ref, chunk, digest"
 RECALL_VECTORS = f"SELECT {VECTOR_COLUMNS} FROM recall_vectors WHERE session_id = :s ORDER BY kind, ref, chunk"
@@ -423,7 +420,7 @@ RECALL_BACKLOG = """
 """
 RECALL_LOOKUP = "SELECT vector_id, session_id, kind, ref FROM recall_vectors WHERE vector_id {values}"
 RECALL_LOOKUP_NAMESPACE = """
-    SELECT v.vector_id, s.id, v.kind, v.ref FROM recall_vectors v
+    SELECT v.vector_id, v.session_id, v.kind, v.ref FROM recall_vectors v
     JOIN sessions s ON s.storage_id = v.session_id
     WHERE s.namespace = {first} AND v.vector_id {values}
 """

@@ -15,7 +15,7 @@ module (the fixtures it needs come along)::
 
 Every test then runs on that backend in ``sync`` and ``async`` mode. The contract areas are also
 modules of their own (``history``, ``compaction``, ``context``, ``manager``, ``search``, ``feed``,
-``attachments``, ``batch_append``, ``inspection``, ``versions``) to star-import one by one.
+``attachments``, ``batch_append``, ``inspection``, ``versions``, ``recall``) to star-import one by one.
 Capabilities are declared or detected, never skipped ad hoc: a backend that is not
 ``persistent`` skips the tests of what a second store sees; a store that is not an
 ``InspectableStore`` skips the inspection tests, and one that keeps no block versions (the
@@ -30,8 +30,8 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     ) from error
 
 SUITE_MODULES = (
-    "attachments", "batch_append", "compaction", "context", "feed", "history", "inspection", "manager", "search",
-    "versions",
+    "attachments", "batch_append", "compaction", "context", "feed", "history", "inspection", "manager", "recall",
+    "search", "versions",
 )
 """The contract areas, one module each (``sessions_core.testing.<name>``)."""
 

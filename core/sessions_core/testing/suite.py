@@ -14,5 +14,6 @@ from .harness import drive, inspectable_store, make_manager, make_session, mode,
 from .history import *  # noqa: F403
 from .inspection import *  # noqa: F403
 from .manager import *  # noqa: F403
+from .recall import *  # noqa: F403
 from .search import *  # noqa: F403
 from .versions import *  # noqa: F403

@@ -1,0 +1,336 @@
+"""Semantic recall contract: the outbox, what reaches the index, isolation, hybrid ranking.
+
+Runs with LangChain's ``InMemoryVectorStore`` and LlamaIndex's ``SimpleVectorStore`` (each when
+its framework is installed) on the synonym test embedding, in which "car" and "automobile" are
+close and unrelated words are not.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ..errors import SessionsError
+from ..providers import StoreSearchContext
+from .builders import ids, msg
+
+FILLER = [
+    "The quarterly report is due on Friday",
+    "Remember to water the plants in the office",
+    "The concert tickets arrived this morning",
+    "Our team retrospective went well",
+    "Please review the pull request about logging",
+    "The garden needs new soil in spring",
+]
+PARAPHRASE = "what did we decide about the car?"
+MIN_SCORE = 0.05
+"""Below it a cosine similarity shares no concept: the test indexes' unrelated hits."""
+
+
+def _langchain_index() -> Any:
+    pytest.importorskip("langchain_core")
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from langchain_sessions import SynonymEmbeddings, VectorStoreRecall
+
+    return VectorStoreRecall(InMemoryVectorStore(SynonymEmbeddings()))
+
+
+def _llamaindex_index() -> Any:
+    pytest.importorskip("llama_index.core")
+    from llama_index.core.vector_stores import SimpleVectorStore
+
+    from llamaindex_sessions import SynonymEmbedding, VectorStoreRecall
+
+    return VectorStoreRecall(SimpleVectorStore(), SynonymEmbedding())
+
+
+INDEXES: dict[str, Callable[[], Any]] = {"langchain-memory": _langchain_index, "llamaindex-simple": _llamaindex_index}
+
+
+@pytest.fixture(params=sorted(INDEXES))
+def make_index(request: pytest.FixtureRequest) -> Callable[[], Any]:
+    """``make_index()``: a new, empty index of this test's kind."""
+    return INDEXES[request.param]
+
+
+class FlakyIndex:
+    """An index that raises on every call while ``down``."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.down = True
+        self.calls = 0
+
+    def _check(self) -> None:
+        self.calls += 1
+        if self.down:
+            raise ConnectionError("vector store unreachable")
+
+    def add(self, ids, texts, metadatas):  # noqa: ANN001, ANN201
+        self._check()
+        return self.inner.add(ids, texts, metadatas)
+
+    def delete(self, ids):  # noqa: ANN001, ANN201
+        self._check()
+        return self.inner.delete(ids)
+
+    def search(self, query, k, where):  # noqa: ANN001, ANN201
+        self._check()
+        return self.inner.search(query, k, where)
+
+
+def _recalled(s: Any, make_index: Callable[[], Any], index: Any = None) -> Any:
+    s.with_semantic_recall(index if index is not None else make_index(), background=False, min_score=MIN_SCORE)
+    return s
+
+
+def _history(s: Any) -> None:
+    for n, text in enumerate(FILLER[:3]):
+        s.append_message(msg(f"f{n}", text))
+    s.append_message(msg("lease", "We agreed on the automobile lease for three years", role="assistant"))
+    for n, text in enumerate(FILLER[3:], start=3):
+        s.append_message(msg(f"f{n}", text))
+
+
+def _vector_ids(s: Any) -> set[str]:
+    return {row.vector_id for row in s.recall.store.recall_vectors(s.session_id)}
+
+
+def test_a_paraphrase_finds_what_word_search_misses(make_session, make_index):
+    s = _recalled(make_session("recall"), make_index)
+    _history(s)
+    s.drain_recall()
+    assert s.search(PARAPHRASE) == []
+    hits = s.search(PARAPHRASE, mode="semantic", limit=3)
+    assert hits[0].id == "lease"
+    assert (hits[0].role, hits[0].content, hits[0].session_id) == (
+        "assistant", "We agreed on the automobile lease for three years", "recall")
+    assert hits[0].created_at == s.get_message("lease").created_at
+    assert ids(s.search(PARAPHRASE, mode="hybrid", limit=3))[0] == "lease"
+
+
+def test_hybrid_ranks_an_exact_word_hit_and_a_meaning_hit_on_top(make_session, make_index):
+    s = _recalled(make_session(), make_index)
+    _history(s)
+    s.append_message(msg("tyres", "The car needs new tyres before winter"))
+    s.drain_recall()
+    assert ids(s.search("car")) == ["tyres"]
+    top = ids(s.search("car", mode="hybrid", limit=2))
+    assert sorted(top) == ["lease", "tyres"]
+    hybrid = ids(s.search("car", mode="hybrid", limit=10))
+    assert len(hybrid) == len(set(hybrid))
+
+
+def test_search_modes_are_checked(make_session, make_index):
+    s = make_session()
+    s.append_message(msg("a", "plain words"))
+    with pytest.raises(ValueError, match="with_semantic_recall"):
+        s.search("words", mode="semantic")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        s.search("words", mode="fuzzy")
+    with pytest.raises(SessionsError, match="semantic recall is off"):
+        s.drain_recall()
+    assert ids(s.search("words", mode="text")) == ["a"]
+
+
+def test_sessions_sharing_an_index_never_see_each_other(make_session, make_index):
+    index = make_index()
+    a = _recalled(make_session("alice"), make_index, index)
+    b = _recalled(make_session("bob", store=a.store), make_index, index)
+    a.append_message(msg("a1", "We agreed on the automobile lease"))
+    b.append_message(msg("b1", "The vehicle was returned to the dealer"))
+    a.drain_recall()
+    b.drain_recall()
+    assert ids(a.search("car", mode="semantic")) == ["a1"]
+    assert ids(b.search("car", mode="semantic")) == ["b1"]
+    assert {hit.session_id for hit in a.search("car", mode="hybrid")} == {"alice"}
+
+
+def test_managers_in_other_namespaces_never_see_each_other(make_manager, make_index):
+    index = make_index()
+    first = make_manager("north").with_semantic_recall(index, background=False, min_score=MIN_SCORE)
+    second = make_manager("south", store=first.store).with_semantic_recall(index, background=False,
+                                                                          min_score=MIN_SCORE)
+    one, two = first.create("one"), second.create("two")
+    first.append(one.id, msg("n1", "We agreed on the automobile lease"))
+    second.append(two.id, msg("s1", "The vehicle was returned to the dealer"))
+    first.drain_recall()
+    assert [(hit.session_id, hit.id) for hit in first.search("car", mode="semantic")] == [(one.id, "n1")]
+    assert [(hit.session_id, hit.id) for hit in second.search("car", mode="semantic")] == [(two.id, "s1")]
+    plain = _recalled(pytest.importorskip("sessions_core").Session(first.store).for_session("north:ghost"),
+                      make_index, index)
+    plain.append_message(msg("g1", "An automobile not registered with the manager"))
+    plain.drain_recall()
+    assert "g1" not in ids(first.search("car", mode="hybrid"))
+
+
+def test_deletes_and_clears_reach_the_index(make_session, make_index):
+    s = _recalled(make_session("del"), make_index)
+    _history(s)
+    s.drain_recall()
+    lease_vectors = {r.vector_id for r in s.recall.store.recall_vectors("del", "message", ["lease"])}
+    assert lease_vectors
+    s.delete_messages(["lease"])
+    report = s.drain_recall()
+    assert report.removed == len(lease_vectors)
+    assert s.search(PARAPHRASE, mode="semantic") == [] or "lease" not in ids(s.search(PARAPHRASE, mode="semantic"))
+    index = s.recall.index
+    assert not {hit.id for hit in index.search("automobile lease", 50, {"session_id": "del"})} & lease_vectors
+    s.clear_messages()
+    s.drain_recall()
+    assert _vector_ids(s) == set()
+    assert index.search("automobile report plants", 50, {"session_id": "del"}) == []
+
+
+def test_an_update_replaces_what_the_index_holds(make_session, make_index):
+    s = _recalled(make_session(), make_index)
+    s.append_message(msg("m", "We agreed on the automobile lease"))
+    s.drain_recall()
+    s.update_message(msg("m", "The puppy needs a vet appointment"))
+    s.drain_recall()
+    assert s.search("car", mode="semantic") == [] or s.search("car", mode="semantic")[0].content.startswith("The puppy")
+    [hit] = s.search("dog", mode="semantic", limit=1)
+    assert hit.content == "The puppy needs a vet appointment"
+
+
+def test_deleting_a_session_and_forking_reach_the_index(make_manager, make_index):
+    m = make_manager().with_semantic_recall(make_index(), background=False, min_score=MIN_SCORE)
+    info = m.create("original")
+    m.append(info.id, msg("a", "Budget meeting on Monday"))
+    m.append(info.id, msg("b", "We agreed on the automobile lease"))
+    m.append(info.id, msg("c", "Afterwards we talked about the garden"))
+    m.drain_recall()
+    fork = m.fork(info.id, "b", "fork")
+    m.drain_recall()
+    found = {(hit.session_id, hit.id) for hit in m.search("car", mode="semantic")}
+    assert found == {(info.id, "b"), (fork.id, "b")}
+    recall = m.recall
+    original = recall.store.recall_vectors(m.storage_id(info.id))
+    assert original and recall.store.recall_vectors(m.storage_id(fork.id))
+    assert m.delete(info.id)
+    m.drain_recall()
+    assert recall.store.recall_vectors(m.storage_id(info.id)) == []
+    assert [(hit.session_id, hit.id) for hit in m.search("car", mode="semantic")] == [(fork.id, "b")]
+    gone = {row.vector_id for row in original}
+    assert not {hit.id for hit in recall.index.search("automobile lease", 50, {})} & gone
+
+
+def test_a_failing_index_never_fails_an_append_and_the_backlog_drains_once_it_recovers(make_session, make_index):
+    flaky = FlakyIndex(make_index())
+    s = make_session("flaky")
+    s.with_semantic_recall(flaky, background=False, retry_seconds=0, min_score=MIN_SCORE)
+    for n in range(5):
+        s.append_message(msg(f"m{n}", f"We agreed on the automobile lease number {n}"))
+    assert s.get_path_length() == 5
+    report = s.drain_recall()
+    assert report.failed > 0 and report.changes == 0
+    assert "vector store unreachable" in report.errors[0]
+    backlog = s.recall_backlog()
+    assert backlog.pending == 6 and backlog.failing == 6
+    assert "vector store unreachable" in backlog.last_error
+    flaky.down = False
+    report = s.drain_recall()
+    assert report.failed == 0 and report.changes == 6
+    assert s.recall_backlog().pending == 0
+    assert len(s.search(PARAPHRASE, mode="semantic", limit=10)) == 5
+
+
+def test_sending_twice_is_idempotent(make_session, make_index):
+    s = _recalled(make_session("twice"), make_index)
+    _history(s)
+    s.drain_recall()
+    before = _vector_ids(s)
+    assert s.rebuild_recall() == 1
+    report = s.drain_recall()
+    assert _vector_ids(s) == before
+    assert report.added == len(before) and report.removed == 0
+    assert len(s.search(PARAPHRASE, mode="semantic", limit=20)) == len(set(ids(s.search(PARAPHRASE, mode="semantic"))))
+
+
+def test_rebuild_fills_a_new_index_from_the_store(make_session, make_index):
+    first = _recalled(make_session("rebuilt"), make_index)
+    _history(first)
+    first.drain_recall()
+    fresh = _recalled(make_session("rebuilt", store=first.store), make_index)
+    assert fresh.search(PARAPHRASE, mode="semantic") == []
+    fresh.rebuild_recall()
+    fresh.drain_recall()
+    assert ids(fresh.search(PARAPHRASE, mode="semantic", limit=1)) == ["lease"]
+
+
+def test_history_stored_before_recall_is_indexed_once_enabled(make_session, make_index):
+    s = make_session("late")
+    _history(s)
+    _recalled(s, make_index)
+    s.append_message(msg("later", "One more note about the garden"))
+    s.drain_recall()
+    assert ids(s.search(PARAPHRASE, mode="semantic", limit=1)) == ["lease"]
+
+
+def test_long_texts_are_chunked_and_found_once(make_session, make_index):
+    s = make_session("long")
+    s.with_semantic_recall(make_index(), background=False, chunk_chars=200, chunk_overlap=20, min_score=MIN_SCORE)
+    words = " ".join(FILLER * 6)
+    s.append_message({"id": "tool", "role": "assistant", "parts": [
+        {"type": "tool-lookup", "toolCallId": "c1", "state": "output-available", "input": {},
+         "output": words + " and finally we agreed on the automobile lease " + words}]})
+    s.drain_recall()
+    chunks = s.recall.store.recall_vectors("long", "message", ["tool"])
+    assert len(chunks) > 5 and {row.ref for row in chunks} == {"tool"}
+    assert ids(s.search("automobile car lease", mode="semantic", limit=5)) == ["tool"]
+
+
+def test_a_compacted_message_is_found_and_says_so(make_session, make_index):
+    s = _recalled(make_session("compacted"), make_index)
+    _history(s)
+    s.add_compaction("Earlier: chores and a car agreement", "f0", "f3")
+    s.drain_recall()
+    assert "lease" not in ids(s.get_history())
+    [hit] = s.search(PARAPHRASE, mode="semantic", limit=1)
+    assert (hit.id, hit.compacted) == ("lease", True)
+    [text_hit] = s.search("automobile")
+    assert text_hit.compacted
+    assert not s.search("garden", mode="hybrid", limit=1)[0].compacted
+
+
+def test_searchable_entries_are_found_by_meaning(make_session, make_index):
+    s = _recalled(make_session("kb"), make_index)
+    s.with_context("notes", provider=StoreSearchContext())
+    [tool] = [t for t in s.tools() if t.name == "set_context"]
+    tool.invoke({"label": "notes", "content": "The automobile lease ends in May"})
+    tool.invoke({"label": "notes", "content": "Plant tomatoes after the frost"})
+    s.drain_recall()
+    [search] = [t for t in s.tools() if t.name == "search_context"]
+    found = search.invoke({"label": "notes", "query": "car"})
+    assert found.split("\n")[1] == "The automobile lease ends in May"
+
+
+def test_session_search_uses_hybrid_with_recall(make_manager, make_index):
+    m = make_manager().with_semantic_recall(make_index(), background=False, min_score=MIN_SCORE)
+    past = m.create("past")
+    m.append(past.id, msg("p1", "We agreed on the automobile lease for three years"))
+    m.append(past.id, msg("p2", "The garden needs new soil"))
+    m.drain_recall()
+    [tool] = m.tools()
+    answer = tool.invoke({"query": PARAPHRASE})
+    assert "automobile lease" in answer
+    plain = make_manager(store=m.store)
+    [text_tool] = plain.tools()
+    assert "automobile" not in text_tool.invoke({"query": PARAPHRASE})
+
+
+def test_the_background_sender_brings_the_index_in_line(make_session, make_index):
+    s = make_session("background")
+    s.with_semantic_recall(make_index(), min_score=MIN_SCORE)
+    _history(s)
+    deadline = time.monotonic() + 10
+    while s.recall_backlog().pending and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert s.recall_backlog().pending == 0
+    s.drain_recall()  # waits for a send in progress
+    assert ids(s.search(PARAPHRASE, mode="semantic", limit=1)) == ["lease"]
+    s.recall.close()
