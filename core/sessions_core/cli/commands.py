@@ -14,6 +14,7 @@ from .inspect_commands import (
     cmd_show,
     cmd_stats,
 )
+from .recall_commands import cmd_recall_backlog, cmd_recall_rebuild, cmd_recall_send
 from .store import BadInput, StoreHandle, error_for, one_line
 from .transfer_commands import cmd_export, cmd_import
 
@@ -173,5 +174,37 @@ def build_cli() -> click.Group:
         Any command upgrades an older store on opening it; this one shows the re-indexing's
         progress. Interrupted, it resumes where it stopped."""
         cmd_migrate(handle)
+
+    @cli.group("recall")
+    def recall_group() -> None:
+        """Semantic recall's outbox: what waits for the vector index, sending it, rebuilding.
+
+        INDEX is MODULE:NAME, a VectorIndex of your application (or a function returning one),
+        e.g. myapp.memory:vector_index."""
+
+    @recall_group.command("backlog")
+    @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
+    @click.pass_obj
+    def recall_backlog_command(handle: StoreHandle, as_json: bool) -> None:
+        """Show the changes waiting to be sent, those that failed, the last error, and the
+        sessions and vectors recall keeps."""
+        cmd_recall_backlog(handle, as_json)
+
+    @recall_group.command("send")
+    @click.option("--index", required=True, metavar="INDEX", help="The vector index to send to (MODULE:NAME).")
+    @click.pass_obj
+    def recall_send_command(handle: StoreHandle, index: str) -> None:
+        """Send what waits in the outbox to the index now."""
+        cmd_recall_send(handle, index)
+
+    @recall_group.command("rebuild")
+    @click.option("--session", "sessions", multiple=True, metavar="SESSION", help="Only this session (repeatable).")
+    @click.option("--index", default=None, metavar="INDEX", help="Send to this index now (MODULE:NAME); without it "
+                  "the application's own sender sends what is queued.")
+    @click.pass_obj
+    def recall_rebuild_command(handle: StoreHandle, sessions: tuple[str, ...], index: str | None) -> None:
+        """Send every message and entry of the sessions recall is on for (or SESSION) to the
+        index again: to fill a new index, or one that lost data."""
+        cmd_recall_rebuild(handle, sessions, index)
 
     return cli

@@ -647,12 +647,14 @@ class VectorRow(NamedTuple):
 
 
 class RecallBacklog(NamedTuple):
-    """The outbox: changes waiting, those that failed at least once, and the last error an
-    index gave (``None`` when none did)."""
+    """The outbox: changes waiting, those that failed at least once, the last error an index
+    gave (``None`` when none did), the sessions enabled for recall and the vectors recorded."""
 
     pending: int
     failing: int
     last_error: str | None
+    sessions: int = 0
+    vectors: int = 0
 
 
 class RecallStore(Store):

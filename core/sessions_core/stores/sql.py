@@ -415,7 +415,8 @@ RECALL_DONE = "DELETE FROM recall_outbox WHERE seq {values}"
 RECALL_RETRY = "UPDATE recall_outbox SET attempts = attempts + 1, error = :error, due = :due WHERE seq = :seq"
 RECALL_BACKLOG = """
     SELECT count(*), count(CASE WHEN attempts > 0 THEN 1 END),
-           (SELECT error FROM recall_outbox WHERE error IS NOT NULL ORDER BY seq DESC LIMIT 1)
+           (SELECT error FROM recall_outbox WHERE error IS NOT NULL ORDER BY seq DESC LIMIT 1),
+           (SELECT count(*) FROM recall_sessions), (SELECT count(*) FROM recall_vectors)
     FROM recall_outbox
 """
 RECALL_LOOKUP = "SELECT vector_id, session_id, kind, ref FROM recall_vectors WHERE vector_id {values}"
