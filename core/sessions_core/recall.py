@@ -9,6 +9,7 @@ the source of truth: what to index is queued in its outbox and sent after the co
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -93,8 +94,9 @@ def digest(text: str) -> str:
 
 
 def chunk_text(text: str, size: int, overlap: int) -> list[str]:
-    """``text`` in pieces of at most ``size`` characters, each starting ``overlap`` characters
-    before the previous one ended; cuts fall on whitespace where there is some near the end."""
+    """``text`` in pieces of at most ``size`` characters, each starting about ``overlap``
+    characters before the previous one ended; cuts fall between words where there are spaces in
+    reach, so no word is split unless it alone is longer than ``size / 2``."""
     if len(text) <= size:
         return [text] if text.strip() else []
     chunks: list[str] = []
@@ -102,16 +104,29 @@ def chunk_text(text: str, size: int, overlap: int) -> list[str]:
     while start < len(text):
         end = min(start + size, len(text))
         if end < len(text):
-            cut = max(text.rfind(" ", start + size // 2, end), text.rfind("\n", start + size // 2, end))
-            if cut > start:
+            cut = _last_space(text, start + size // 2, end)
+            if cut is not None:
                 end = cut
         piece = text[start:end].strip()
         if piece:
             chunks.append(piece)
         if end >= len(text):
             break
-        start = max(end - overlap, start + 1)
+        resume = end - overlap
+        space = _SPACE.search(text, resume, end) if resume > start else None
+        start = space.end() if space is not None else end
     return chunks
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def _last_space(text: str, lo: int, hi: int) -> int | None:
+    """The position of the last whitespace in ``text[lo:hi]``, or ``None``."""
+    for position in range(hi - 1, lo - 1, -1):
+        if text[position].isspace():
+            return position
+    return None
 
 
 def fuse(rankings: Iterable[Sequence[Any]], limit: int, k: int = RRF_K) -> list[Any]:
