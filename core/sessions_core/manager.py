@@ -249,6 +249,7 @@ class SessionManager(StoreOwner):
             self._sessions.pop(session_id, None)
         if deleted:
             if self._recall is not None:
+                self._recall.forget(self.storage_id(session_id))
                 self._recall.notify()
             self._feed.publish(SessionEvent("clear", session_id))
         return deleted

@@ -148,6 +148,10 @@ class SemanticRecall:
             self.notify()
         self._enabled.add(session_id)
 
+    def forget(self, session_id: str) -> None:
+        """The session was deleted (its registration with it): enable it again on its next write."""
+        self._enabled.discard(session_id)
+
     def notify(self) -> None:
         """A write was queued: wake the background sender (started when none is running)."""
         if not self.background or self._closed:
@@ -188,53 +192,68 @@ class SemanticRecall:
         return report
 
     def _send(self, rows: list[OutboxRow], report: DrainReport) -> bool:
-        """Send one claimed batch; ``False`` if the index failed it (the batch is kept)."""
+        """Send one claimed batch; ``False`` if the index failed (what failed is kept). A
+        failed batch is sent again one change at a time, so a change the index refuses holds
+        back only itself; two failures in a row keep the rest too (the index is down)."""
         try:
-            added, removed = self._apply(rows)
+            self._count(report, rows, self._apply(rows))
+            return True
         except Exception as error:  # the index's (or the store's) failure, whatever its type
-            attempts = max(row.attempts for row in rows) + 1
-            delay = min(self.max_retry_seconds, self.retry_seconds * 2 ** (attempts - 1))
-            message = f"{type(error).__name__}: {error}"
-            logger.warning("semantic recall: sending %d change(s) failed (attempt %d, retry in %.1fs): %s",
-                           len(rows), attempts, delay, message)
-            self.store.recall_retry([row.seq for row in rows], message, now_us() + int(delay * 1e6))
-            report.failed += len(rows)
-            report.errors.append(message)
-            report.retry_in = delay
-            return False
+            if len(rows) == 1:
+                self._keep(rows, error, report)
+                return False
+        failed_last = False
+        for position, row in enumerate(rows):
+            try:
+                self._count(report, [row], self._apply([row]))
+                failed_last = False
+            except Exception as error:
+                if failed_last:
+                    self._keep(rows[position:], error, report)
+                    return False
+                self._keep([row], error, report)
+                failed_last = True
+        return not failed_last
+
+    @staticmethod
+    def _count(report: DrainReport, rows: list[OutboxRow], sent: tuple[int, int]) -> None:
         report.changes += len(rows)
-        report.added += added
-        report.removed += removed
-        return True
+        report.added += sent[0]
+        report.removed += sent[1]
+
+    def _keep(self, rows: list[OutboxRow], error: BaseException, report: DrainReport) -> None:
+        """Keep failed changes in the outbox until their retry is due (a growing delay)."""
+        attempts = max(row.attempts for row in rows) + 1
+        delay = min(self.max_retry_seconds, self.retry_seconds * 2 ** (attempts - 1))
+        message = f"{type(error).__name__}: {error}"
+        logger.warning("semantic recall: sending %d change(s) failed (attempt %d, retry in %.1fs): %s",
+                       len(rows), attempts, delay, message)
+        self.store.recall_retry([row.seq for row in rows], message, now_us() + int(delay * 1e6))
+        report.failed += len(rows)
+        report.errors.append(message)
+        report.retry_in = delay
 
     def _apply(self, rows: list[OutboxRow]) -> tuple[int, int]:
-        """Bring the index in line with the store for every change of ``rows``."""
+        """Bring the index in line with the store for every change of ``rows``; a whole
+        session's change is split into one change per message and entry it concerns (those
+        stored and those the index holds), queued to be sent like any other."""
         store = self.store
         wanted: dict[tuple[str, str], set[str]] = defaultdict(set)
-        whole: set[str] = set()
         for row in rows:
             if row.kind == SESSION:
-                whole.add(row.session_id)
+                messages, entries = store.recall_refs(row.session_id)
+                changes = {(MESSAGE, ref) for ref in messages} | {(ENTRY, ref) for ref in entries}
+                changes |= {(v.kind, v.ref) for v in store.recall_vectors(row.session_id)}
+                store.recall_split(row.seq, row.session_id, sorted(changes))
             else:
                 wanted[(row.session_id, row.kind)].add(row.ref)
         added = removed = 0
-        for session_id in sorted(whole):
-            messages, entries = store.recall_refs(session_id)
-            stale = {(v.kind, v.ref) for v in store.recall_vectors(session_id)}
-            stale -= {(MESSAGE, ref) for ref in messages} | {(ENTRY, ref) for ref in entries}
-            wanted.pop((session_id, MESSAGE), None)
-            wanted.pop((session_id, ENTRY), None)
-            for kind, refs in ((MESSAGE, messages), (ENTRY, entries)):
-                refs = refs + sorted(ref for k, ref in stale if k == kind)
-                for start in range(0, len(refs), self.batch_size):
-                    a, r = self._sync(session_id, kind, refs[start : start + self.batch_size])
-                    added, removed = added + a, removed + r
         for (session_id, kind), refs in sorted(wanted.items()):
             ordered = sorted(refs)
             for start in range(0, len(ordered), self.batch_size):
                 a, r = self._sync(session_id, kind, ordered[start : start + self.batch_size])
                 added, removed = added + a, removed + r
-        store.recall_record((), (), [row.seq for row in rows])
+        store.recall_record((), (), [row.seq for row in rows if row.kind != SESSION])
         return added, removed
 
     def _sync(self, session_id: str, kind: str, refs: Sequence[str]) -> tuple[int, int]:

@@ -696,6 +696,11 @@ class RecallStore(Store):
         the vector ids ``removed``, and drop the changes ``done`` from the outbox."""
 
     @abstractmethod
+    def recall_split(self, seq: int, session_id: str, changes: Sequence[tuple[str, str]]) -> None:
+        """In one transaction: queue a change ``(kind, ref)`` of the session for each of
+        ``changes``, due now, and drop the change ``seq`` (a whole session's, so split)."""
+
+    @abstractmethod
     def recall_retry(self, seqs: Sequence[int], error: str, due_us: int) -> None:
         """Count a failed attempt for these changes and keep them until ``due_us``."""
 

@@ -412,6 +412,7 @@ RECALL_RECORD = f"""
 """
 RECALL_FORGET = "DELETE FROM recall_vectors WHERE vector_id {values}"
 RECALL_DONE = "DELETE FROM recall_outbox WHERE seq {values}"
+RECALL_QUEUE = "INSERT INTO recall_outbox (session_id, kind, ref) VALUES (:s, :kind, :ref)"
 RECALL_RETRY = "UPDATE recall_outbox SET attempts = attempts + 1, error = :error, due = :due WHERE seq = :seq"
 RECALL_BACKLOG = """
     SELECT count(*), count(CASE WHEN attempts > 0 THEN 1 END),
@@ -1012,6 +1013,17 @@ class SqlStore(RecallStore, InspectableStore):
                     conn.execute(self.compile(template.replace("{values}", fragment)), params)
             if added:
                 self._execute_many(conn, self.compile(RECALL_RECORD), [row._asdict() for row in added])
+
+        self._write(work)
+
+    def recall_split(self, seq: int, session_id: str, changes: Sequence[tuple[str, str]]) -> None:
+        params = [{"s": session_id, "kind": kind, "ref": ref} for kind, ref in changes]
+
+        def work(conn: Any) -> None:
+            if params:
+                self._execute_many(conn, self.compile(RECALL_QUEUE), params)
+            fragment, done = self._list([seq])
+            conn.execute(self.compile(RECALL_DONE.replace("{values}", fragment)), done)
 
         self._write(work)
 
