@@ -24,9 +24,12 @@ def dict_filter(where: Where) -> dict[str, Any]:
     return {key: {"$in": list(value)} if isinstance(value, (list, tuple)) else value for key, value in where.items()}
 
 
-def chroma_filter(where: Where) -> dict[str, Any]:
-    """``where`` as Chroma wants it: one condition per key, joined by ``$and``."""
+def chroma_filter(where: Where) -> dict[str, Any] | None:
+    """``where`` as Chroma wants it: one condition per key, joined by ``$and`` (``None`` for
+    none: Chroma refuses ``{}`` and an ``$and`` of fewer than two conditions)."""
     conditions = [{key: value} for key, value in dict_filter(where).items()]
+    if not conditions:
+        return None
     return conditions[0] if len(conditions) == 1 else {"$and": conditions}
 
 

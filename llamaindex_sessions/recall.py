@@ -51,7 +51,8 @@ class VectorStoreRecall:
 
     def __init__(self, vector_store: BasePydanticVectorStore, embed_model: BaseEmbedding) -> None:
         if not isinstance(vector_store, BasePydanticVectorStore):
-            raise TypeError(f"vector_store must be a LlamaIndex vector store, not {type(vector_store).__name__}")
+            hint = "; for an index use VectorStoreRecall.from_index(index)" if _is_index(vector_store) else ""
+            raise TypeError(f"vector_store must be a LlamaIndex vector store, not {type(vector_store).__name__}{hint}")
         if not isinstance(embed_model, BaseEmbedding):
             raise TypeError(f"embed_model must be a LlamaIndex BaseEmbedding, not {type(embed_model).__name__}")
         self.vector_store = vector_store
@@ -59,7 +60,9 @@ class VectorStoreRecall:
 
     @classmethod
     def from_index(cls, index: Any) -> VectorStoreRecall:
-        """The vector store and embed model of a ``VectorStoreIndex``."""
+        """The vector store and embed model of a ``VectorStoreIndex`` (``TypeError`` for anything else)."""
+        if not _is_index(index):
+            raise TypeError(f"from_index takes a VectorStoreIndex, not {type(index).__name__}")
         return cls(index.vector_store, index._embed_model)
 
     def __repr__(self) -> str:
@@ -98,6 +101,11 @@ class VectorStoreRecall:
     async def asearch(self, query: str, k: int, where: Where) -> list[VectorHit]:
         embedding = await self.embed_model.aget_query_embedding(query)
         return _hits(await self.vector_store.aquery(self._query(embedding, k, where)))
+
+
+def _is_index(value: Any) -> bool:
+    """Whether ``value`` is a ``VectorStoreIndex`` (or has its vector store and embed model)."""
+    return hasattr(value, "vector_store") and hasattr(value, "_embed_model")
 
 
 def _hits(result: VectorStoreQueryResult) -> list[VectorHit]:
