@@ -249,14 +249,26 @@ def text_content(message: SessionMessage) -> str:
     return " ".join(p.text for p in message.parts if isinstance(p, TextPart))
 
 
+SEARCH_TOOLS = frozenset({"session_search", "search_context"})
+"""The memory tools whose results are what a search found elsewhere: semantic recall does not
+embed them again (each search would otherwise find the last one's answer)."""
+
+
+def _tool_of(part: ToolResultPart | ToolUIPart) -> str | None:
+    if part.tool_name:
+        return part.tool_name
+    return part.type[5:] if part.type.startswith("tool-") and part.type != "tool-result" else None
+
+
 def recall_text(message: SessionMessage) -> str:
-    """What semantic recall embeds: the text parts and every tool result, in order (a result
-    that is not a string as JSON), one blank line apart."""
+    """What semantic recall embeds: the text parts and every tool result (but those of
+    :data:`SEARCH_TOOLS`), in order (a result that is not a string as JSON), one blank line apart."""
     pieces: list[str] = []
     for part in message.parts:
         if isinstance(part, TextPart):
             pieces.append(part.text)
-        elif isinstance(part, (ToolResultPart, ToolUIPart)) and part.output is not None:
+        elif (isinstance(part, (ToolResultPart, ToolUIPart)) and part.output is not None
+              and _tool_of(part) not in SEARCH_TOOLS):
             output = part.output
             pieces.append(output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, default=str))
     return "\n\n".join(piece for piece in pieces if piece.strip())

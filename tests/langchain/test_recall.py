@@ -76,6 +76,9 @@ def test_an_agent_finds_an_earlier_sessions_turn_by_meaning():
         assert (report.failed, report.added) == (0, 4)
         out = agent.invoke({"messages": [HumanMessage(NEW_QUESTION)]}, thread("friday"))
         check_the_recalled_run(manager, model, out)
+        # What session_search answered is not embedded again: the next search finds the turn once.
+        manager.drain_recall()
+        assert [hit.content for hit in manager.search(PARAPHRASE, mode="semantic")] == [LEASE]
 
 
 def test_an_async_agent_finds_it_with_the_background_sender():

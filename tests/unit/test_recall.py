@@ -140,3 +140,12 @@ def test_one_semantic_recall_serves_one_store():
     recall.attach(first)
     with pytest.raises(ValueError, match="another store"):
         recall.attach(SqliteStore(":memory:"))
+
+
+def test_recall_text_leaves_out_what_searches_found():
+    message = parse_message({"id": "m", "role": "tool", "parts": [
+        {"type": "tool-result", "toolCallId": "c", "toolName": "session_search", "output": "[user] old turn"},
+        {"type": "tool-search_context", "toolCallId": "d", "state": "output-available", "input": {}, "output": "x"},
+        {"type": "tool-result", "toolCallId": "e", "toolName": "lookup", "output": "kept"},
+    ]})
+    assert recall_text(message) == "kept"
