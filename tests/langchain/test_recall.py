@@ -78,7 +78,8 @@ def test_an_agent_finds_an_earlier_sessions_turn_by_meaning():
         check_the_recalled_run(manager, model, out)
         # What session_search answered is not embedded again: the next search finds the turn once.
         manager.drain_recall()
-        assert [hit.content for hit in manager.search(PARAPHRASE, mode="semantic")] == [LEASE]
+        hits = manager.search(PARAPHRASE, mode="semantic")
+        assert [hit.content for hit in hits].count(LEASE) == 1 and "tool" not in {hit.role for hit in hits}
 
 
 def test_an_async_agent_finds_it_with_the_background_sender():
