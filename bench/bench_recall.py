@@ -1,6 +1,6 @@
 """Semantic recall (issue 22): what recall costs an append, and how fast the outbox drains.
 
-Run ``python bench/bench_recall.py`` (``--appends 2000 --drain 5000``).
+Run ``python bench/bench_recall.py`` (``--appends 500 --rounds 15 --drain 5000``).
 
 - **Append.** Each round times ``--appends`` ``Session.append_message`` calls of a typical turn
   on one store, for a session with recall on (the outbox row only: the sender is off, so no
@@ -204,8 +204,8 @@ def drain_series(folder: Path, n: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--appends", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--appends", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--drain", type=int, default=5000)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "recall.json")
     args = parser.parse_args(argv)

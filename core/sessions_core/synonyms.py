@@ -72,7 +72,7 @@ def synonym_embedding(text: str, *, dimensions: int = DIMENSIONS, groups: Iterab
         for i in (0, 4):
             slot = int.from_bytes(hashed[i : i + 3], "little") % dimensions
             vector[slot] += 1.0 if hashed[i + 3] & 1 else -1.0
-    norm = math.sqrt(sum(x * x for x in vector))
+    norm = math.hypot(*vector)
     if norm == 0.0:  # nothing but stop words: a fixed direction, never a zero vector
         vector[0] = 1.0
         return vector

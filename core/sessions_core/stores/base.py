@@ -698,7 +698,8 @@ class RecallStore(Store):
     @abstractmethod
     def recall_split(self, seq: int, session_id: str, changes: Sequence[tuple[str, str]]) -> None:
         """In one transaction: queue a change ``(kind, ref)`` of the session for each of
-        ``changes``, due now, and drop the change ``seq`` (a whole session's, so split)."""
+        ``changes`` not queued after ``seq`` already, due now, and drop the change ``seq`` (a
+        whole session's, so split)."""
 
     @abstractmethod
     def recall_retry(self, seqs: Sequence[int], error: str, due_us: int) -> None:

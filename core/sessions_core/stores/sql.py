@@ -401,10 +401,10 @@ _IF_ENABLED = "EXISTS (SELECT 1 FROM recall_sessions WHERE session_id = :s)"
 RECALL_MESSAGE_REFS = f"SELECT id FROM session_messages WHERE session_id = :s AND {_IF_ENABLED} ORDER BY seq"
 RECALL_ENTRY_REFS = f"SELECT label, key FROM search_entries WHERE session_id = :s AND {_IF_ENABLED} ORDER BY seq"
 VECTOR_COLUMNS = "vector_id, session_id, kind, ref, chunk, digest"
-RECALL_VECTORS = f"SELECT {VECTOR_COLUMNS} FROM recall_vectors WHERE session_id = :s ORDER BY kind, ref, chunk"
+RECALL_VECTORS = f"SELECT {VECTOR_COLUMNS} FROM recall_vectors WHERE session_id = :s ORDER BY ref, kind, chunk"
 RECALL_VECTORS_OF = (
     f"SELECT {VECTOR_COLUMNS} FROM recall_vectors WHERE session_id = {{first}} AND ref {{values}}"
-    " ORDER BY kind, ref, chunk"
+    " ORDER BY ref, kind, chunk"
 )
 RECALL_RECORD = f"""
     INSERT INTO recall_vectors ({VECTOR_COLUMNS}) VALUES (:vector_id, :session_id, :kind, :ref, :chunk, :digest)
@@ -413,6 +413,7 @@ RECALL_RECORD = f"""
 RECALL_FORGET = "DELETE FROM recall_vectors WHERE vector_id {values}"
 RECALL_DONE = "DELETE FROM recall_outbox WHERE seq {values}"
 RECALL_QUEUE = "INSERT INTO recall_outbox (session_id, kind, ref) VALUES (:s, :kind, :ref)"
+RECALL_QUEUED_AFTER = "SELECT kind, ref FROM recall_outbox WHERE session_id = :s AND seq > :seq"
 RECALL_RETRY = "UPDATE recall_outbox SET attempts = attempts + 1, error = :error, due = :due WHERE seq = :seq"
 RECALL_BACKLOG = """
     SELECT count(*), count(CASE WHEN attempts > 0 THEN 1 END),
@@ -1017,9 +1018,11 @@ class SqlStore(RecallStore, InspectableStore):
         self._write(work)
 
     def recall_split(self, seq: int, session_id: str, changes: Sequence[tuple[str, str]]) -> None:
-        params = [{"s": session_id, "kind": kind, "ref": ref} for kind, ref in changes]
-
         def work(conn: Any) -> None:
+            queued = {tuple(row) for row in conn.execute(self.compile(RECALL_QUEUED_AFTER),
+                                                         {"s": session_id, "seq": seq}).fetchall()}
+            params = [{"s": session_id, "kind": kind, "ref": ref} for kind, ref in changes
+                      if (kind, ref) not in queued]
             if params:
                 self._execute_many(conn, self.compile(RECALL_QUEUE), params)
             fragment, done = self._list([seq])

@@ -15,7 +15,6 @@ CREATE TABLE {schema}.recall_outbox (
     due        BIGINT  NOT NULL DEFAULT 0,
     error      TEXT
 );
-CREATE INDEX recall_outbox_due ON {schema}.recall_outbox (due, seq);
 CREATE TABLE {schema}.recall_vectors (
     vector_id  TEXT    PRIMARY KEY,
     session_id TEXT    NOT NULL,
@@ -24,7 +23,7 @@ CREATE TABLE {schema}.recall_vectors (
     chunk      INTEGER NOT NULL,
     digest     TEXT    NOT NULL
 );
-CREATE INDEX recall_vectors_ref ON {schema}.recall_vectors (session_id, kind, ref);
+CREATE INDEX recall_vectors_ref ON {schema}.recall_vectors (session_id, ref);
 CREATE FUNCTION {schema}.recall_queue_message() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     changed {schema}.session_messages%ROWTYPE := CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;

@@ -15,7 +15,6 @@ CREATE TABLE recall_outbox (
     due        INTEGER NOT NULL DEFAULT 0,
     error      TEXT
 );
-CREATE INDEX recall_outbox_due ON recall_outbox (due, seq);
 CREATE TABLE recall_vectors (
     vector_id  TEXT    PRIMARY KEY,
     session_id TEXT    NOT NULL,
@@ -24,7 +23,7 @@ CREATE TABLE recall_vectors (
     chunk      INTEGER NOT NULL,
     digest     TEXT    NOT NULL
 ) WITHOUT ROWID;
-CREATE INDEX recall_vectors_ref ON recall_vectors (session_id, kind, ref);
+CREATE INDEX recall_vectors_ref ON recall_vectors (session_id, ref);
 CREATE TRIGGER recall_message_insert AFTER INSERT ON session_messages
 WHEN EXISTS (SELECT 1 FROM recall_sessions WHERE session_id = new.session_id) BEGIN
     INSERT INTO recall_outbox (session_id, kind, ref) VALUES (new.session_id, 'message', new.id);
