@@ -395,3 +395,29 @@ def test_a_claimed_change_is_leased_to_its_worker(persistent_backend):
     finally:
         first.close()
         second.close()
+
+
+class SlowIndex(FlakyIndex):
+    """An index that takes ``delay`` seconds over every call."""
+
+    def __init__(self, inner: Any, delay: float) -> None:
+        super().__init__(inner)
+        self.down = False
+        self.delay = delay
+
+    def _check(self) -> None:
+        time.sleep(self.delay)
+        super()._check()
+
+
+def test_a_slow_index_never_delays_an_append(make_session, make_index):
+    s = make_session("slow")
+    s.with_semantic_recall(SlowIndex(make_index(), 0.2), min_score=MIN_SCORE)
+    started = time.monotonic()
+    for n in range(4):
+        s.append_message(msg(f"m{n}", f"We agreed on the automobile lease number {n}"))
+    assert time.monotonic() - started < 0.15  # four appends while the sender is busy for 0.2 s a call
+    s.drain_recall()
+    assert len(s.search("car", mode="semantic")) == 4
+    s.recall.close()
+    assert s.recall._worker is None or not s.recall._worker.is_alive()
