@@ -14,12 +14,11 @@ from ._async import io
 from ._time import from_us, now_us
 from .autocompact import TokenCounter
 from .compaction import CompactResult
-from .errors import SessionsError
 from .feed import ChangeFeed
 from .messages import MessageInput, SessionMessage, TextPart, parse_message
 from .models import Compaction, SearchResult, SessionEvent
 from .searching import Scope, search_messages
-from .semantic import SemanticRecall
+from .semantic import RecallOwner, SemanticRecall
 from .session import Session
 from .store_owner import StoreOwner
 from .stores.base import LATEST, SessionChanges, SessionRow, _Latest
@@ -83,7 +82,7 @@ class _SearchableHistory:
         return "\n---\n".join(f"[{hit.role}] {hit.content}" for hit in hits)
 
 
-class SessionManager(StoreOwner):
+class SessionManager(RecallOwner, StoreOwner):
     """Many named sessions in one store.
 
     ``store`` is a path, ``":memory:"``, a ``postgresql://`` URL or a store object.
@@ -174,11 +173,6 @@ class SessionManager(StoreOwner):
         recall = index if isinstance(index, SemanticRecall) else SemanticRecall(index, **options)
         self._recall = recall.attach(self.store)
         return self._configure(lambda s: s.with_semantic_recall(recall))
-
-    @property
-    def recall(self) -> SemanticRecall | None:
-        """The semantic recall of ``with_semantic_recall``, or ``None``."""
-        return self._recall
 
     def with_searchable_history(self, label: str) -> SessionManager:
         """Give every session a read-only searchable block over all of this manager's sessions."""
@@ -403,16 +397,6 @@ class SessionManager(StoreOwner):
         return storage_id[1:] if storage_id.startswith(":") else storage_id
 
     @io
-    def drain_recall(self) -> Any:
-        """``Session.drain_recall`` for every session of the store's outbox."""
-        return self._require_recall().drain()
-
-    @io
-    def recall_backlog(self) -> Any:
-        """The outbox's size (``RecallBacklog``)."""
-        return self._require_recall().backlog()
-
-    @io
     def rebuild_recall(self) -> int:
         """Send every session of this manager to the index again; the number queued."""
         recall = self._require_recall()
@@ -422,11 +406,6 @@ class SessionManager(StoreOwner):
         queued = recall.store.recall_rebuild(ids)
         recall.notify()
         return queued
-
-    def _require_recall(self) -> SemanticRecall:
-        if self._recall is None:
-            raise SessionsError("semantic recall is off: call with_semantic_recall(index) first")
-        return self._recall
 
     @io
     def tools(self) -> list[Tool]:

@@ -18,14 +18,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._async import AsyncTwins, io
 from ._time import from_us, now_us
+from .errors import SessionsError
 from .messages import COMPACTION_ID_PREFIX, message_from_storage, recall_text
 from .recall import ENTRY, MESSAGE, SESSION, VectorIndex, chunk_text, digest, split_entry_ref, vector_id
 from .stores.base import OutboxRow, RecallBacklog, RecallSource, RecallStore, Store, VectorRow, recall_store
 
 logger = logging.getLogger("sessions_core.semantic")
 
-__all__ = ["DrainReport", "RecallHit", "SemanticRecall"]
+__all__ = ["DrainReport", "RecallHit", "RecallOwner", "SemanticRecall"]
 
 
 @dataclass
@@ -377,6 +379,33 @@ class SemanticRecall:
                 continue
             best.setdefault(where, hit.score)
         return [RecallHit(s, k, ref, score) for (s, k, ref), score in list(best.items())[:limit]]
+
+
+class RecallOwner(AsyncTwins):
+    """What ``Session`` and ``SessionManager`` share of semantic recall."""
+
+    _recall: SemanticRecall | None = None
+
+    @property
+    def recall(self) -> SemanticRecall | None:
+        """The semantic recall of ``with_semantic_recall``, or ``None``."""
+        return self._recall
+
+    @io
+    def drain_recall(self) -> DrainReport:
+        """Send what the outbox holds to the index now (the background sender does it anyway),
+        after any send in progress. Needs ``with_semantic_recall``."""
+        return self._require_recall().drain()
+
+    @io
+    def recall_backlog(self) -> RecallBacklog:
+        """The outbox's size: changes waiting, those failing, the last error."""
+        return self._require_recall().backlog()
+
+    def _require_recall(self) -> SemanticRecall:
+        if self._recall is None:
+            raise SessionsError("semantic recall is off: call with_semantic_recall(index) first")
+        return self._recall
 
 
 def metadata_matches(metadata: Mapping[str, Any], where: Mapping[str, Any]) -> bool:

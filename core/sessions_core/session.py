@@ -28,7 +28,7 @@ from .models import AppendResult, Compaction, ContextVersion, RecentHistory, Sea
 from .providers import StorePromptCache
 from .reads import summary_message
 from .searching import Scope, search_messages
-from .semantic import SemanticRecall
+from .semantic import RecallOwner, SemanticRecall
 from .session_blocks import SessionBlocks
 from .store_owner import StoreOwner, open_store
 from .stores.base import LATEST, CompactionRow, Inserted, MessageRecord, _Latest
@@ -39,7 +39,7 @@ from .tools import Tool, context_tools
 __all__ = ["Session", "StoreOwner", "TokenCounter", "open_store", "summary_message"]
 
 
-class Session(StoreOwner):
+class Session(RecallOwner, StoreOwner):
     """A conversation stored as a tree of messages.
 
     ``store`` is a SQLite path, ``":memory:"`` (the default), a ``postgresql://`` URL or a store
@@ -126,11 +126,6 @@ class Session(StoreOwner):
         self._recall = recall.attach(self.store)
         self._blocks.reset()
         return self
-
-    @property
-    def recall(self) -> SemanticRecall | None:
-        """The semantic recall of ``with_semantic_recall``, or ``None``."""
-        return self._recall
 
     def on_compaction(self, fn: Callable[..., Any], *, timeout: float | None = None) -> Session:
         """Register the compaction function ``fn(messages, context) -> CompactResult | None``
@@ -408,17 +403,6 @@ class Session(StoreOwner):
         return search_messages(self.store, self._recall, query, limit, mode, scope)
 
     @io
-    def drain_recall(self) -> Any:
-        """Send what the outbox holds to the index now (the background sender does it anyway),
-        after any send in progress; a ``DrainReport``. Needs ``with_semantic_recall``."""
-        return self._require_recall().drain()
-
-    @io
-    def recall_backlog(self) -> Any:
-        """The outbox's size (``RecallBacklog``: pending, failing, last error)."""
-        return self._require_recall().backlog()
-
-    @io
     def rebuild_recall(self) -> int:
         """Send this session's messages and entries to the index again (after the index lost
         them, or to fill a new one); queued, then sent like any change."""
@@ -427,11 +411,6 @@ class Session(StoreOwner):
         queued = recall.store.recall_rebuild([self.session_id])
         recall.notify()
         return queued
-
-    def _require_recall(self) -> SemanticRecall:
-        if self._recall is None:
-            raise SessionsError("semantic recall is off: call with_semantic_recall(index) first")
-        return self._recall
 
     # -- compactions -----------------------------------------------------------------------
 

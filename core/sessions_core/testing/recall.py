@@ -397,27 +397,88 @@ def test_a_claimed_change_is_leased_to_its_worker(persistent_backend):
         second.close()
 
 
-class SlowIndex(FlakyIndex):
-    """An index that takes ``delay`` seconds over every call."""
+class StuckIndex(FlakyIndex):
+    """An index whose every call waits until ``release()`` (a vector store that hangs)."""
 
-    def __init__(self, inner: Any, delay: float) -> None:
+    def __init__(self, inner: Any) -> None:
+        import threading
+
         super().__init__(inner)
         self.down = False
-        self.delay = delay
+        self.released = threading.Event()
+        self.entered = threading.Event()
+
+    def release(self) -> None:
+        self.released.set()
 
     def _check(self) -> None:
-        time.sleep(self.delay)
+        self.entered.set()
+        assert self.released.wait(10), "the test never released the index"
         super()._check()
 
 
-def test_a_slow_index_never_delays_an_append(make_session, make_index):
-    s = make_session("slow")
-    s.with_semantic_recall(SlowIndex(make_index(), 0.2), min_score=MIN_SCORE)
-    started = time.monotonic()
-    for n in range(4):
+def test_a_hanging_index_never_delays_an_append(make_session, make_index):
+    stuck = StuckIndex(make_index())
+    s = make_session("stuck")
+    s.with_semantic_recall(stuck, min_score=MIN_SCORE)
+    s.append_message(msg("m0", "We agreed on the automobile lease number 0"))
+    assert stuck.entered.wait(5)  # the sender is inside the index, and stays there
+    for n in range(1, 4):
         s.append_message(msg(f"m{n}", f"We agreed on the automobile lease number {n}"))
-    assert time.monotonic() - started < 0.15  # four appends while the sender is busy for 0.2 s a call
+    assert s.get_path_length() == 4 and s.recall_backlog().pending >= 3
+    stuck.release()
     s.drain_recall()
     assert len(s.search("car", mode="semantic")) == 4
     s.recall.close()
     assert s.recall._worker is None or not s.recall._worker.is_alive()
+
+
+# -- the index contract: what a VectorIndex of your own must do -----------------------------
+
+INDEX_TEXTS = ["We agreed on the automobile lease", "The puppy needs a vet appointment", "The vehicle was returned"]
+
+
+def _meta(session_id: str, kind: str = "message") -> dict[str, Any]:
+    return {"session_id": session_id, "kind": kind, "namespace": ""}
+
+
+INDEX_METAS = [_meta("a"), _meta("a"), _meta("b")]
+
+
+def _hit_ids(hits: Any) -> list[str]:
+    return [hit.id for hit in hits]
+
+
+def test_an_index_adds_replaces_deletes_and_filters(make_index):
+    from ..recall import VectorHit
+
+    index = make_index()
+    index.add(["v1", "v2", "v3"], INDEX_TEXTS, INDEX_METAS)
+    hits = index.search("car", 5, {"session_id": "a"})
+    assert all(isinstance(hit, VectorHit) and isinstance(hit.score, float) for hit in hits)
+    assert _hit_ids(hits) == ["v1", "v2"]  # only session a, the car first
+    assert hits[0].score > MIN_SCORE > hits[1].score
+    assert sorted(_hit_ids(index.search("car", 2, {"session_id": ["a", "b"]}))) == ["v1", "v3"]
+    assert _hit_ids(index.search("car", 5, {"kind": "entry"})) == []
+    index.add(["v1"], ["The kitten sleeps all day"], [_meta("a")])  # an id it holds is replaced
+    assert _hit_ids(index.search("cat", 1, {"session_id": "a"})) == ["v1"]
+    assert len(index.search("anything at all", 10, {})) == 3
+    index.delete(["v1", "never-added"])
+    assert sorted(_hit_ids(index.search("cat", 10, {}))) == ["v2", "v3"]
+
+
+def test_an_indexs_async_methods_do_the_same(make_index):
+    import asyncio
+
+    index = make_index()
+
+    async def run() -> tuple[Any, Any]:
+        await index.aadd(["v1", "v2", "v3"], INDEX_TEXTS, INDEX_METAS)
+        before = await index.asearch("car", 5, {"session_id": ["a", "b"], "kind": "message"})
+        await index.adelete(["v1"])
+        return before, await index.asearch("car", 5, {"session_id": ["a", "b"]})
+
+    before, after = asyncio.run(run())
+    assert sorted(_hit_ids(before)[:2]) == ["v1", "v3"] and _hit_ids(before)[2] == "v2"
+    assert _hit_ids(after) == ["v3", "v2"]
+    assert [h.score for h in before] == sorted((h.score for h in before), reverse=True)
