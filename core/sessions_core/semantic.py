@@ -11,6 +11,7 @@ when it is sent, and every vector has an id derived from where its text comes fr
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import defaultdict
@@ -81,7 +82,10 @@ class SemanticRecall:
     ``background``: a daemon thread drains the outbox after each write and retries failures;
     without it only :meth:`drain` sends. ``min_score`` drops search hits scoring below it (for
     an index whose score is a similarity, as the in-memory stores' cosine is; by default every
-    one of the nearest is kept). One object may serve many sessions of one store.
+    one of the nearest is kept). The index is called by one thread at a time (a search waits
+    for a batch being sent), as in-memory stores need; ``concurrent_index=True`` lets a store
+    that takes concurrent calls (a database's) search while the sender sends. One object may
+    serve many sessions of one store.
     """
 
     def __init__(
@@ -97,6 +101,7 @@ class SemanticRecall:
         max_retry_seconds: float = 60.0,
         idle_seconds: float = 30.0,
         min_score: float | None = None,
+        concurrent_index: bool = False,
     ) -> None:
         missing = [name for name in ("add", "delete", "search") if not callable(getattr(index, name, None))]
         if missing:
@@ -113,6 +118,7 @@ class SemanticRecall:
         self.max_retry_seconds = max_retry_seconds
         self.idle_seconds = idle_seconds
         self.min_score = min_score
+        self._index_lock: Any = contextlib.nullcontext() if concurrent_index else threading.Lock()
         self._store: RecallStore | None = None
         self._enabled: set[str] = set()
         self._lock = threading.Lock()
@@ -289,10 +295,11 @@ class SemanticRecall:
             ids += [row.vector_id for row in rows]
             texts += chunks
             metadatas += [self._metadata(session_id, kind, source, n, row.vector_id) for n, row in enumerate(rows)]
-        if removed:
-            self.index.delete(removed)
-        if ids:
-            self.index.add(ids, texts, metadatas)
+        with self._index_lock:
+            if removed:
+                self.index.delete(removed)
+            if ids:
+                self.index.add(ids, texts, metadatas)
         if added or removed:
             store.recall_record(added, removed, ())
         return len(added), len(removed)
@@ -360,7 +367,8 @@ class SemanticRecall:
             where["session_id"] = ids[0] if len(ids) == 1 else ids
         if label is not None:
             where["label"] = label
-        hits = self.index.search(query, max(limit * 4, 20), where)
+        with self._index_lock:
+            hits = self.index.search(query, max(limit * 4, 20), where)
         return self._resolve(hits, limit, session_ids, namespace, kind, label)
 
     def _resolve(self, hits: Sequence[Any], limit: int, session_ids: Sequence[str] | None, namespace: str | None,

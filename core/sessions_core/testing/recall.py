@@ -482,3 +482,15 @@ def test_an_indexs_async_methods_do_the_same(make_index):
     assert sorted(_hit_ids(before)[:2]) == ["v1", "v3"] and _hit_ids(before)[2] == "v2"
     assert _hit_ids(after) == ["v3", "v2"]
     assert [h.score for h in before] == sorted((h.score for h in before), reverse=True)
+
+
+def test_searching_while_the_sender_sends_is_safe_on_an_in_memory_index(make_session, make_index):
+    s = make_session("busy")
+    s.with_semantic_recall(make_index(), min_score=MIN_SCORE)
+    found = 0
+    for n in range(40):
+        s.append_message(msg(f"m{n}", f"We agreed on the automobile lease number {n}"))
+        found = len(s.search("car", mode="hybrid", limit=50))  # while the sender adds
+    s.drain_recall()
+    assert found <= 40 and len(s.search("car", mode="semantic", limit=50)) == 40
+    s.recall.close()
