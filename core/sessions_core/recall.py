@@ -43,8 +43,8 @@ class VectorIndex(Protocol):
 
     ``add`` stores texts under the given ids (an id stored already is replaced), embedding them
     itself; ``delete`` removes ids (unknown ids are ignored); ``search`` returns the ``k``
-    closest vectors whose metadata match ``where``: each key equal to the value given, or to one
-    of them for a list. Hits outside ``where`` are discarded by the caller anyway, so an index
+    closest vectors whose metadata match ``where``, best first: each key equal to the value
+    given, or to one of them for a list. Hits outside ``where`` are discarded by the caller anyway, so an index
     that cannot filter loses recall, never isolation.
     """
 

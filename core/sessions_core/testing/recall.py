@@ -494,3 +494,19 @@ def test_searching_while_the_sender_sends_is_safe_on_an_in_memory_index(make_ses
     s.drain_recall()
     assert found <= 40 and len(s.search("car", mode="semantic", limit=50)) == 40
     s.recall.close()
+
+
+def test_a_tool_result_updated_in_place_is_sent_again(make_session, make_index):
+    s = _recalled(make_session("tool"), make_index)
+
+    def result(output: str) -> dict[str, Any]:
+        return {"id": "r", "role": "tool", "parts": [
+            {"type": "tool-result", "toolCallId": "c1", "toolName": "lookup", "output": output}]}
+
+    s.append_message(result("pending"))
+    s.drain_recall()
+    assert s.search("car", mode="semantic") == []
+    s.update_message(result("The automobile lease is approved"))
+    s.drain_recall()
+    [hit] = s.search("car", mode="semantic")
+    assert (hit.id, hit.role, hit.content) == ("r", "tool", "The automobile lease is approved")

@@ -45,7 +45,7 @@ BEGIN
     RETURN NULL;
 END;
 $$;
-CREATE TRIGGER recall_message AFTER INSERT OR DELETE OR UPDATE OF text_content ON {schema}.session_messages
+CREATE TRIGGER recall_message AFTER INSERT OR DELETE OR UPDATE OF content ON {schema}.session_messages
 FOR EACH ROW EXECUTE FUNCTION {schema}.recall_queue_message();
 CREATE TRIGGER recall_entry AFTER INSERT OR DELETE OR UPDATE OF content ON {schema}.search_entries
 FOR EACH ROW EXECUTE FUNCTION {schema}.recall_queue_entry();

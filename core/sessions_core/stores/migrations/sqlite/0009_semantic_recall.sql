@@ -28,7 +28,7 @@ CREATE TRIGGER recall_message_insert AFTER INSERT ON session_messages
 WHEN EXISTS (SELECT 1 FROM recall_sessions WHERE session_id = new.session_id) BEGIN
     INSERT INTO recall_outbox (session_id, kind, ref) VALUES (new.session_id, 'message', new.id);
 END;
-CREATE TRIGGER recall_message_update AFTER UPDATE OF text_content ON session_messages
+CREATE TRIGGER recall_message_update AFTER UPDATE OF content ON session_messages
 WHEN EXISTS (SELECT 1 FROM recall_sessions WHERE session_id = new.session_id) BEGIN
     INSERT INTO recall_outbox (session_id, kind, ref) VALUES (new.session_id, 'message', new.id);
 END;
