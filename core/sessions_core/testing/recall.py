@@ -510,3 +510,14 @@ def test_a_tool_result_updated_in_place_is_sent_again(make_session, make_index):
     s.drain_recall()
     [hit] = s.search("car", mode="semantic")
     assert (hit.id, hit.role, hit.content) == ("r", "tool", "The automobile lease is approved")
+
+
+def test_a_searchable_history_block_finds_by_meaning(make_manager, make_index):
+    m = make_manager().with_semantic_recall(make_index(), background=False, min_score=MIN_SCORE)
+    m.with_searchable_history("past")
+    past = m.create("past")
+    m.append(past.id, msg("p1", "We agreed on the automobile lease for three years"))
+    m.drain_recall()
+    now = m.get_session(m.create("now").id)
+    [search] = [tool for tool in now.tools() if tool.name == "search_context"]
+    assert "automobile lease" in search.invoke({"label": "past", "query": PARAPHRASE})
