@@ -80,13 +80,13 @@ def search_entries(
 
 def mark_compacted(store: Store, results: list[SearchResult], scope: Scope) -> list[SearchResult]:
     """``results`` with ``compacted`` set on those an overlay of their session covers."""
-    sessions = {r.session_id for r in results}
+    storage_of = {r.session_id: scope.storage(r.session_id) for r in results}
+    compacted = store.with_overlays(list(storage_of.values())) if storage_of else set()
     covered: set[tuple[str, str]] = set()
-    for shown in sessions:
-        storage_id = scope.storage(shown)
-        overlays = store.overlays(storage_id)
-        if not overlays:
+    for shown, storage_id in storage_of.items():
+        if storage_id not in compacted:
             continue
+        overlays = store.overlays(storage_id)
         seen: set[str] = set()
         # widest first: an overlay nested in one already walked adds nothing
         for overlay in sorted(overlays, key=lambda o: -(o.to_depth or 0) + (o.from_depth or 0)):

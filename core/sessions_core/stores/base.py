@@ -389,6 +389,10 @@ class Store(ABC):
         them (this default keeps none: reads then walk whole paths)."""
         return [OverlayRow(row, None, None) for row in self.get_compactions(session_id)]
 
+    def with_overlays(self, session_ids: Sequence[str]) -> set[str]:
+        """Which of ``session_ids`` hold a compaction overlay (one query for many sessions)."""
+        return {session_id for session_id in session_ids if self.get_compactions(session_id)}
+
     def path_up(
         self, session_id: str, start_id: str, *, above: bool = False
     ) -> tuple[array, list[str], array, bool]:

@@ -183,6 +183,7 @@ ADD_COMPACTION = f"""
     VALUES (:s, :id, :summary, :from_message_id, :to_message_id, :created_at) ON CONFLICT (id) DO NOTHING
 """
 GET_COMPACTIONS = f"SELECT {_COMPACTION} FROM session_compactions WHERE session_id = :s ORDER BY created_at, seq"
+WITH_OVERLAYS = "SELECT DISTINCT session_id FROM session_compactions WHERE session_id {values}"
 GET_OVERLAYS = f"""
     SELECT {_COMPACTION}, from_depth, to_depth FROM session_compactions WHERE session_id = :s ORDER BY created_at, seq
 """
@@ -799,6 +800,9 @@ class SqlStore(RecallStore, InspectableStore):
 
     def get_compactions(self, session_id: str) -> list[CompactionRow]:
         return [CompactionRow(*row) for row in self._all(GET_COMPACTIONS, {"s": session_id})]
+
+    def with_overlays(self, session_ids: Sequence[str]) -> set[str]:
+        return {row[0] for row in self._select_in(WITH_OVERLAYS, list(dict.fromkeys(session_ids)))}
 
     def overlays(self, session_id: str) -> list[OverlayRow]:
         rows = self._all(GET_OVERLAYS, {"s": session_id})

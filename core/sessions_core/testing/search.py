@@ -274,3 +274,16 @@ def test_searchable_blocks_find_every_language_and_code(make_session):
     assert search("deploy_service") == "[deploy]\nRun deploy_service.sh on Fridays"
     assert search("friday") == "[deploy]\nRun deploy_service.sh on Fridays"
     assert search("大阪") == "No results found."
+
+
+def test_a_hit_an_overlay_hides_says_it_was_compacted(make_session):
+    s = make_session("hidden")
+    for n in range(5):
+        s.append_message(msg(f"m{n}", f"deploy step {n}"))
+    other = make_session("open", store=_store(s))
+    other.append_message(msg("o1", "deploy elsewhere"))
+    s.add_compaction("Steps 1 to 3 done", "m1", "m3")
+    hits = {hit.id: hit.compacted for hit in s.search("deploy")}
+    assert hits == {"m0": False, "m1": True, "m2": True, "m3": True, "m4": False}
+    assert not other.search("deploy")[0].compacted
+    assert _store(s).with_overlays(["hidden", "open", "unknown"]) == {"hidden"}
