@@ -52,6 +52,11 @@ async def run_in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T
         _caller_loop.reset(token)
 
 
+def caller_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop of the async caller whose worker thread this is (``None`` outside one)."""
+    return _caller_loop.get()
+
+
 def resolve(value: T | Awaitable[T]) -> T:
     """Return ``value``, or the result of awaiting it when it is awaitable (from sync code)."""
     if not inspect.isawaitable(value):

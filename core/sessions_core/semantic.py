@@ -11,6 +11,7 @@ when it is sent, and every vector has an id derived from where its text comes fr
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import threading
@@ -19,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._async import AsyncTwins, io
+from ._async import AsyncTwins, caller_loop, io, resolve
 from ._time import from_us, now_us
 from .errors import SessionsError
 from .messages import COMPACTION_ID_PREFIX, message_from_storage, recall_text
@@ -68,6 +69,14 @@ def source_text(kind: str, source: RecallSource) -> str:
     return "" if message is None else recall_text(message)
 
 
+def _runs_in(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this thread is the one running ``loop``."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
 def _namespace_of(storage_id: str) -> str:
     """The manager namespace a storage id was made in (a filter hint only: the registry decides)."""
     if storage_id.startswith(":") or ":" not in storage_id:
@@ -85,7 +94,9 @@ class SemanticRecall:
     one of the nearest is kept). The index is called by one thread at a time (a search waits
     for a batch being sent), as in-memory stores need; ``concurrent_index=True`` lets a store
     that takes concurrent calls (a database's) search while the sender sends. One object may
-    serve many sessions of one store.
+    serve many sessions of one store. ``async_index=True`` calls the index through ``aadd``,
+    ``adelete`` and ``asearch`` only, on the event loop of the async code that last wrote or
+    searched (a vector store with an async client only, bound to that loop).
     """
 
     def __init__(
@@ -102,6 +113,7 @@ class SemanticRecall:
         idle_seconds: float = 30.0,
         min_score: float | None = None,
         concurrent_index: bool = False,
+        async_index: bool = False,
     ) -> None:
         missing = [name for name in ("add", "delete", "search") if not callable(getattr(index, name, None))]
         if missing:
@@ -119,6 +131,8 @@ class SemanticRecall:
         self.idle_seconds = idle_seconds
         self.min_score = min_score
         self._index_lock: Any = contextlib.nullcontext() if concurrent_index else threading.Lock()
+        self.async_index = async_index
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._store: RecallStore | None = None
         self._enabled: set[str] = set()
         self._lock = threading.Lock()
@@ -162,6 +176,7 @@ class SemanticRecall:
 
     def notify(self) -> None:
         """A write was queued: wake the background sender (started when none is running)."""
+        self._remember_loop()
         if not self.background or self._closed:
             return
         with self._lock:
@@ -297,9 +312,9 @@ class SemanticRecall:
             metadatas += [self._metadata(session_id, kind, source, n, row.vector_id) for n, row in enumerate(rows)]
         with self._index_lock:
             if removed:
-                self.index.delete(removed)
+                self._call_index("delete", removed)
             if ids:
-                self.index.add(ids, texts, metadatas)
+                self._call_index("add", ids, texts, metadatas)
         if added or removed:
             store.recall_record(added, removed, ())
         return len(added), len(removed)
@@ -316,6 +331,21 @@ class SemanticRecall:
             metadata["message_id"] = source.ref
             metadata["role"] = source.role
         return metadata
+
+    def _remember_loop(self) -> None:
+        if self.async_index:
+            self._loop = caller_loop() or self._loop
+
+    def _call_index(self, name: str, *args: Any) -> Any:
+        """``index.<name>(*args)``; with ``async_index``, its coroutine ``a<name>`` awaited on
+        the remembered event loop (given up after ``lease_seconds``), else on one of its own."""
+        if not self.async_index:
+            return getattr(self.index, name)(*args)
+        coroutine = getattr(self.index, "a" + name)(*args)
+        loop = caller_loop() or self._loop
+        if loop is not None and loop.is_running() and not _runs_in(loop):
+            return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout=self.lease_us / 1e6)
+        return resolve(coroutine)
 
     def _run(self) -> None:
         """The background sender: drain when woken; after a failure, again once it is due;
@@ -367,8 +397,9 @@ class SemanticRecall:
             where["session_id"] = ids[0] if len(ids) == 1 else ids
         if label is not None:
             where["label"] = label
+        self._remember_loop()
         with self._index_lock:
-            hits = self.index.search(query, max(limit * 4, 20), where)
+            hits = self._call_index("search", query, max(limit * 4, 20), where)
         return self._resolve(hits, limit, session_ids, namespace, kind, label)
 
     def _resolve(self, hits: Sequence[Any], limit: int, session_ids: Sequence[str] | None, namespace: str | None,

@@ -521,3 +521,69 @@ def test_a_searchable_history_block_finds_by_meaning(make_manager, make_index):
     now = m.get_session(m.create("now").id)
     [search] = [tool for tool in now.tools() if tool.name == "search_context"]
     assert "automobile lease" in search.invoke({"label": "past", "query": PARAPHRASE})
+
+
+class AsyncOnlyIndex:
+    """An index with an async client only: its sync methods raise, and its coroutines check
+    they run on the loop the test runs (as a client bound to its loop would)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.loop: Any = None
+        self.calls: list[str] = []
+
+    def _on_the_loop(self, name: str) -> None:
+        import asyncio
+
+        assert asyncio.get_running_loop() is self.loop, f"{name} ran on another event loop"
+        self.calls.append(name)
+
+    def add(self, ids, texts, metadatas):  # noqa: ANN001, ANN201
+        raise RuntimeError("this index has an async client only")
+
+    delete = search = add
+
+    async def aadd(self, ids, texts, metadatas):  # noqa: ANN001, ANN201
+        self._on_the_loop("aadd")
+        return self.inner.add(ids, texts, metadatas)
+
+    async def adelete(self, ids):  # noqa: ANN001, ANN201
+        self._on_the_loop("adelete")
+        return self.inner.delete(ids)
+
+    async def asearch(self, query, k, where):  # noqa: ANN001, ANN201
+        self._on_the_loop("asearch")
+        return self.inner.search(query, k, where)
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["drained", "background"])
+def test_an_async_only_index_is_awaited_on_the_callers_loop(backend, make_index, background):
+    import asyncio
+
+    from ..session import Session
+
+    index = AsyncOnlyIndex(make_index())
+    store = backend.open()
+
+    async def run() -> list[str]:
+        index.loop = asyncio.get_running_loop()
+        s = Session(store).for_session("async-only")
+        s.with_semantic_recall(index, async_index=True, background=background, min_score=MIN_SCORE)
+        await s.aappend_message(msg("a", "We agreed on the automobile lease"))
+        await s.aappend_message(msg("b", "The garden needs new soil"))
+        if background:
+            while (await s.arecall_backlog()).pending:
+                await asyncio.sleep(0.01)
+        await s.adrain_recall()
+        await s.adelete_messages(["b"])
+        await s.adrain_recall()
+        found = [hit.id for hit in await s.asearch(PARAPHRASE, mode="hybrid")]
+        s.recall.close()
+        return found
+
+    try:
+        assert asyncio.run(run()) == ["a"]
+    finally:
+        if backend.persistent:
+            store.close()
+    assert set(index.calls) == {"aadd", "adelete", "asearch"}
