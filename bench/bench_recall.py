@@ -109,8 +109,7 @@ def postgres_opener() -> Callable[[str], Any] | None:
         import psycopg
 
         from sessions_core import PostgresStore
-        with psycopg.connect(PG_URL, connect_timeout=3):
-            pass
+        psycopg.connect(PG_URL, connect_timeout=3).close()
     except Exception as error:  # no server here: the PostgreSQL series is left out, and said so
         print(f"PostgreSQL series left out: {error}")
         return None

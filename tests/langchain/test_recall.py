@@ -18,7 +18,8 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from langchain_sessions import SessionMemoryMiddleware, SessionToolkit, SynonymEmbeddings, VectorStoreRecall
 from langchain_sessions.recall import chroma_filter, default_filter, dict_filter, python_filter, qdrant_filter
 from sessions_core import Session, SessionManager, StoreSearchContext, VectorHit
-from sessions_core.testing.recall import MIN_SCORE, PARAPHRASE
+from sessions_core.testing.recall import INDEX_METAS, INDEX_TEXTS, MIN_SCORE, PARAPHRASE
+from sessions_core.testing.recall import index_metadata as meta
 
 from .helpers import ScriptedChatModel, call
 
@@ -138,16 +139,7 @@ def test_a_toolkits_search_context_finds_entries_by_meaning():
 # -- VectorStoreRecall ----------------------------------------------------------------------
 
 
-def meta(session_id: str, kind: str = "message", **extra: Any) -> dict[str, Any]:
-    return {"session_id": session_id, "kind": kind, "namespace": "", **extra}
-
-
-TEXTS = ["We agreed on the automobile lease", "The puppy needs a vet appointment", "The vehicle was returned"]
-METAS = [meta("a"), meta("a"), meta("b")]
-
-
-def hit_ids(hits: list[VectorHit]) -> list[str]:
-    return [hit.id for hit in hits]
+TEXTS, METAS = INDEX_TEXTS, INDEX_METAS
 
 
 def test_what_the_vector_store_holds():

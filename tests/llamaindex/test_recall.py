@@ -19,8 +19,9 @@ from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter,
 
 from llamaindex_sessions import SessionMemory, SessionToolSpec, SynonymEmbedding, VectorStoreRecall
 from llamaindex_sessions.recall import metadata_filters
-from sessions_core import Session, SessionManager, StoreSearchContext, VectorHit
-from sessions_core.testing.recall import MIN_SCORE, PARAPHRASE
+from sessions_core import Session, SessionManager, StoreSearchContext
+from sessions_core.testing.recall import INDEX_METAS, INDEX_TEXTS, MIN_SCORE, PARAPHRASE, hit_ids
+from sessions_core.testing.recall import index_metadata as meta
 
 from .scripted import ScriptedLLM, tool_call
 
@@ -157,16 +158,7 @@ def test_the_tool_specs_search_context_finds_entries_by_meaning():
 # -- VectorStoreRecall ----------------------------------------------------------------------
 
 
-def meta(session_id: str, kind: str = "message", **extra: Any) -> dict[str, Any]:
-    return {"session_id": session_id, "kind": kind, "namespace": "", **extra}
-
-
-TEXTS = ["We agreed on the automobile lease", "The puppy needs a vet appointment", "The vehicle was returned"]
-METAS = [meta("a"), meta("a"), meta("b")]
-
-
-def hit_ids(hits: list[VectorHit]) -> list[str]:
-    return [hit.id for hit in hits]
+TEXTS, METAS = INDEX_TEXTS, INDEX_METAS
 
 
 def test_what_the_vector_store_holds():

@@ -438,14 +438,15 @@ def test_a_hanging_index_never_delays_an_append(make_session, make_index):
 INDEX_TEXTS = ["We agreed on the automobile lease", "The puppy needs a vet appointment", "The vehicle was returned"]
 
 
-def _meta(session_id: str, kind: str = "message") -> dict[str, Any]:
-    return {"session_id": session_id, "kind": kind, "namespace": ""}
+def index_metadata(session_id: str, kind: str = "message", **extra: Any) -> dict[str, Any]:
+    """The metadata recall sends with a vector, as the index contract's tests use it."""
+    return {"session_id": session_id, "kind": kind, "namespace": "", **extra}
 
 
-INDEX_METAS = [_meta("a"), _meta("a"), _meta("b")]
+INDEX_METAS = [index_metadata("a"), index_metadata("a"), index_metadata("b")]
 
 
-def _hit_ids(hits: Any) -> list[str]:
+def hit_ids(hits: Any) -> list[str]:
     return [hit.id for hit in hits]
 
 
@@ -456,15 +457,15 @@ def test_an_index_adds_replaces_deletes_and_filters(make_index):
     index.add(["v1", "v2", "v3"], INDEX_TEXTS, INDEX_METAS)
     hits = index.search("car", 5, {"session_id": "a"})
     assert all(isinstance(hit, VectorHit) and isinstance(hit.score, float) for hit in hits)
-    assert _hit_ids(hits) == ["v1", "v2"]  # only session a, the car first
+    assert hit_ids(hits) == ["v1", "v2"]  # only session a, the car first
     assert hits[0].score > MIN_SCORE > hits[1].score
-    assert sorted(_hit_ids(index.search("car", 2, {"session_id": ["a", "b"]}))) == ["v1", "v3"]
-    assert _hit_ids(index.search("car", 5, {"kind": "entry"})) == []
-    index.add(["v1"], ["The kitten sleeps all day"], [_meta("a")])  # an id it holds is replaced
-    assert _hit_ids(index.search("cat", 1, {"session_id": "a"})) == ["v1"]
+    assert sorted(hit_ids(index.search("car", 2, {"session_id": ["a", "b"]}))) == ["v1", "v3"]
+    assert hit_ids(index.search("car", 5, {"kind": "entry"})) == []
+    index.add(["v1"], ["The kitten sleeps all day"], [index_metadata("a")])  # an id it holds is replaced
+    assert hit_ids(index.search("cat", 1, {"session_id": "a"})) == ["v1"]
     assert len(index.search("anything at all", 10, {})) == 3
     index.delete(["v1", "never-added"])
-    assert sorted(_hit_ids(index.search("cat", 10, {}))) == ["v2", "v3"]
+    assert sorted(hit_ids(index.search("cat", 10, {}))) == ["v2", "v3"]
 
 
 def test_an_indexs_async_methods_do_the_same(make_index):
@@ -479,8 +480,8 @@ def test_an_indexs_async_methods_do_the_same(make_index):
         return before, await index.asearch("car", 5, {"session_id": ["a", "b"]})
 
     before, after = asyncio.run(run())
-    assert sorted(_hit_ids(before)[:2]) == ["v1", "v3"] and _hit_ids(before)[2] == "v2"
-    assert _hit_ids(after) == ["v3", "v2"]
+    assert sorted(hit_ids(before)[:2]) == ["v1", "v3"] and hit_ids(before)[2] == "v2"
+    assert hit_ids(after) == ["v3", "v2"]
     assert [h.score for h in before] == sorted((h.score for h in before), reverse=True)
 
 
