@@ -69,6 +69,13 @@ def source_text(kind: str, source: RecallSource) -> str:
     return "" if message is None else recall_text(message)
 
 
+def _nearest(limit: int) -> int:
+    """How many vectors to ask for ``limit`` results: four times as many (chunks of one message
+    count once, and hits outside the scope are dropped), at least 20, and no more than 1,000
+    beyond the limit itself."""
+    return min(max(limit * 4, 20), max(limit, 1000))
+
+
 def _runs_in(loop: asyncio.AbstractEventLoop) -> bool:
     """Whether this thread is the one running ``loop``."""
     try:
@@ -399,7 +406,7 @@ class SemanticRecall:
             where["label"] = label
         self._remember_loop()
         with self._index_lock:
-            hits = self._call_index("search", query, max(limit * 4, 20), where)
+            hits = self._call_index("search", query, _nearest(limit), where)
         return self._resolve(hits, limit, session_ids, namespace, kind, label)
 
     def _resolve(self, hits: Sequence[Any], limit: int, session_ids: Sequence[str] | None, namespace: str | None,

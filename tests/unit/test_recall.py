@@ -149,3 +149,9 @@ def test_recall_text_leaves_out_what_searches_found():
         {"type": "tool-result", "toolCallId": "e", "toolName": "lookup", "output": "kept"},
     ]})
     assert recall_text(message) == "kept"
+
+
+def test_searches_ask_the_index_for_a_bounded_number_of_vectors():
+    from sessions_core.semantic import _nearest
+
+    assert [_nearest(n) for n in (1, 10, 100, 250, 1000, 5000)] == [20, 40, 400, 1000, 1000, 5000]
