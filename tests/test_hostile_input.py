@@ -325,6 +325,34 @@ def test_search_queries_never_raise(store: Any) -> None:
     assert [r.id for r in manager.search("marmalade")] == ["m0"]
 
 
+def test_search_queries_never_raise_in_any_mode(store: Any) -> None:
+    """Semantic and hybrid search take any query, and return only their scope's messages."""
+    pytest.importorskip("langchain_core")
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from langchain_sessions import SynonymEmbeddings, VectorStoreRecall
+
+    index = VectorStoreRecall(InMemoryVectorStore(SynonymEmbeddings()))
+    manager = SessionManager(store, namespace=f"ns{uuid.uuid4().hex[:8]}").with_semantic_recall(
+        index, background=False)
+    one, two = manager.create("one").id, manager.create("two").id
+    for i, text in enumerate(["We agreed on the automobile lease", "deploy production tonight", "NEAR( \" ' ;-- x"]):
+        manager.append(
+            one if i % 2 else two, {"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": text}]}
+        )
+    manager.drain_recall()
+    session = manager.get_session(one)
+
+    @settings(max_examples=examples(store, 100, 30), deadline=None, suppress_health_check=FUNCTION_FIXTURE)
+    @given(QUERIES, st.sampled_from(["semantic", "hybrid"]), st.integers(min_value=-1, max_value=50))
+    def run(query: str, mode: str, limit: int) -> None:
+        assert {r.id for r in session.search(query, mode=mode, limit=limit)} <= {"m1"}
+        assert {r.session_id for r in manager.search(query, mode=mode, limit=limit)} <= {one, two}
+
+    run()
+    assert [r.id for r in manager.search("what did we decide about the car?", mode="semantic", limit=1)] == ["m0"]
+
+
 # -- (c) arbitrary tool-call arguments --------------------------------------------------------
 
 
