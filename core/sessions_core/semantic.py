@@ -358,6 +358,7 @@ class SemanticRecall:
         """The background sender: drain when woken; after a failure, again once it is due;
         gone after ``idle_seconds`` without work (the next write starts another)."""
         delay: float | None = None
+        store_failures = 0
         while not self._closed:
             if not self._wake.wait(delay if delay is not None else self.idle_seconds):
                 with self._lock:
@@ -372,9 +373,11 @@ class SemanticRecall:
             except Exception as error:  # the store failed (a database that is gone): try again later
                 if self._store is not None and self._store.closed:
                     break
-                logger.warning("semantic recall: reading the outbox failed: %s", error)
-                delay = self.max_retry_seconds
+                store_failures += 1
+                delay = min(self.max_retry_seconds, self.retry_seconds * 2 ** (store_failures - 1))
+                logger.warning("semantic recall: reading the outbox failed (retry in %.1fs): %s", delay, error)
                 continue
+            store_failures = 0
             delay = report.retry_in
         with self._lock:
             self._worker = None

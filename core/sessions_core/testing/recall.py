@@ -588,3 +588,29 @@ def test_an_async_only_index_is_awaited_on_the_callers_loop(backend, make_index,
         if backend.persistent:
             store.close()
     assert set(index.calls) == {"aadd", "adelete", "asearch"}
+
+
+def test_the_sender_outlives_a_store_that_fails_for_a_while(make_session, make_index, monkeypatch):
+    from ..errors import StoreError
+
+    s = make_session("gone")
+    s.with_semantic_recall(make_index(), retry_seconds=0.01, min_score=MIN_SCORE)
+    store = s.recall.store
+    claim = store.recall_claim
+    failures = iter(range(3))
+
+    def flaky_claim(*args: Any) -> Any:
+        if next(failures, None) is not None:
+            raise StoreError("the database is gone for a moment")
+        return claim(*args)
+
+    monkeypatch.setattr(store, "recall_claim", flaky_claim)
+    s.append_message(msg("a", "We agreed on the automobile lease"))
+    deadline = time.monotonic() + 10
+    while s.recall_backlog().pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert s.recall_backlog().pending == 0
+    assert next(failures, None) is None  # it failed three times, then sent
+    s.drain_recall()
+    assert ids(s.search("car", mode="semantic")) == ["a"]
+    s.recall.close()
