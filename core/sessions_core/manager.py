@@ -171,6 +171,8 @@ class SessionManager(RecallOwner, StoreOwner):
         shared by all: each vector is tagged with its session, and a search sees only this
         manager's sessions. ``search`` and ``session_search`` then find by meaning too."""
         recall = index if isinstance(index, SemanticRecall) else SemanticRecall(index, **options)
+        if options and recall is index:
+            raise TypeError("options configure a new SemanticRecall; pass them when creating the shared one")
         self._recall = recall.attach(self.store)
         return self._configure(lambda s: s.with_semantic_recall(recall))
 

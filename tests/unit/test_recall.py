@@ -155,3 +155,14 @@ def test_searches_ask_the_index_for_a_bounded_number_of_vectors():
     from sessions_core.semantic import _nearest
 
     assert [_nearest(n) for n in (1, 10, 100, 250, 1000, 5000)] == [20, 40, 400, 1000, 1000, 5000]
+
+
+def test_options_go_with_a_new_semantic_recall_only():
+    from sessions_core import Session, SessionManager
+
+    for owner in (Session(), SessionManager()):
+        shared = SemanticRecall(_Index(), background=False)
+        with pytest.raises(TypeError, match="pass them when creating the shared one"):
+            owner.with_semantic_recall(shared, min_score=0.1)
+        assert owner.with_semantic_recall(shared).recall is shared
+        owner.close()
