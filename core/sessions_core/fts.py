@@ -44,12 +44,13 @@ MAX_TERM_CHARS = 80
 PREFIX_MIN_CHARS = 3
 """Shorter query words match exactly only (a one-letter prefix would match half the index)."""
 
-_CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\u30fc"
+_CJK = r"[[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\u30fc]&&[\p{L}\p{N}\p{M}]]"
+"""A CJK letter (the scripts' symbols, such as the Kangxi radicals, are not: they separate words)."""
 _JOINERS = r"_.\-/\\:@#'\u2019"
-_LETTER = rf"[[\p{{L}}\p{{N}}\p{{M}}]--[{_CJK}]]"
-_TOKEN = regex.compile(rf"[{_CJK}]+|{_LETTER}+(?:[{_JOINERS}]{_LETTER}+)*", regex.V1)
+_LETTER = rf"[[\p{{L}}\p{{N}}\p{{M}}]--{_CJK}]"
+_TOKEN = regex.compile(rf"{_CJK}+|{_LETTER}+(?:[{_JOINERS}]{_LETTER}+)*", regex.V1)
 _ASCII_TOKEN = re.compile(rf"[A-Za-z0-9]+(?:[{_JOINERS}][A-Za-z0-9]+)*")
-_IS_CJK = regex.compile(rf"[{_CJK}]")
+_IS_CJK = regex.compile(_CJK, regex.V1)
 _JOINER = re.compile(rf"[{_JOINERS}]")
 _BOUNDARY = regex.compile(
     r"(?<=\p{Ll}\p{M}*)(?=\p{Lu})|(?<=\p{Lu}\p{M}*)(?=\p{Lu}\p{Ll})|(?<=\p{L}\p{M}*)(?=\p{N})|(?<=\p{N})(?=\p{L})"

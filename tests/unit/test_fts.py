@@ -1,7 +1,7 @@
 import sqlite3
 
 import regex
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sessions_core import Session, fts
@@ -80,6 +80,8 @@ _TERM = regex.compile(r"[\p{L}\p{N}\p{M}]+")
 
 @settings(max_examples=300, deadline=None)
 @given(st.text())
+@example("\u2e80")  # a CJK radical: a symbol of the Han script, not a letter
+@example("\u2f00\u4e2d\u2e80\u6587")
 def test_terms_are_letters_digits_and_marks_only(text):
     for term in index_terms(text):
         assert _TERM.fullmatch(term) and len(term) <= MAX_TERM_CHARS
