@@ -33,8 +33,22 @@ UNVERSIONED_SET_BLOCK = """
 """The block write before versions (it leaves the version column, so no version is recorded)."""
 
 
+BEFORE_VERSIONS_TABLE = """
+    CREATE TABLE IF NOT EXISTS context_blocks (
+        session_id TEXT NOT NULL, label TEXT NOT NULL, updated_at INTEGER NOT NULL, content TEXT NOT NULL,
+        PRIMARY KEY (session_id, label)
+    )
+"""
+"""The block table as it was before versions (schema 7)."""
+
+
 class WithoutVersions(_Sqlite):
-    """The store with a block write as it was before versions: the block row only."""
+    """The store with a block write as it was before versions: the block row only, in the block
+    table of that schema."""
+
+    def setup(self, *args: Any, **kwargs: Any) -> None:
+        super().setup(*args, **kwargs)
+        self._execute(BEFORE_VERSIONS_TABLE, {})
 
     def write_block(self, session_id: str, label: str, content: str, *, key: str | None = None,
                     at_us: int | None = None, **_ignored: Any) -> None:

@@ -218,3 +218,41 @@ def test_blocks_stored_before_versions_become_version_1_on_postgres():
             assert [v.version for v in session.get_context_history("memory")] == [2, 1]
         finally:
             store.close()
+
+
+def test_blocks_become_their_versions_on_postgres():
+    """Migration 0007 on a schema at version 6: each block shows what it showed, as its newest
+    version, and no version is lost (the cases of the SQLite test)."""
+    require_postgres()
+    import psycopg
+
+    from sessions_core import PostgresStore
+    from sessions_core.stores import postgres as postgres_module
+
+    from .unit.test_sqlite_store import BLOCKS_AT_SCHEMA_9
+
+    with temporary_schema() as schema:
+        with psycopg.connect(postgres_url(), autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+            for script in postgres_module._qualified(list(postgres_module.MIGRATIONS[:6]), schema):
+                conn.execute(script)
+            conn.execute(f'DROP TRIGGER context_blocks_version ON "{schema}".context_blocks')
+            for label, (version, content), versions in BLOCKS_AT_SCHEMA_9:
+                conn.execute(f'INSERT INTO "{schema}".context_blocks VALUES (%s, %s, 5, %s, %s, %s, NULL)',
+                             ("s", label, content, version, "code"))
+                for number, text in versions:
+                    conn.execute(f'INSERT INTO "{schema}".context_block_versions'
+                                 " VALUES (%s, %s, %s, %s, 1, %s, NULL, %s)", ("s", label, "", number, "code", text))
+        store = PostgresStore(postgres_url(), schema=schema)
+        try:
+            labels = [label for label, _, _ in BLOCKS_AT_SCHEMA_9]
+            assert store.get_blocks("s", labels) == {label: row[1] for label, row, _ in BLOCKS_AT_SCHEMA_9}
+            assert [(v.version, v.content) for v in store.block_versions("s", "later")] == [
+                (3, "current"), (2, "imported later"), (1, "current")]
+            assert [(v.version, v.content) for v in store.block_versions("s", "other")] == [
+                (4, "shown"), (3, "another text")]
+            assert [(v.version, v.content) for v in store.block_versions("s", "none")] == [(1, "alone")]
+            assert store.stats().blocks == 4
+            assert store.write_block("s", "kept", "likes water") == 3
+        finally:
+            store.close()

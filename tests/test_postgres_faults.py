@@ -297,7 +297,7 @@ def test_an_odd_schema_name_is_used_exactly_as_given_in_every_statement(odd_pref
         store.close()
     assert _schemas_like(odd_prefix) == [name]  # nothing made or written in another schema
     assert _count(name, "session_messages") == 4
-    assert _count(name, "context_blocks") == 1
+    assert _count(name, "context_block_versions") == 2  # the block (its one version) and the entry's
     assert _count(name, "search_entries") == 1
 
 

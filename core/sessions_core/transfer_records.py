@@ -374,13 +374,11 @@ class RecordWriter:
     def _write_block(self, record: Record) -> bool:
         label, content = record.data["label"], record.data["content"]
         if self.store.get_block(record.session_id, label) == content:
-            return False
+            # A store that keeps versions holds the block as its newest version: stored by this
+            # import if its versions came first, present from before otherwise.
+            return (record.session_id, label, "") in self.imported_versions
         updated = now_us() if record.updated_at is None else to_us(record.updated_at)
-        version = self.imported_versions.get((record.session_id, label, ""))
-        if version is None:  # an export without versions: the import is the block's next version
-            self.store.import_block(record.session_id, label, content, updated)
-        else:  # its versions came first: the block is the newest of them
-            self.store.write_block(record.session_id, label, content, source="import", at_us=updated, version=version)
+        self.store.import_block(record.session_id, label, content, updated)  # the block's next version
         return True
 
     def _write_prompt(self, record: Record) -> bool:

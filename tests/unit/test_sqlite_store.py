@@ -173,3 +173,47 @@ def test_overlays_stored_before_their_depths_get_them_at_setup(tmp_path):
     store.path_ids = lambda *a, **k: pytest.fail("the whole path was walked")
     assert expected_after[0].startswith("compaction_") and expected_after[1:] == expected[3:]
     store.close()
+
+
+BLOCKS_AT_SCHEMA_9 = [
+    # (label, the row of context_blocks: version, content), and the versions kept beside it
+    ("kept", (2, "likes coffee"), [(1, "likes tea"), (2, "likes coffee")]),
+    ("later", (1, "current"), [(1, "current"), (2, "imported later")]),
+    ("other", (3, "shown"), [(3, "another text")]),
+    ("none", (4, "alone"), []),
+]
+"""What migration 0010 meets: a block consistent with its versions; one whose versions go past it
+(an import); one whose version holds another text; one with no version at all."""
+
+
+def test_blocks_become_their_versions_and_show_what_they_showed(tmp_path):
+    """Migration 0010: a plain block is its newest version; what each block showed it still shows,
+    and no version is lost."""
+    path = tmp_path / "nine.db"
+    conn = sqlite3.connect(path)
+    for migration in MIGRATIONS[:9]:
+        for statement in _statements(migration):
+            conn.execute(statement)
+    conn.execute("DROP TRIGGER context_blocks_version_insert")  # the versions below are set by hand
+    conn.execute("DROP TRIGGER context_blocks_version_update")
+    for label, (version, content), versions in BLOCKS_AT_SCHEMA_9:
+        conn.execute("INSERT INTO context_blocks VALUES ('s', ?, 5, ?, ?, 'code', NULL)", (label, content, version))
+        for number, text in versions:
+            conn.execute("INSERT INTO context_block_versions VALUES ('s', ?, '', ?, 1, 'code', NULL, ?)",
+                         (label, number, text))
+    conn.execute("PRAGMA user_version = 9")
+    conn.commit()
+    conn.close()
+    store = SqliteStore(path)
+    labels = [label for label, _, _ in BLOCKS_AT_SCHEMA_9]
+    assert store.get_blocks("s", labels) == {label: row[1] for label, row, _ in BLOCKS_AT_SCHEMA_9}
+    assert [(v.version, v.content) for v in store.block_versions("s", "kept")] == [(2, "likes coffee"),
+                                                                                  (1, "likes tea")]
+    assert [(v.version, v.content) for v in store.block_versions("s", "later")] == [
+        (3, "current"), (2, "imported later"), (1, "current")]
+    assert [(v.version, v.content) for v in store.block_versions("s", "other")] == [(4, "shown"), (3, "another text")]
+    assert [(v.version, v.content) for v in store.block_versions("s", "none")] == [(1, "alone")]
+    assert store.stats().blocks == 4
+    assert store.write_block("s", "kept", "likes water") == 3
+    assert store.get_block("s", "kept") == "likes water"
+    store.close()

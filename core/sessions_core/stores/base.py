@@ -95,7 +95,6 @@ class MessageRow(NamedTuple):
 SUMMARY_SOURCES = (
     ("session_messages", "session_id"),
     ("session_compactions", "session_id"),
-    ("context_blocks", "session_id"),
     ("cached_prompts", "session_id"),
     ("search_entries", "session_id"),
     ("context_block_versions", "session_id"),

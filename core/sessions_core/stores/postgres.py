@@ -200,6 +200,9 @@ class PostgresStore(SqlStore):
     def _list(self, values: Sequence[Any], uses: int = 1) -> tuple[str, dict[str, list[Any]]]:
         return "= ANY(:values)", {"values": list(values)}
 
+    def _rows(self, values: Sequence[Any]) -> tuple[str, dict[str, list[Any]]]:
+        return "(SELECT unnest(CAST(:values AS text[])) AS column1)", {"values": list(values)}
+
     def _execute_many(self, conn: psycopg.Connection, sql: str, params: Sequence[Any]) -> None:
         with conn.cursor() as cursor:
             cursor.executemany(sql, params)

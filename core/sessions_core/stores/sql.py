@@ -226,18 +226,25 @@ PATH_ABOVE = _PATH_UP.format(start="(SELECT parent_id FROM session_messages WHER
 """The path up from ``:start`` (or from its parent), ending at the first end of an overlay with
 known depths."""
 
-GET_BLOCK = "SELECT content FROM context_blocks WHERE session_id = :s AND label = :label"
-GET_BLOCKS = "SELECT label, content FROM context_blocks WHERE session_id = {first} AND label {values}"
-_SET_BLOCK = """
-    INSERT INTO context_blocks (session_id, label, updated_at, content, version, source, tool_call_id)
-    VALUES (:s, :label, :now, :content, {first}, :source, :tool_call_id)
-    ON CONFLICT (session_id, label) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at,
-        version = {next}, source = excluded.source, tool_call_id = excluded.tool_call_id
+# A plain block is its versions (key ''): the current block is the newest, found by a seek.
+GET_BLOCK = """
+    SELECT content FROM context_block_versions WHERE session_id = :s AND label = :label AND key = ''
+    ORDER BY version DESC LIMIT 1
+"""
+GET_BLOCKS = """
+    SELECT wanted.column1, (
+        SELECT v.content FROM context_block_versions v
+        WHERE v.session_id = {first} AND v.label = wanted.column1 AND v.key = '' ORDER BY v.version DESC LIMIT 1
+    ) FROM {rows} AS wanted
+"""
+SET_BLOCK = """
+    INSERT INTO context_block_versions (session_id, label, key, version, created_at, source, tool_call_id, content)
+    SELECT :s, :label, '', coalesce(max(version), 0) + 1, :now, :source, :tool_call_id, :content
+    FROM context_block_versions WHERE session_id = :s AND label = :label AND key = ''
     RETURNING version
 """
-SET_BLOCK = _SET_BLOCK.format(first="1", next="context_blocks.version + 1")
-"""Write a block; its trigger keeps the write as the block's next version (a block's versions go
-only with its row, when its session is deleted, so a new row starts at version 1)."""
+"""Write a block: one insert, as its next version (its versions go with its session, so a block
+written again after its session was deleted starts at version 1)."""
 GET_CACHED_PROMPT = "SELECT prompt FROM cached_prompts WHERE session_id = :s"
 SET_CACHED_PROMPT = """
     INSERT INTO cached_prompts (session_id, updated_at, prompt) VALUES (:s, :now, :prompt)
@@ -253,8 +260,12 @@ _SET_SEARCH_ENTRY = """
     RETURNING version
 """
 SET_SEARCH_ENTRY = _SET_SEARCH_ENTRY.format(first="1", next="search_entries.version + 1")
-AT_VERSION = {  # an import of a block whose versions it imported before: the current row only
-    False: _SET_BLOCK.format(first=":version", next=":version"),
+AT_VERSION = {  # an import of a block whose versions it imported before: the current one only
+    False: """
+        INSERT INTO context_block_versions (session_id, label, key, version, created_at, source, tool_call_id, content)
+        VALUES (:s, :label, '', :version, :now, :source, :tool_call_id, :content)
+        ON CONFLICT (session_id, label, key, version) DO NOTHING
+    """,
     True: _SET_SEARCH_ENTRY.format(first=":version", next=":version"),
 }
 ALL_BLOCK_VERSIONS = """
@@ -358,7 +369,12 @@ MESSAGE_PAGE_AFTER = " AND (created_at, seq) > (SELECT created_at, seq FROM sess
 MESSAGE_TREE = (
     "SELECT id, parent_id, role, created_at FROM session_messages WHERE session_id = :s ORDER BY created_at, seq"
 )
-LIST_BLOCKS = "SELECT label, content, updated_at FROM context_blocks WHERE session_id = :s ORDER BY label"
+LIST_BLOCKS = """
+    SELECT v.label, v.content, v.created_at FROM context_block_versions v
+    WHERE v.session_id = :s AND v.key = '' AND v.version = (
+        SELECT max(w.version) FROM context_block_versions w WHERE w.session_id = :s AND w.label = v.label AND w.key = ''
+    ) ORDER BY v.label
+"""
 SEARCH_ENTRY_COUNTS = (
     "SELECT label, count(*) FROM search_entries WHERE session_id = :s GROUP BY label ORDER BY label"
 )
@@ -370,7 +386,8 @@ SEARCH_ENTRY_PAGE_AFTER = " AND (label, key) > (SELECT label, key FROM search_en
 COUNTS = (
     "SELECT (SELECT count(*) FROM ({ids}) AS ids), (SELECT count(*) FROM sessions),"
     " (SELECT count(*) FROM session_messages), (SELECT count(*) FROM session_compactions),"
-    " (SELECT count(*) FROM context_blocks), (SELECT count(*) FROM cached_prompts),"
+    " (SELECT count(*) FROM (SELECT DISTINCT session_id, label FROM context_block_versions WHERE key = '') AS b),"
+    " (SELECT count(*) FROM cached_prompts),"
     " (SELECT count(*) FROM search_entries)"
 )
 
@@ -485,6 +502,11 @@ class SqlStore(RecallStore, InspectableStore):
     def _list(self, values: Sequence[Any], uses: int = 1) -> tuple[str, Any]:
         """What replaces ``{values}`` (``IN (...)`` or ``= ANY(...)``), and the parameters of a
         statement that binds the list ``uses`` times and nothing else."""
+
+    @abstractmethod
+    def _rows(self, values: Sequence[Any]) -> tuple[str, Any]:
+        """What replaces ``{rows}``: ``values`` as a relation of one column, ``column1``, and
+        the parameters that bind them (and nothing else)."""
 
     @abstractmethod
     def _schema_version(self, conn: Any) -> int:
@@ -840,10 +862,11 @@ class SqlStore(RecallStore, InspectableStore):
         found: dict[str, str] = {}
         unique = list(dict.fromkeys(labels))
         for start in range(0, len(unique), self.max_list):
-            fragment, params = self._list(unique[start : start + self.max_list])
-            sql = self.compile(GET_BLOCKS.replace("{values}", fragment))
+            fragment, params = self._rows(unique[start : start + self.max_list])
+            sql = self.compile(GET_BLOCKS.replace("{rows}", fragment))
             params = self._bind_first(session_id, params)
-            found.update(self._read(lambda conn, sql=sql, p=params: conn.execute(sql, p).fetchall()))
+            rows = self._read(lambda conn, sql=sql, p=params: conn.execute(sql, p).fetchall())
+            found.update((label, content) for label, content in rows if content is not None)
         return found
 
     def set_block(self, session_id: str, label: str, content: str) -> None:
@@ -873,7 +896,10 @@ class SqlStore(RecallStore, InspectableStore):
         entry_sql = SET_SEARCH_ENTRY if version is None else AT_VERSION[True]
 
         def work(conn: Any) -> int:
-            if key is None:
+            if key is None and params["version"] is not None:
+                conn.execute(self.compile(block_sql), params)
+                version = params["version"]
+            elif key is None:
                 version = conn.execute(self.compile(block_sql), params).fetchone()[0]
             else:
                 version = conn.execute(self.compile(entry_sql), {

@@ -310,6 +310,9 @@ class SqliteStore(SqlStore):
     def _list(self, values: Sequence[Any], uses: int = 1) -> tuple[str, tuple[Any, ...]]:
         return _marks(len(values)), tuple(values) * uses
 
+    def _rows(self, values: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
+        return f"(VALUES {', '.join(['(?)'] * len(values))})", tuple(values)
+
     def _execute_many(self, conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> None:
         conn.executemany(sql, params)
 
