@@ -217,3 +217,14 @@ def test_blocks_become_their_versions_and_show_what_they_showed(tmp_path):
     assert store.write_block("s", "kept", "likes water") == 3
     assert store.get_block("s", "kept") == "likes water"
     store.close()
+
+
+def test_a_block_written_at_a_version_it_has_is_left_as_it_is():
+    """``write_block(version=N)``: an import whose versions came first; the block is version N."""
+    store = SqliteStore(":memory:")
+    assert store.write_block("s", "memory", "imported", version=5, source="import") == 5
+    assert store.get_block("s", "memory") == "imported"
+    assert store.write_block("s", "memory", "imported again", version=5, source="import") == 5
+    assert [(v.version, v.content) for v in store.block_versions("s", "memory")] == [(5, "imported")]
+    assert store.write_block("s", "memory", "next") == 6
+    store.close()
