@@ -18,8 +18,9 @@ modules of their own (``history``, ``compaction``, ``context``, ``manager``, ``s
 ``attachments``, ``batch_append``, ``inspection``, ``versions``, ``recall``) to star-import one by one.
 Capabilities are declared or detected, never skipped ad hoc: a backend that is not
 ``persistent`` skips the tests of what a second store sees; a store that is not an
-``InspectableStore`` skips the inspection tests, and one that keeps no block versions (the
-``Store`` defaults of ``write_block``) the versions tests, and still passes the core contract.
+``InspectableStore`` skips the inspection tests, one that keeps no block versions (the
+``Store`` defaults of ``write_block``) the versions tests, and one that is not a ``RecallStore``
+the semantic recall tests, and still passes the core contract.
 """
 
 try:

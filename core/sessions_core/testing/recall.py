@@ -614,3 +614,31 @@ def test_the_sender_outlives_a_store_that_fails_for_a_while(make_session, make_i
     s.drain_recall()
     assert ids(s.search("car", mode="semantic")) == ["a"]
     s.recall.close()
+
+
+@pytest.fixture
+def recall_store_capable(backend: Any) -> None:
+    """Skip where the backend's store does not keep the optional ``RecallStore`` outbox."""
+    from ..stores.base import RecallStore
+
+    store = backend.open()
+    try:
+        if not isinstance(store, RecallStore):
+            pytest.skip(f"{backend.name}: {type(store).__name__} does not implement RecallStore (optional)")
+    finally:
+        if backend.persistent:
+            store.close()
+
+
+def _store_tests_need_a_recall_store() -> None:
+    """Every test above that opens a store needs a ``RecallStore``: detected, so a store without
+    one skips them and still passes the rest of the suite."""
+    import inspect
+
+    uses_store = {"make_session", "make_manager", "backend", "persistent_backend"}
+    for name, test in list(globals().items()):
+        if name.startswith("test_") and uses_store & set(inspect.signature(test).parameters):
+            globals()[name] = pytest.mark.usefixtures("recall_store_capable")(test)
+
+
+_store_tests_need_a_recall_store()
