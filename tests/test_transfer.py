@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import abc
 import json
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -24,7 +23,7 @@ from sessions_core.transfer import (
     record_line,
 )
 
-from .helpers import msg
+from .helpers import CoreOnlyStore, msg
 from .postgres import postgres_url, require_postgres, temporary_schema
 
 SESSION = "chat"
@@ -242,20 +241,8 @@ def test_export_records_and_lines(new_store):
         export_session(store, "nope")  # at once, not when iterated
 
 
-class NotInspectable(Store):
-    """A store with only the core contract: every method goes to a SqliteStore."""
-
-    def __init__(self) -> None:
-        self.inner = SqliteStore(":memory:")
-
-
-for _name in Store.__abstractmethods__:
-    setattr(NotInspectable, _name, lambda self, *a, _name=_name, **k: getattr(self.inner, _name)(*a, **k))
-abc.update_abstractmethods(NotInspectable)
-
-
 def test_a_store_without_inspection_raises_store_error():
-    store = NotInspectable()
+    store = CoreOnlyStore()
     Session(store).for_session(SESSION).append_message(msg("u1"))  # a working store otherwise
     with pytest.raises(StoreError, match="InspectableStore"):
         export_session(store, SESSION)

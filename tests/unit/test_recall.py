@@ -3,15 +3,15 @@ message contributes; and the sender's retry delays and metadata, over a stub sto
 
 from __future__ import annotations
 
-import abc
 import math
 
 import pytest
 
-from sessions_core import SemanticRecall, Store, VectorHit, VectorIndex, parse_message
+from sessions_core import SemanticRecall, VectorHit, VectorIndex, parse_message
 from sessions_core.integration import metadata_matches, synonym_embedding
 from sessions_core.messages import recall_text
 from sessions_core.recall import check_mode, chunk_text, entry_ref, fuse, split_entry_ref, vector_id
+from tests.helpers import CoreOnlyStore
 
 
 def test_short_texts_are_one_chunk_and_blank_ones_none():
@@ -169,24 +169,10 @@ def test_options_go_with_a_new_semantic_recall_only():
         owner.close()
 
 
-class CoreOnly(Store):
-    """A store with only the core contract (no recall outbox): every method goes to a SqliteStore."""
-
-    def __init__(self) -> None:
-        from sessions_core import SqliteStore
-
-        self.inner = SqliteStore(":memory:")
-
-
-for _name in Store.__abstractmethods__:
-    setattr(CoreOnly, _name, lambda self, *a, _name=_name, **k: getattr(self.inner, _name)(*a, **k))
-abc.update_abstractmethods(CoreOnly)
-
-
 def test_recall_on_a_store_without_an_outbox_is_a_clear_error():
     from sessions_core import Session, StoreError
 
-    store = CoreOnly()
+    store = CoreOnlyStore()
     with pytest.raises(StoreError, match="does not implement RecallStore"):
         Session(store).with_semantic_recall(_Index())
     store.close()
@@ -205,11 +191,11 @@ def test_the_recall_suite_skips_a_store_without_an_outbox(tmp_path):
         "from sessions_core.testing import Backend\n"
         "from sessions_core.testing.harness import drive, make_manager, make_session, mode, persistent_backend\n"
         "from sessions_core.testing.recall import *\n"
-        "from tests.unit.test_recall import CoreOnly\n"
+        "from tests.helpers import CoreOnlyStore\n"
         "\n"
         "@pytest.fixture\n"
         "def backend():\n"
-        "    return Backend('core-only', CoreOnly, persistent=False)\n",
+        "    return Backend('core-only', CoreOnlyStore, persistent=False)\n",
         encoding="utf-8",
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}

@@ -19,6 +19,7 @@ from .output import (
     clip,
     console,
     emit,
+    emit_values,
     format_size,
     format_time,
     iso_time,
@@ -356,15 +357,7 @@ def cmd_stats(handle: StoreHandle, as_json: bool) -> None:
         data["file_bytes"] = os.path.getsize(handle.url)
         wal = Path(handle.url + "-wal")
         data["wal_bytes"] = wal.stat().st_size if wal.exists() else 0
-    if as_json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
-        return
-    out = console()
-    grid = table(out, "STAT", "VALUE")
-    for key, value in data.items():
-        shown = format_size(value) if key.endswith("_bytes") else value
-        grid.add_row(text(key.replace("_", " ")), text(shown))
-    emit(out, grid)
+    emit_values(data, "STAT", as_json, lambda key, value: format_size(value) if key.endswith("_bytes") else value)
 
 
 # -- migrate -------------------------------------------------------------------------------------

@@ -160,3 +160,17 @@ def message_preview(message: SessionMessage | None, width: int = 80) -> str:
         else:
             pieces.append(f"[{part.type}]")
     return clip(" | ".join(pieces) or "(empty)", width)
+
+
+def emit_values(data: dict[str, Any], heading: str, as_json: bool, shown: Any = None) -> None:
+    """Print ``data`` as a JSON object, or as a two-column table headed ``heading`` (each value
+    through ``shown(key, value)`` when given; ``None`` as ``-``)."""
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        return
+    out = console()
+    grid = table(out, heading, "VALUE")
+    for key, value in data.items():
+        value = shown(key, value) if shown is not None else value
+        grid.add_row(text(key.replace("_", " ")), text("-" if value is None else value))
+    emit(out, grid)

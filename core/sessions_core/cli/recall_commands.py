@@ -3,29 +3,19 @@
 from __future__ import annotations
 
 import importlib
-import json
-import sys
 from typing import Any
 
 from ..errors import SessionsError
 from ..semantic import DrainReport, SemanticRecall
 from ..stores.base import recall_store
-from .output import console, emit, table, text
+from .output import console, emit_values
 from .store import BadInput, StoreHandle
 
 
 def cmd_recall_backlog(handle: StoreHandle, as_json: bool) -> None:
     """Print the outbox's size and state."""
     backlog = recall_store(handle.open(read_only=True)).recall_backlog()
-    data = backlog._asdict()
-    if as_json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
-        return
-    out = console()
-    grid = table(out, "RECALL", "VALUE")
-    for key, value in data.items():
-        grid.add_row(text(key.replace("_", " ")), text("-" if value is None else value))
-    emit(out, grid)
+    emit_values(backlog._asdict(), "RECALL", as_json)
 
 
 def load_index(spec: str) -> SemanticRecall:
