@@ -10,13 +10,13 @@ from __future__ import annotations
 import gc
 import threading
 from array import array
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from ._async import run_in_thread
 from ._time import from_us
-from .attachments import restore_blobs
+from .attachments import BLOB_PREFIX, restore_blobs
 from .messages import COMPACTION_ID_PREFIX, SessionMessage, TextPart, is_marker, message_from_storage
 from .models import Compaction, RecentHistory, SearchResult
 from .overlays import Anchored, Segment, overlay_ending_at, plan_overlays
@@ -98,6 +98,14 @@ def restore(store: Store, messages: list[SessionMessage]) -> list[SessionMessage
     return restore_blobs(messages, store.get_blobs)
 
 
+def restore_some(store: Store, messages: list[SessionMessage], positions: list[int]) -> list[SessionMessage]:
+    """:func:`restore` of the messages at ``positions`` only, in place in ``messages``."""
+    if positions:
+        for position, message in zip(positions, restore(store, [messages[i] for i in positions])):
+            messages[position] = message
+    return messages
+
+
 def search_results(rows: Iterable[tuple[str, str, str, str, int]]) -> list[SearchResult]:
     """Search rows ``(session_id, id, role, content, created_at_us)`` as results."""
     return [
@@ -166,14 +174,31 @@ class ReadPlan:
         if items:
             yield _Chunk(items, seqs)
 
-    def messages(self, chunk: _Chunk, rows: dict[int, MessageRow]) -> Iterator[SessionMessage]:
+    def read(self, store: Store, chunk: _Chunk) -> list[SessionMessage]:
+        """The messages of ``chunk``: its rows fetched, parsed, their file payloads put back."""
+        messages, with_references = self.messages(chunk, store.fetch_rows(chunk.seqs))
+        return restore_some(store, messages, with_references)
+
+    def messages(self, chunk: _Chunk, rows: Mapping[int, MessageRow]) -> tuple[list[SessionMessage], list[int]]:
+        """The messages of ``chunk`` parsed from ``rows``, and the positions among them of those
+        whose stored JSON may hold payload references (for :func:`restore_some`)."""
+        messages: list[SessionMessage] = []
+        with_references: list[int] = []
+        seqs, hide_markers = self.seqs, self.hide_markers
         for item in chunk.items:
-            if isinstance(item, int):
-                message = parse_row(rows.get(self.seqs[item]))
-                if message is not None and not (self.hide_markers and is_marker(message)):
-                    yield message
-            else:
-                yield summary_message(item)
+            if type(item) is not int:
+                messages.append(summary_message(item))
+                continue
+            row = rows.get(seqs[item])
+            if row is None or row.id.startswith(COMPACTION_ID_PREFIX):
+                continue
+            message = message_from_storage(row.content, from_us(row.created_at_us))
+            if message is None or (hide_markers and is_marker(message)):
+                continue
+            if BLOB_PREFIX in row.content:
+                with_references.append(len(messages))
+            messages.append(message)
+        return messages, with_references
 
 
 def leaf_or_latest(store: Store, session_id: str, leaf_id: str | None) -> str | None:
@@ -268,7 +293,7 @@ def history(
     """The path as planned by :func:`plan`, one chunk of rows in memory at a time."""
     read_plan = plan(store, session_id, leaf_id, raw)
     for chunk in read_plan.chunks(newest_first):
-        yield from restore(store, list(read_plan.messages(chunk, store.fetch_rows(chunk.seqs))))
+        yield from read_plan.read(store, chunk)
 
 
 async def ahistory(
@@ -277,15 +302,18 @@ async def ahistory(
     """Async twin of :func:`history`: each chunk is read off the event loop."""
     read_plan = await run_in_thread(plan, store, session_id, leaf_id, raw)
     for chunk in read_plan.chunks(newest_first):
-        rows = await run_in_thread(store.fetch_rows, chunk.seqs)
-        for message in await run_in_thread(restore, store, list(read_plan.messages(chunk, rows))):
+        for message in await run_in_thread(read_plan.read, store, chunk):
             yield message
 
 
 def history_list(store: Store, session_id: str, leaf_id: str | None, *, raw: bool = False) -> list[SessionMessage]:
     """The whole path as a list (:func:`history`, with cycle collection held off)."""
     with gc_paused():
-        return list(history(store, session_id, leaf_id, raw=raw))
+        read_plan = plan(store, session_id, leaf_id, raw)
+        messages: list[SessionMessage] = []
+        for chunk in read_plan.chunks(False):
+            messages += read_plan.read(store, chunk)
+        return messages
 
 
 def recent_history(
@@ -299,14 +327,7 @@ def recent_history(
         return RecentHistory([], False, 0)
     window = store.path_tail(session_id, leaf, max(0, int(max_bytes)), max(1, int(min_recent_messages)))
     read_plan = ReadPlan.of_entries(window, store.get_compactions(session_id), store.fetch_chunk_rows)
-    messages = restore(
-        store,
-        [
-            message
-            for chunk in read_plan.chunks(False)
-            for message in read_plan.messages(chunk, store.fetch_rows(chunk.seqs))
-        ],
-    )
+    messages = [message for chunk in read_plan.chunks(False) for message in read_plan.read(store, chunk)]
     return RecentHistory(messages, len(window) < totals.depth, totals.size)
 
 
