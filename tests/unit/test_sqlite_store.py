@@ -228,3 +228,45 @@ def test_a_block_written_at_a_version_it_has_is_left_as_it_is():
     assert [(v.version, v.content) for v in store.block_versions("s", "memory")] == [(5, "imported")]
     assert store.write_block("s", "memory", "next") == 6
     store.close()
+
+
+def test_a_message_over_a_mebibyte_is_written_in_place(tmp_path):
+    """Its text and JSON go to the row's last columns as blobs written in place (so that
+    appending it copies neither); every read casts them back to the text they hold."""
+    from sessions_core.stores.sqlite import _LARGE_ROW
+
+    store = SqliteStore(tmp_path / "large.db")
+    session = Session(store).for_session("s")
+    text = "opening 東京 🙂 " + "x" * _LARGE_ROW
+    session.append_messages([
+        {"id": "small", "role": "user", "parts": [{"type": "text", "text": "small"}]},
+        {"id": "large", "role": "user", "parts": [{"type": "text", "text": text}]},
+    ])
+    conn = sqlite3.connect(tmp_path / "large.db")
+    rows = conn.execute(
+        "SELECT id, typeof(large_text), typeof(large_content), text_content, length(content) FROM session_messages"
+        " ORDER BY seq"
+    ).fetchall()
+    assert rows == [("small", "null", "null", "small", rows[0][4]), ("large", "blob", "blob", "", 0)]
+    text_bytes, json_bytes = conn.execute(
+        "SELECT large_text, large_content FROM session_messages WHERE id = 'large'"
+    ).fetchone()
+    assert text_bytes.decode() == text
+    assert json_bytes.decode() == store.get_message("s", "large").content
+    assert session.get_message("large").text == text
+    store.close()
+
+
+def test_blob_io_column_names_match_this_sqlite(tmp_path):
+    """Blob I/O names the right column, whichever way this SQLite maps names after a VIRTUAL
+    generated column (``_blob_io_misplaces``)."""
+    from sessions_core.stores.sqlite import _blob_name
+
+    store = SqliteStore(tmp_path / "names.db")
+    Session(store).for_session("s").append_message({"id": "a", "role": "user", "parts": []})
+    conn = sqlite3.connect(tmp_path / "names.db")
+    conn.execute("UPDATE session_messages SET large_text = zeroblob(3), large_content = zeroblob(5)")
+    for column, size in (("large_text", 3), ("large_content", 5)):
+        with conn.blobopen("session_messages", _blob_name(conn, column), 1) as blob:
+            assert len(blob) == size
+    store.close()

@@ -24,7 +24,7 @@ from ..errors import StoreError
 from ..fts import Unit, tsquery_literal, tsvector_literal
 from ..text import unstorable
 from .base import Inserted, MessageRecord, PathTotals, SearchRow, _Latest
-from .sql import INSERT_UNDER_PARENT, TABLES, SqlStore, load_migrations
+from .sql import INSERT_UNDER_LATEST, INSERT_UNDER_PARENT, TABLES, SqlStore, load_migrations
 
 try:
     import psycopg
@@ -45,6 +45,16 @@ DEFAULT_CONNECT_TIMEOUT = 5
 ``connect_timeout`` keyword nor ``PGCONNECT_TIMEOUT`` says."""
 
 _SETUP_LOCK = zlib.crc32(b"session-memory setup")
+
+_LARGE_ROW = 1 << 20
+"""Characters of message JSON above which an insert streams the text and JSON (see ``_stage_large``)."""
+_COPY_STEP = 1 << 20
+"""Characters escaped and sent at a time by ``_stage_large``."""
+_STAGED = "pg_temp.session_memory_large"
+_STAGE_TABLE = "CREATE TEMP TABLE session_memory_large (text text, content text) ON COMMIT DELETE ROWS"
+_STAGED_VALUES = {":text": f"(SELECT text FROM {_STAGED})", ":content": f"(SELECT content FROM {_STAGED})"}
+_COPY_ESCAPES = (("\\", "\\\\"), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))
+"""What COPY's text format escapes in a value (backslash first)."""
 _PLACEHOLDER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _TABLE = re.compile(r"\b(" + "|".join(TABLES) + r")\b")
 _FRAGMENTS = {
@@ -418,11 +428,46 @@ class PostgresStore(SqlStore):
 
     # -- batch insert: pipelined --------------------------------------------------------------
 
+    def insert_message(
+        self, session_id: str, record: MessageRecord, parent_id: str | None | _Latest
+    ) -> Inserted | None:
+        if len(record.content) > _LARGE_ROW:
+            return self.insert_messages(session_id, [record], parent_id)[0]
+        return super().insert_message(session_id, record, parent_id)
+
     def insert_messages(
         self, session_id: str, records: Sequence[MessageRecord], parent_id: str | None | _Latest
     ) -> list[Inserted | None]:
         if not records:
             return []
+
+        def work(conn: psycopg.Connection) -> list[Inserted | None]:
+            # Each message over _LARGE_ROW is inserted on its own; the others in runs between them.
+            results: list[Inserted | None] = []
+            parent, run = parent_id, []
+            for record in records:
+                if len(record.content) > _LARGE_ROW:
+                    if run:
+                        results += self._insert_run(conn, session_id, run, parent)
+                        parent, run = run[-1].id, []
+                    results += self._insert_large(conn, session_id, record, parent)
+                    parent = record.id
+                else:
+                    run.append(record)
+            if run:
+                results += self._insert_run(conn, session_id, run, parent)
+            return results
+
+        return self._write(work, lock=session_id, walk=True)
+
+    def _insert_run(
+        self,
+        conn: psycopg.Connection,
+        session_id: str,
+        records: Sequence[MessageRecord],
+        parent_id: str | None | _Latest,
+    ) -> list[Inserted | None]:
+        """Insert a chain of records under ``parent_id``, pipelined."""
         first = {**records[0].insert_params(session_id), "terms": tsvector_literal(records[0].text)}
         if isinstance(parent_id, _Latest):
             first_sql = self._insert_under_latest
@@ -434,33 +479,66 @@ class PostgresStore(SqlStore):
             for previous, record in zip(records, records[1:])
         ]
 
-        def work(conn: psycopg.Connection) -> list[Inserted | None]:
-            rows = [conn.execute(first_sql, first).fetchone()]
-            if rest:
-                # Pipelined: one round trip for the chain; each statement sees the rows the
-                # previous ones inserted (same transaction), so depths and totals chain up.
-                # Not as a prepared statement: its generic plan rescans the session for every
-                # row, so a batch cost grew with the session (4 ms a message at 16,000 stored).
-                threshold, conn.prepare_threshold = conn.prepare_threshold, None
-                try:
-                    with conn.cursor() as cursor:
-                        cursor.executemany(self.compile(INSERT_UNDER_PARENT), rest, returning=True)
-                        while True:
-                            rows.append(cursor.fetchone())
-                            if not cursor.nextset():
-                                break
-                finally:
-                    conn.prepare_threshold = threshold
-            results: list[Inserted | None] = []
-            for record, row in zip(records, rows, strict=True):
-                if row is None:
-                    results.append(None)
-                    continue
-                self._link_blobs(conn, row[4], record)
-                results.append(Inserted(row[0], PathTotals(*row[1:4])))
-            return results
+        rows = [conn.execute(first_sql, first).fetchone()]
+        if rest:
+            # Pipelined: one round trip for the chain; each statement sees the rows the
+            # previous ones inserted (same transaction), so depths and totals chain up.
+            # Not as a prepared statement: its generic plan rescans the session for every
+            # row, so a batch cost grew with the session (4 ms a message at 16,000 stored).
+            threshold, conn.prepare_threshold = conn.prepare_threshold, None
+            try:
+                with conn.cursor() as cursor:
+                    cursor.executemany(self.compile(INSERT_UNDER_PARENT), rest, returning=True)
+                    while True:
+                        rows.append(cursor.fetchone())
+                        if not cursor.nextset():
+                            break
+            finally:
+                conn.prepare_threshold = threshold
+        results: list[Inserted | None] = []
+        for record, row in zip(records, rows, strict=True):
+            if row is None:
+                results.append(None)
+                continue
+            self._link_blobs(conn, row[4], record)
+            results.append(Inserted(row[0], PathTotals(*row[1:4])))
+        return results
 
-        return self._write(work, lock=session_id, walk=True)
+    def _insert_large(
+        self, conn: psycopg.Connection, session_id: str, record: MessageRecord, parent_id: str | None | _Latest
+    ) -> list[Inserted | None]:
+        """Insert one record over ``_LARGE_ROW`` characters of JSON, its text and JSON staged by
+        :meth:`_stage_large` (bound, each would be copied twice into the client's memory)."""
+        self._stage_large(conn, record)
+        params = {**record.insert_params(session_id), "terms": tsvector_literal(record.text)}
+        del params["text"], params["content"]
+        statement = INSERT_UNDER_LATEST if isinstance(parent_id, _Latest) else INSERT_UNDER_PARENT
+        for placeholder, staged in _STAGED_VALUES.items():
+            statement = statement.replace(placeholder, staged)
+        if not isinstance(parent_id, _Latest):
+            params["parent"] = parent_id
+        row = conn.execute(self.compile(statement), params).fetchone()
+        if row is None:
+            return [None]
+        self._link_blobs(conn, row[4], record)
+        return [Inserted(row[0], PathTotals(*row[1:4]))]
+
+    @staticmethod
+    def _stage_large(conn: psycopg.Connection, record: MessageRecord) -> None:
+        """Put the record's text and JSON into this connection's staging table (emptied at
+        commit), streamed with ``COPY`` a step at a time."""
+        if conn.execute(f"SELECT to_regclass('{_STAGED}')").fetchone()[0] is None:
+            conn.execute(_STAGE_TABLE)
+        with conn.cursor().copy(f"COPY {_STAGED} (text, content) FROM STDIN") as copy:
+            for index, value in enumerate((record.text, record.content)):
+                if index:
+                    copy.write("\t")
+                for start in range(0, len(value), _COPY_STEP):
+                    step = value[start : start + _COPY_STEP]
+                    for char, escaped in _COPY_ESCAPES:
+                        step = step.replace(char, escaped)
+                    copy.write(step)
+            copy.write("\n")
 
     # -- search ----------------------------------------------------------------------------
 

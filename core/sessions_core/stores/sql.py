@@ -71,7 +71,11 @@ def load_migrations(dialect: str) -> tuple[str, ...]:
 
 # -- statements ---------------------------------------------------------------------------------
 
-ROW = "id, parent_id, role, created_at, content"
+MESSAGE_JSON = "CAST(coalesce(large_content, content) AS TEXT)"
+"""A message's stored JSON, also when SQLite wrote it in place (as a blob: the cast reads it as text)."""
+MESSAGE_TEXT = "CAST(coalesce(large_text, text_content) AS TEXT)"
+"""What full-text search indexed of a message, as ``MESSAGE_JSON``."""
+ROW = f"id, parent_id, role, created_at, {MESSAGE_JSON}"
 POSITION = "depth, path_tokens, path_bytes"
 
 LATEST_LEAF = """
@@ -107,7 +111,8 @@ MESSAGE_SIZE = "SELECT tokens, bytes, seq FROM session_messages WHERE session_id
 UNLINK_BLOBS = "DELETE FROM message_blobs WHERE message_seq = :seq"
 UPDATE_MESSAGE = """
     UPDATE session_messages SET role = :role, tokens = :tokens, bytes = :bytes, text_content = :text,
-    search_terms = {terms}, content = :content WHERE session_id = :s AND id = :id
+    search_terms = {terms}, content = :content, large_text = NULL, large_content = NULL
+    WHERE session_id = :s AND id = :id
 """
 DELETE_MESSAGE = f"DELETE FROM session_messages WHERE session_id = :s AND id = :id RETURNING {POSITION}"
 ORPHAN_CHILDREN = "UPDATE session_messages SET parent_id = NULL WHERE session_id = :s AND parent_id = :id RETURNING id"
@@ -287,7 +292,7 @@ GET_BLOCK_VERSIONS = """
 """
 
 # Rows stored before the search terms existed get them in batches, after the migration.
-SEARCH_SOURCES = {"session_messages": "text_content", "search_entries": "content"}
+SEARCH_SOURCES = {"session_messages": MESSAGE_TEXT, "search_entries": "content"}
 """The tables search indexes, and the column whose text their ``search_terms`` analyse."""
 BACKFILL_PENDING = "SELECT source, next_seq, end_seq FROM search_backfill ORDER BY source"
 BACKFILL_CLAIM = "SELECT next_seq, end_seq FROM search_backfill WHERE source = :source {for_update}"
@@ -326,9 +331,10 @@ _PATH_SEQS = """
 FORK = (
     _PATH_SEQS
     + f"""
-    INSERT INTO session_messages ({MESSAGE_COLUMNS})
+    INSERT INTO session_messages ({MESSAGE_COLUMNS}, large_text, large_content)
     SELECT :dst, m.id, m.parent_id, m.role, m.created_at, m.tokens, m.bytes,
-           m.depth, m.path_tokens, m.path_bytes, m.text_content, m.search_terms, m.content
+           m.depth, m.path_tokens, m.path_bytes, m.text_content, m.search_terms, m.content,
+           m.large_text, m.large_content
     FROM session_messages m WHERE m.seq IN (SELECT seq FROM path) ORDER BY m.depth
     """,
     _PATH_SEQS
@@ -410,7 +416,7 @@ RECALL_CLAIM = """
     ) RETURNING seq, session_id, kind, ref, attempts
 """
 RECALL_MESSAGE_SOURCES = (
-    "SELECT id, role, created_at, content FROM session_messages WHERE session_id = {first} AND id {values}"
+    f"SELECT id, role, created_at, {MESSAGE_JSON} FROM session_messages WHERE session_id = {{first}} AND id {{values}}"
 )
 RECALL_ENTRY_SOURCE = (
     "SELECT updated_at, content FROM search_entries WHERE session_id = :s AND label = :label AND key = :key"

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from ..errors import StoreError
 from ..fts import Unit, fts5_expression, index_text
 from ..text import unstorable
-from .base import LATEST, Inserted, MessageRecord, PathTotals, SearchRow, _Latest
+from .base import LATEST, Inserted, MessageRecord, PathTotals, SearchRow, _Latest, utf8_size
 from .sql import BACKFILL_PENDING, LATEST_LEAF, MESSAGE_COLUMNS, POSITION, SqlStore, load_migrations
 
 T = TypeVar("T")
@@ -35,9 +35,18 @@ SEARCH_CANDIDATES = 1_000
 """Matches ranked at most per search: the most recent ones when a query matches more."""
 
 _LARGE_ROW = 1 << 20
-"""Characters of message JSON above which one append takes the batch insert (see insert_message)."""
+"""Characters of message JSON above which one append takes the batch insert (see insert_message)
+and the JSON and text are written in place (see ``_insert_large``)."""
+_WRITE_STEP = 1 << 20
+"""Characters encoded and written at a time by an in-place write."""
+_IN_PLACE = hasattr(sqlite3.Connection, "blobopen")  # Python 3.11+
 
 _INSERT_ROW = f"INSERT INTO session_messages ({MESSAGE_COLUMNS}) VALUES ({', '.join('?' * 13)})"
+_INSERT_LARGE_ROW = (
+    f"INSERT INTO session_messages ({MESSAGE_COLUMNS}, large_text, large_content)"
+    f" VALUES ({', '.join('?' * 13)}, zeroblob(?), zeroblob(?))"
+)
+_MATCHED_TEXT = "CAST(coalesce(m.large_text, m.text_content) AS TEXT)"  # MESSAGE_TEXT of a search hit ``m``
 _POSITIONS = f"SELECT id, {POSITION} FROM session_messages"
 _POSITION_OF = f"{_POSITIONS} WHERE session_id = ? AND id = ?"
 _POSITION_OF_LATEST_LEAF = f"SELECT id, {POSITION} FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})"
@@ -470,8 +479,14 @@ class SqliteStore(SqlStore):
                 else:
                     parent_key, depth = parent[0], parent[1] + 1
                     tokens, total_bytes = parent[2] + record.tokens, parent[3] + size
-                rows.append((session_id, record.id, parent_key, record.role, record.created_at_us, record.tokens,
-                             size, depth, tokens, total_bytes, record.text, index_text(record.text), record.content))
+                row = (session_id, record.id, parent_key, record.role, record.created_at_us, record.tokens,
+                       size, depth, tokens, total_bytes, record.text, index_text(record.text), record.content)
+                if _IN_PLACE and len(record.content) > _LARGE_ROW:
+                    conn.executemany(_INSERT_ROW, rows)  # the rows before it first: seq keeps their order
+                    rows = []
+                    _insert_large(conn, row)
+                else:
+                    rows.append(row)
                 results.append(Inserted(parent_key, PathTotals(depth, tokens, total_bytes)))
                 known[record.id] = (depth, tokens, total_bytes)
                 parent = (record.id, depth, tokens, total_bytes)
@@ -510,7 +525,7 @@ class SqliteStore(SqlStore):
     def _match_sessions(self, units: tuple[Unit, ...], namespace: str, limit: int) -> list[SearchRow]:
         rows = self._read(
             lambda conn: conn.execute(
-                "SELECT s.id, m.id, m.role, m.text_content, m.created_at"
+                f"SELECT s.id, m.id, m.role, {_MATCHED_TEXT}, m.created_at"
                 " FROM session_messages_fts f JOIN session_messages m ON m.seq = f.rowid"
                 " JOIN sessions s ON s.storage_id = m.session_id"
                 " WHERE session_messages_fts MATCH ? AND s.namespace = ? ORDER BY f.rank LIMIT ?",
@@ -546,7 +561,7 @@ class SqliteStore(SqlStore):
                 ).fetchone()
             # Ranking with the session token in the expression would score it too (5x slower).
             rows = conn.execute(
-                "SELECT m.session_id, m.id, m.role, m.text_content, m.created_at"
+                f"SELECT m.session_id, m.id, m.role, {_MATCHED_TEXT}, m.created_at"
                 " FROM session_messages_fts f JOIN session_messages m ON m.seq = f.rowid"
                 f" WHERE session_messages_fts MATCH ? AND f.rowid >= ?{where} ORDER BY f.rank LIMIT ?",
                 [text_match, oldest[0] if oldest else 0, *params, limit],
@@ -554,6 +569,43 @@ class SqliteStore(SqlStore):
             return list(map(SearchRow._make, rows))
 
         return self._read(work)
+
+
+def _insert_large(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
+    """Insert a row of ``_INSERT_ROW`` (a message over ``_LARGE_ROW`` characters of JSON) with
+    its text and JSON in the last two columns, written in place a step at a time. Bound, each
+    would be copied by the binding and again into the row built in memory: four times its size."""
+    *head, text, terms, content = row
+    seq = conn.execute(_INSERT_LARGE_ROW, (*head, "", terms, "", utf8_size(text), utf8_size(content))).lastrowid
+    for column, value in (("large_text", text), ("large_content", content)):
+        with conn.blobopen("session_messages", _blob_name(conn, column), seq) as blob:  # type: ignore[attr-defined]
+            for start in range(0, len(value), _WRITE_STEP):
+                blob.write(value[start : start + _WRITE_STEP].encode("utf-8"))
+
+
+def _blob_name(conn: sqlite3.Connection, column: str) -> str:
+    """The name under which this SQLite's blob I/O opens ``column`` of ``session_messages``.
+
+    SQLite 3.40 (and later ones, reported upstream) finds the column by its position among all
+    columns but reads the row's stored fields, so each column after the VIRTUAL generated
+    ``session_token`` is opened under the name of the one before it; :func:`_blob_io_misplaces`
+    tells whether this SQLite does."""
+    if not _blob_io_misplaces():
+        return column
+    names = [(name, hidden) for _cid, name, *_rest, hidden in conn.execute("PRAGMA table_xinfo(session_messages)")]
+    stored = [name for name, hidden in names if hidden != 2]  # 2: a VIRTUAL generated column
+    return names[stored.index(column)][0]
+
+
+@lru_cache(maxsize=1)
+def _blob_io_misplaces() -> bool:
+    """Whether blob I/O opens, under a column's name, the stored field of the column after it
+    when a VIRTUAL generated column comes before (probed once, on a table of that shape)."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+        conn.execute("CREATE TABLE t (a, b AS (a) VIRTUAL, c, d)")
+        rowid = conn.execute("INSERT INTO t (a, c, d) VALUES (NULL, zeroblob(1), zeroblob(2))").lastrowid
+        with conn.blobopen("t", "c", rowid) as blob:  # type: ignore[attr-defined]
+            return len(blob) == 2  # d's field, not c's
 
 
 class _Connected:

@@ -211,6 +211,33 @@ def test_update_replaces_content_and_keeps_parent_and_time(make_session):
     assert s.search("message m1") == []
 
 
+def _large_text(marker: str) -> str:
+    """Over 1 MiB of JSON (what SQLite writes in place), with words, CJK, escapes and an emoji."""
+    return f"{marker} 東京 \"quoted\" \\ tab\t 🙂 " + " ".join(f"word{i}" for i in range(150_000)) + " closing"
+
+
+def test_a_message_over_a_mebibyte_reads_back_exactly_everywhere(make_session):
+    s = make_session()
+    large = _large_text("opening")
+    s.append_messages([msg("m0"), msg("large", large, metadata={"k": "v"}), msg("m2")])
+    stored = s.get_message("large")
+    assert stored.text == large and stored.metadata == {"k": "v"}
+    assert s.get_history()[1] == stored
+    assert [m.id for m in s.history(newest_first=True)] == ["m2", "large", "m0"]
+    assert s.get_recent_history(10 << 20, min_recent_messages=3).messages[1] == stored
+    assert s.get_branches("m0") == [stored]
+    [hit] = s.search("opening")
+    assert (hit.id, hit.content) == ("large", large)
+    # Rewritten small, then large again: each read sees the newest text only.
+    assert s.update_message(msg("large", "now small"))
+    assert s.get_message("large").text == "now small" and ids(s.search("opening")) == []
+    other = _large_text("reopened")
+    assert s.update_message(msg("large", other))
+    assert s.get_history()[1].text == other and ids(s.search("reopened")) == ["large"]
+    assert s.delete_messages(["large"]) == ["large"]
+    assert s.get_message("large") is None and s.search("reopened") == []
+
+
 def test_update_of_a_missing_id_changes_nothing(make_session):
     s = make_session()
     chain(s, "m0")

@@ -352,6 +352,18 @@ def _normalized(messages):
     ]
 
 
+def test_fork_copies_a_message_over_a_mebibyte_exactly(make_manager):
+    m = make_manager()
+    src = m.create("source").id
+    large = "opening " + " ".join(f"word{i}" for i in range(150_000))
+    m.append_all(src, [msg("m0"), msg("large", large), msg("m2")])
+    fork = m.fork(src, "m2", "forked")
+    assert [x.text for x in m.get_history(fork.id)] == ["message m0", large, "message m2"]
+    assert {(r.session_id, r.id) for r in m.search("opening")} == {(src, "large"), (fork.id, "large")}
+    m.delete(src)
+    assert m.get_history(fork.id)[1].text == large
+
+
 def test_fork_reads_exactly_as_the_original_did_at_that_message(make_manager):
     m = make_manager()
     src = m.create("source", model="gpt-x", source="web").id
