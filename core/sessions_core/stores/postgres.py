@@ -24,7 +24,7 @@ from ..errors import StoreError
 from ..fts import Unit, tsquery_literal, tsvector_literal
 from ..text import unstorable
 from .base import Inserted, MessageRecord, PathTotals, SearchRow, _Latest
-from .sql import INSERT_UNDER_LATEST, INSERT_UNDER_PARENT, TABLES, SqlStore, load_migrations
+from .sql import INSERT_UNDER_LATEST, INSERT_UNDER_PARENT, TABLES, UPDATE_MESSAGE, SqlStore, load_migrations
 
 try:
     import psycopg
@@ -53,6 +53,13 @@ _COPY_STEP = 1 << 20
 _STAGED = "pg_temp.session_memory_large"
 _STAGE_TABLE = "CREATE TEMP TABLE session_memory_large (text text, content text) ON COMMIT DELETE ROWS"
 _STAGED_VALUES = {":text": f"(SELECT text FROM {_STAGED})", ":content": f"(SELECT content FROM {_STAGED})"}
+def _from_stage(statement: str) -> str:
+    """``statement`` taking the text and JSON it binds from the staging table instead."""
+    for placeholder, staged in _STAGED_VALUES.items():
+        statement = statement.replace(placeholder, staged)
+    return statement
+
+
 _COPY_ESCAPES = (("\\", "\\\\"), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))
 """What COPY's text format escapes in a value (backslash first)."""
 _PLACEHOLDER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
@@ -513,15 +520,20 @@ class PostgresStore(SqlStore):
         params = {**record.insert_params(session_id), "terms": tsvector_literal(record.text)}
         del params["text"], params["content"]
         statement = INSERT_UNDER_LATEST if isinstance(parent_id, _Latest) else INSERT_UNDER_PARENT
-        for placeholder, staged in _STAGED_VALUES.items():
-            statement = statement.replace(placeholder, staged)
         if not isinstance(parent_id, _Latest):
             params["parent"] = parent_id
-        row = conn.execute(self.compile(statement), params).fetchone()
+        row = conn.execute(self.compile(_from_stage(statement)), params).fetchone()
         if row is None:
             return [None]
         self._link_blobs(conn, row[4], record)
         return [Inserted(row[0], PathTotals(*row[1:4]))]
+
+    def _update_row(self, conn: Any, seq: int, record: MessageRecord, params: dict[str, Any]) -> None:
+        if len(record.content) <= _LARGE_ROW:
+            return super()._update_row(conn, seq, record, params)
+        self._stage_large(conn, record)
+        conn.execute(self.compile(_from_stage(UPDATE_MESSAGE)),
+                     {key: value for key, value in params.items() if key not in ("text", "content")})
 
     @staticmethod
     def _stage_large(conn: psycopg.Connection, record: MessageRecord) -> None:

@@ -111,15 +111,16 @@ MESSAGE_SIZE = "SELECT tokens, bytes, seq FROM session_messages WHERE session_id
 UNLINK_BLOBS = "DELETE FROM message_blobs WHERE message_seq = :seq"
 UPDATE_MESSAGE = """
     UPDATE session_messages SET role = :role, tokens = :tokens, bytes = :bytes, text_content = :text,
-    search_terms = {terms}, content = :content, large_text = NULL, large_content = NULL
+    search_terms = {terms}, content = :content, large_text = NULL, large_content = NULL,
+    path_tokens = path_tokens + :shift_tokens, path_bytes = path_bytes + :shift_bytes
     WHERE session_id = :s AND id = :id
 """
 DELETE_MESSAGE = f"DELETE FROM session_messages WHERE session_id = :s AND id = :id RETURNING {POSITION}"
 ORPHAN_CHILDREN = "UPDATE session_messages SET parent_id = NULL WHERE session_id = :s AND parent_id = :id RETURNING id"
 
-SHIFT_SUBTREE = """
+_SHIFT = """
     WITH RECURSIVE sub(id) AS (
-        SELECT CAST(:root AS TEXT)
+        {start}
         UNION ALL
         SELECT m.id FROM session_messages m JOIN sub ON m.session_id = :s AND m.parent_id = sub.id
     )
@@ -127,6 +128,8 @@ SHIFT_SUBTREE = """
     SET depth = depth + :depth, path_tokens = path_tokens + :tokens, path_bytes = path_bytes + :bytes
     WHERE session_id = :s AND id IN (SELECT id FROM sub)
 """
+SHIFT_SUBTREE = _SHIFT.format(start="SELECT CAST(:root AS TEXT)")
+SHIFT_DESCENDANTS = _SHIFT.format(start="SELECT id FROM session_messages WHERE session_id = :s AND parent_id = :root")
 
 CLEAR_MESSAGES = "DELETE FROM session_messages WHERE session_id = :s"
 CLEAR_COMPACTIONS = "DELETE FROM session_compactions WHERE session_id = :s"
@@ -577,9 +580,12 @@ class SqlStore(RecallStore, InspectableStore):
             conn.execute(add_blob, {"digest": blob.digest, "size": len(blob.data), "data": blob.data})
             conn.execute(add_link, {"seq": seq, "digest": blob.digest})
 
-    def _shift_subtree(self, conn: Any, session_id: str, root_id: str, depth: int, tokens: int, size: int) -> None:
+    def _shift_subtree(
+        self, conn: Any, session_id: str, root_id: str, depth: int, tokens: int, size: int, *, below: bool = False
+    ) -> None:
+        """Shift the positions of ``root_id`` and its descendants (``below``: its descendants only)."""
         params = {"s": session_id, "root": root_id, "depth": depth, "tokens": tokens, "bytes": size}
-        conn.execute(self.compile(SHIFT_SUBTREE), params)
+        conn.execute(self.compile(SHIFT_DESCENDANTS if below else SHIFT_SUBTREE), params)
 
     # -- search: exact matches first, prefix-only matches after them ------------------------
 
@@ -685,16 +691,21 @@ class SqlStore(RecallStore, InspectableStore):
             conn.execute(self.compile(UNLINK_BLOBS), {"seq": seq})
             self._link_blobs(conn, seq, record)
             size = record.size
-            conn.execute(
-                self.compile(UPDATE_MESSAGE),
-                {"role": record.role, "tokens": record.tokens, "bytes": size, "text": record.text,
-                 "terms": self._terms(record.text), "content": record.content, "s": session_id, "id": record.id},
-            )
-            if (record.tokens, size) != (old_tokens, old_size):
-                self._shift_subtree(conn, session_id, record.id, 0, record.tokens - old_tokens, size - old_size)
+            shift_tokens, shift_bytes = record.tokens - old_tokens, size - old_size
+            params = {"role": record.role, "tokens": record.tokens, "bytes": size, "text": record.text,
+                      "terms": self._terms(record.text), "content": record.content, "s": session_id,
+                      "id": record.id, "shift_tokens": shift_tokens, "shift_bytes": shift_bytes}
+            self._update_row(conn, seq, record, params)  # its own path totals shifted in the same write
+            if (shift_tokens, shift_bytes) != (0, 0):
+                self._shift_subtree(conn, session_id, record.id, 0, shift_tokens, shift_bytes, below=True)
             return True
 
         return self._write(work, lock=session_id)
+
+    def _update_row(self, conn: Any, seq: int, record: MessageRecord, params: dict[str, Any]) -> None:
+        """Rewrite the row ``seq`` of an update (``UPDATE_MESSAGE`` with ``params``); a dialect
+        writes a large message its own way."""
+        conn.execute(self.compile(UPDATE_MESSAGE), params)
 
     def delete_messages(self, session_id: str, ids: Iterable[str]) -> list[str]:
         wanted = list(dict.fromkeys(ids))

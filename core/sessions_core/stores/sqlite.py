@@ -46,6 +46,12 @@ _INSERT_LARGE_ROW = (
     f"INSERT INTO session_messages ({MESSAGE_COLUMNS}, large_text, large_content)"
     f" VALUES ({', '.join('?' * 13)}, zeroblob(?), zeroblob(?))"
 )
+_UPDATE_LARGE_ROW = (
+    "UPDATE session_messages SET role = :role, tokens = :tokens, bytes = :bytes, text_content = '',"
+    " search_terms = :terms, content = '', large_text = zeroblob(:text_bytes),"
+    " large_content = zeroblob(:content_bytes), path_tokens = path_tokens + :shift_tokens,"
+    " path_bytes = path_bytes + :shift_bytes WHERE seq = :seq"
+)
 _MATCHED_TEXT = "CAST(coalesce(m.large_text, m.text_content) AS TEXT)"  # MESSAGE_TEXT of a search hit ``m``
 _POSITIONS = f"SELECT id, {POSITION} FROM session_messages"
 _POSITION_OF = f"{_POSITIONS} WHERE session_id = ? AND id = ?"
@@ -501,6 +507,13 @@ class SqliteStore(SqlStore):
 
         return self._write(work, lock=session_id)
 
+    def _update_row(self, conn: sqlite3.Connection, seq: int, record: MessageRecord, params: dict[str, Any]) -> None:
+        if not (_IN_PLACE and len(record.content) > _LARGE_ROW):
+            return super()._update_row(conn, seq, record, params)
+        conn.execute(_UPDATE_LARGE_ROW, {**params, "seq": seq, "text_bytes": utf8_size(record.text),
+                                         "content_bytes": utf8_size(record.content)})
+        _write_in_place(conn, seq, record.text, record.content)
+
     def _rows_for_ids(self, conn: sqlite3.Connection, select: str, session_id: str, ids: list[str]) -> list[tuple]:
         rows: list[tuple] = []
         unique = list(dict.fromkeys(ids))
@@ -577,6 +590,11 @@ def _insert_large(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
     would be copied by the binding and again into the row built in memory: four times its size."""
     *head, text, terms, content = row
     seq = conn.execute(_INSERT_LARGE_ROW, (*head, "", terms, "", utf8_size(text), utf8_size(content))).lastrowid
+    _write_in_place(conn, seq, text, content)
+
+
+def _write_in_place(conn: sqlite3.Connection, seq: int, text: str, content: str) -> None:
+    """Write a large message's text and JSON into the zero-filled blobs of row ``seq``."""
     for column, value in (("large_text", text), ("large_content", content)):
         with conn.blobopen("session_messages", _blob_name(conn, column), seq) as blob:  # type: ignore[attr-defined]
             for start in range(0, len(value), _WRITE_STEP):
