@@ -254,6 +254,13 @@ def test_a_message_over_a_mebibyte_is_written_in_place(tmp_path):
     assert text_bytes.decode() == text
     assert json_bytes.decode() == store.get_message("s", "large").content
     assert session.get_message("large").text == text
+    # An update over 1 MiB is written in place too; one under it clears the large columns.
+    session.update_message({"id": "small", "role": "user", "parts": [{"type": "text", "text": text + "!"}]})
+    session.update_message({"id": "large", "role": "user", "parts": [{"type": "text", "text": "now small"}]})
+    assert conn.execute(
+        "SELECT id, typeof(large_content), text_content FROM session_messages ORDER BY seq"
+    ).fetchall() == [("small", "blob", ""), ("large", "null", "now small")]
+    assert [m.text for m in session.get_history()] == [text + "!", "now small"]
     store.close()
 
 
