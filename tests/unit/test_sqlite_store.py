@@ -92,7 +92,7 @@ def test_search_ranks_only_the_most_recent_candidates(monkeypatch):
 
 
 def test_a_large_append_is_not_copied_into_a_temporary_table(tmp_path):
-    """One append of a message over ``_LARGE_ROW`` goes the batch way and gives the same row."""
+    """One append of a message over ``LARGE_ROW`` goes the batch way and gives the same row."""
     from sessions_core import Session
 
     big = "lorem ipsum " * 200_000
@@ -233,11 +233,11 @@ def test_a_block_written_at_a_version_it_has_is_left_as_it_is():
 def test_a_message_over_a_mebibyte_is_written_in_place(tmp_path):
     """Its text and JSON go to the row's last columns as blobs written in place (so that
     appending it copies neither); every read casts them back to the text they hold."""
-    from sessions_core.stores.sqlite import _LARGE_ROW
+    from sessions_core.stores.sql import LARGE_ROW
 
     store = SqliteStore(tmp_path / "large.db")
     session = Session(store).for_session("s")
-    text = "opening 東京 🙂 " + "x" * _LARGE_ROW
+    text = "opening 東京 🙂 " + "x" * LARGE_ROW
     session.append_messages([
         {"id": "small", "role": "user", "parts": [{"type": "text", "text": "small"}]},
         {"id": "large", "role": "user", "parts": [{"type": "text", "text": text}]},

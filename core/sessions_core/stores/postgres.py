@@ -24,7 +24,15 @@ from ..errors import StoreError
 from ..fts import Unit, tsquery_literal, tsvector_literal
 from ..text import unstorable
 from .base import Inserted, MessageRecord, PathTotals, SearchRow, _Latest
-from .sql import INSERT_UNDER_LATEST, INSERT_UNDER_PARENT, TABLES, UPDATE_MESSAGE, SqlStore, load_migrations
+from .sql import (
+    INSERT_UNDER_LATEST,
+    INSERT_UNDER_PARENT,
+    LARGE_ROW,
+    TABLES,
+    UPDATE_MESSAGE,
+    SqlStore,
+    load_migrations,
+)
 
 try:
     import psycopg
@@ -46,8 +54,6 @@ DEFAULT_CONNECT_TIMEOUT = 5
 
 _SETUP_LOCK = zlib.crc32(b"session-memory setup")
 
-_LARGE_ROW = 1 << 20
-"""Characters of message JSON above which an insert streams the text and JSON (see ``_stage_large``)."""
 _COPY_STEP = 1 << 20
 """Characters escaped and sent at a time by ``_stage_large``."""
 _STAGED = "pg_temp.session_memory_large"
@@ -435,13 +441,6 @@ class PostgresStore(SqlStore):
 
     # -- batch insert: pipelined --------------------------------------------------------------
 
-    def insert_message(
-        self, session_id: str, record: MessageRecord, parent_id: str | None | _Latest
-    ) -> Inserted | None:
-        if len(record.content) > _LARGE_ROW:
-            return self.insert_messages(session_id, [record], parent_id)[0]
-        return super().insert_message(session_id, record, parent_id)
-
     def insert_messages(
         self, session_id: str, records: Sequence[MessageRecord], parent_id: str | None | _Latest
     ) -> list[Inserted | None]:
@@ -449,11 +448,11 @@ class PostgresStore(SqlStore):
             return []
 
         def work(conn: psycopg.Connection) -> list[Inserted | None]:
-            # Each message over _LARGE_ROW is inserted on its own; the others in runs between them.
+            # Each message over LARGE_ROW is inserted on its own; the others in runs between them.
             results: list[Inserted | None] = []
             parent, run = parent_id, []
             for record in records:
-                if len(record.content) > _LARGE_ROW:
+                if len(record.content) > LARGE_ROW:
                     if run:
                         results += self._insert_run(conn, session_id, run, parent)
                         parent, run = run[-1].id, []
@@ -514,7 +513,7 @@ class PostgresStore(SqlStore):
     def _insert_large(
         self, conn: psycopg.Connection, session_id: str, record: MessageRecord, parent_id: str | None | _Latest
     ) -> list[Inserted | None]:
-        """Insert one record over ``_LARGE_ROW`` characters of JSON, its text and JSON staged by
+        """Insert one record over ``LARGE_ROW`` characters of JSON, its text and JSON staged by
         :meth:`_stage_large` (bound, each would be copied twice into the client's memory)."""
         self._stage_large(conn, record)
         params = {**record.insert_params(session_id), "terms": tsvector_literal(record.text)}
@@ -529,7 +528,7 @@ class PostgresStore(SqlStore):
         return [Inserted(row[0], PathTotals(*row[1:4]))]
 
     def _update_row(self, conn: Any, seq: int, record: MessageRecord, params: dict[str, Any]) -> None:
-        if len(record.content) <= _LARGE_ROW:
+        if len(record.content) <= LARGE_ROW:
             return super()._update_row(conn, seq, record, params)
         self._stage_large(conn, record)
         conn.execute(self.compile(_from_stage(UPDATE_MESSAGE)),

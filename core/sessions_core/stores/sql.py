@@ -69,6 +69,10 @@ def load_migrations(dialect: str) -> tuple[str, ...]:
     return tuple(entry.read_text(encoding="utf-8") for entry in files)
 
 
+LARGE_ROW = 1 << 20
+"""Characters of message JSON above which a message is written without a copy in the database
+driver: SQLite writes it in place, PostgreSQL streams it (each dialect's ``insert_messages``)."""
+
 # -- statements ---------------------------------------------------------------------------------
 
 MESSAGE_JSON = "CAST(coalesce(large_content, content) AS TEXT)"
@@ -665,6 +669,10 @@ class SqlStore(RecallStore, InspectableStore):
     def insert_message(
         self, session_id: str, record: MessageRecord, parent_id: str | None | _Latest
     ) -> Inserted | None:
+        if len(record.content) > LARGE_ROW:
+            # Each dialect's batch insert writes a large message without copying it (and on
+            # SQLite, INSERT ... SELECT from the same table would first copy the row).
+            return self.insert_messages(session_id, [record], parent_id)[0]
         params = record.insert_params(session_id)
         params["terms"] = self._terms(record.text)
         if parent_id is LATEST:

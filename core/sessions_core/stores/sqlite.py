@@ -23,7 +23,7 @@ from ..errors import StoreError
 from ..fts import Unit, fts5_expression, index_text
 from ..text import unstorable
 from .base import LATEST, Inserted, MessageRecord, PathTotals, SearchRow, _Latest, utf8_size
-from .sql import BACKFILL_PENDING, LATEST_LEAF, MESSAGE_COLUMNS, POSITION, SqlStore, load_migrations
+from .sql import BACKFILL_PENDING, LARGE_ROW, LATEST_LEAF, MESSAGE_COLUMNS, POSITION, SqlStore, load_migrations
 
 T = TypeVar("T")
 
@@ -34,9 +34,6 @@ large ones so that walking a path never reads content pages."""
 SEARCH_CANDIDATES = 1_000
 """Matches ranked at most per search: the most recent ones when a query matches more."""
 
-_LARGE_ROW = 1 << 20
-"""Characters of message JSON above which one append takes the batch insert (see insert_message)
-and the JSON and text are written in place (see ``_insert_large``)."""
 _WRITE_STEP = 1 << 20
 """Characters encoded and written at a time by an in-place write."""
 _IN_PLACE = hasattr(sqlite3.Connection, "blobopen")  # Python 3.11+
@@ -445,15 +442,6 @@ class SqliteStore(SqlStore):
 
     # -- batch insert: positions computed here, one executemany ----------------------------
 
-    def insert_message(
-        self, session_id: str, record: MessageRecord, parent_id: str | None | _Latest
-    ) -> Inserted | None:
-        if len(record.content) > _LARGE_ROW:
-            # SQLite copies the rows of an INSERT ... SELECT from the same table into a temporary
-            # table first: a large row goes the batch way (its position read, then inserted).
-            return self.insert_messages(session_id, [record], parent_id)[0]
-        return super().insert_message(session_id, record, parent_id)
-
     def insert_messages(
         self, session_id: str, records: Sequence[MessageRecord], parent_id: str | None | _Latest
     ) -> list[Inserted | None]:
@@ -487,7 +475,7 @@ class SqliteStore(SqlStore):
                     tokens, total_bytes = parent[2] + record.tokens, parent[3] + size
                 row = (session_id, record.id, parent_key, record.role, record.created_at_us, record.tokens,
                        size, depth, tokens, total_bytes, record.text, index_text(record.text), record.content)
-                if _IN_PLACE and len(record.content) > _LARGE_ROW:
+                if _IN_PLACE and len(record.content) > LARGE_ROW:
                     conn.executemany(_INSERT_ROW, rows)  # the rows before it first: seq keeps their order
                     rows = []
                     _insert_large(conn, row)
@@ -508,7 +496,7 @@ class SqliteStore(SqlStore):
         return self._write(work, lock=session_id)
 
     def _update_row(self, conn: sqlite3.Connection, seq: int, record: MessageRecord, params: dict[str, Any]) -> None:
-        if not (_IN_PLACE and len(record.content) > _LARGE_ROW):
+        if not (_IN_PLACE and len(record.content) > LARGE_ROW):
             return super()._update_row(conn, seq, record, params)
         conn.execute(_UPDATE_LARGE_ROW, {**params, "seq": seq, "text_bytes": utf8_size(record.text),
                                          "content_bytes": utf8_size(record.content)})
@@ -585,7 +573,7 @@ class SqliteStore(SqlStore):
 
 
 def _insert_large(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
-    """Insert a row of ``_INSERT_ROW`` (a message over ``_LARGE_ROW`` characters of JSON) with
+    """Insert a row of ``_INSERT_ROW`` (a message over ``LARGE_ROW`` characters of JSON) with
     its text and JSON in the last two columns, written in place a step at a time. Bound, each
     would be copied by the binding and again into the row built in memory: four times its size."""
     *head, text, terms, content = row
