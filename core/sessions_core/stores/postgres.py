@@ -59,6 +59,10 @@ _COPY_STEP = 1 << 20
 _STAGED = "pg_temp.session_memory_large"
 _STAGE_TABLE = "CREATE TEMP TABLE session_memory_large (text text, content text) ON COMMIT DELETE ROWS"
 _STAGED_VALUES = {":text": f"(SELECT text FROM {_STAGED})", ":content": f"(SELECT content FROM {_STAGED})"}
+_COPY_ESCAPES = (("\\", "\\\\"), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))
+"""What COPY's text format escapes in a value (backslash first)."""
+
+
 def _from_stage(statement: str) -> str:
     """``statement`` taking the text and JSON it binds from the staging table instead."""
     for placeholder, staged in _STAGED_VALUES.items():
@@ -66,8 +70,6 @@ def _from_stage(statement: str) -> str:
     return statement
 
 
-_COPY_ESCAPES = (("\\", "\\\\"), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))
-"""What COPY's text format escapes in a value (backslash first)."""
 _PLACEHOLDER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _TABLE = re.compile(r"\b(" + "|".join(TABLES) + r")\b")
 _FRAGMENTS = {
@@ -540,6 +542,8 @@ class PostgresStore(SqlStore):
         commit), streamed with ``COPY`` a step at a time."""
         if conn.execute(f"SELECT to_regclass('{_STAGED}')").fetchone()[0] is None:
             conn.execute(_STAGE_TABLE)
+        else:
+            conn.execute(f"DELETE FROM {_STAGED}")  # what an earlier message of this transaction staged
         with conn.cursor().copy(f"COPY {_STAGED} (text, content) FROM STDIN") as copy:
             for index, value in enumerate((record.text, record.content)):
                 if index:

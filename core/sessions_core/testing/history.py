@@ -238,6 +238,16 @@ def test_a_message_over_a_mebibyte_reads_back_exactly_everywhere(make_session):
     assert s.get_message("large") is None and s.search("reopened") == []
 
 
+def test_messages_over_a_mebibyte_in_one_batch_keep_their_order(make_session):
+    s = make_session()
+    first, second = _large_text("first"), _large_text("second")
+    s.append_messages([msg("m0"), msg("a", first), msg("b", second), msg("m3"), msg("c", first + "!")])
+    assert [(m.id, m.text) for m in s.get_history()] == [
+        ("m0", "message m0"), ("a", first), ("b", second), ("m3", "message m3"), ("c", first + "!")
+    ]
+    assert ids(s.search("second")) == ["b"]
+
+
 def test_update_of_a_missing_id_changes_nothing(make_session):
     s = make_session()
     chain(s, "m0")
