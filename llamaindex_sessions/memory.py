@@ -116,14 +116,16 @@ class _Window:
     """The last window a memory read, with what it appended since: reused while the branch
     still ends where it did (the same leaf at the same depth) and nothing else changed it."""
 
-    __slots__ = ("leaf", "depth", "budget", "generation", "messages", "complete")
+    __slots__ = ("leaf", "depth", "budget", "generation", "messages", "complete", "counts")
 
     def __init__(self, leaf: str, depth: int, budget: int, generation: int, messages: list[SessionMessage],
-                 complete: bool) -> None:
+                 complete: bool, counts: dict[str, int]) -> None:
         self.leaf, self.depth, self.budget, self.generation = leaf, depth, budget, generation
         self.messages = messages
         self.complete = complete
         """It starts where the branch starts (nothing older was left out)."""
+        self.counts = counts
+        """The token count of each message counted so far, by id (ids are unique on a branch)."""
 
 
 _OLDER = object()  # stands for the messages older than a cached window: never fits a budget
@@ -249,6 +251,8 @@ class SessionMemory(BaseMemory):
     _prompt: str | None = PrivateAttr(default=None)
     _stale: bool = PrivateAttr(default=True)
     _last: _Window | None = PrivateAttr(default=None)
+    _counted_with: Any = PrivateAttr(default=None)  # the tokenizer of the counts in _last
+    _prompt_count: tuple[str, Any, int] | None = PrivateAttr(default=None)  # prompt, tokenizer, tokens
 
     def __init__(self, session: Session | str | Path | None = None, *, llm: Any = None, **data: Any) -> None:
         rebuilt = session is None and "handle" in data  # from a serialised pointer
@@ -450,6 +454,13 @@ class SessionMemory(BaseMemory):
             self._stale = False
         return self._prompt
 
+    def _prompt_tokens(self, prompt: str) -> int:
+        """The tokens of the rendered context (counted once while it stays the same)."""
+        known = self._prompt_count
+        if known is None or known[0] != prompt or known[1] is not self.tokenizer_fn:
+            known = self._prompt_count = (prompt, self.tokenizer_fn, len(self.tokenizer_fn(prompt)) if prompt else 0)
+        return known[2]
+
     def _window(self, budget: int) -> list[SessionMessage]:
         """The history within ``budget``: read from the store once, then (the agent calls ``get``
         before each LLM call) from the last window and what this memory appended since, while
@@ -460,20 +471,35 @@ class SessionMemory(BaseMemory):
         if (
             last is not None and leaf is not None and last.leaf == leaf.id and last.depth == depth
             and last.generation == self._handle.generation and budget <= last.budget
+            and self._counted_with is self.tokenizer_fn
         ):
             newest_first: Iterable[Any] = reversed(last.messages)
             if not last.complete:
                 newest_first = itertools.chain(newest_first, [_OLDER])
-            return recent_window(newest_first, self._count_or_older, budget)
+            return recent_window(newest_first, self._counter(last.counts), budget)
         generation = self._handle.generation
         read = _Exhausted(m for m in self.session.history(leaf.id if leaf else None, newest_first=True)
                           if not is_marker(m))
-        window = recent_window(read, self._count, budget)
-        self._last = None if leaf is None else _Window(leaf.id, depth, budget, generation, window, read.exhausted)
+        counts: dict[str, int] = {}
+        window = recent_window(read, self._counter(counts), budget)
+        self._counted_with = self.tokenizer_fn
+        self._last = None if leaf is None else _Window(leaf.id, depth, budget, generation, window, read.exhausted,
+                                                       counts)
         return window
 
-    def _count_or_older(self, message: Any) -> int:
-        return sys.maxsize if message is _OLDER else self._count(message)
+    def _counter(self, counts: dict[str, int]) -> Callable[[Any], int]:
+        """``_count``, remembered in ``counts`` (the agent reads the same window before every
+        LLM call); the messages older than a cached window never fit."""
+
+        def count(message: Any) -> int:
+            if message is _OLDER:
+                return sys.maxsize
+            tokens = counts.get(message.id)
+            if tokens is None:
+                tokens = counts[message.id] = self._count(message)
+            return tokens
+
+        return count
 
     def get(self, input: str | None = None, initial_token_count: int = 0, **kwargs: Any) -> list[ChatMessage]:
         """The context as a system message plus the compacted history within ``token_limit``
@@ -485,7 +511,7 @@ class SessionMemory(BaseMemory):
             raise ValueError("Initial token count exceeds token limit")
         with self._handle.lock:
             prompt = self._run_prompt()
-            budget = self.token_limit - initial - (len(self.tokenizer_fn(prompt)) if prompt else 0)
+            budget = self.token_limit - initial - self._prompt_tokens(prompt)
             history = self._window(budget)
         messages = to_chat_messages(history)
         if not prompt:

@@ -627,3 +627,24 @@ def test_a_block_the_model_overwrote_is_restored_and_the_next_run_shows_it(sessi
     system = llm.calls[-1].messages[0]
     assert system.role == MessageRole.SYSTEM and "User is Ada." in system.content
     assert "User is Bob." not in system.content
+
+
+def test_each_message_is_counted_once_while_the_window_is_kept(session):
+    """``get`` before every LLM call counts only what is new; another tokenizer counts afresh."""
+    counted: list[str] = []
+
+    def tokenizer(text: str) -> list[str]:
+        counted.append(text)
+        return text.split()
+
+    memory = SessionMemory(session=session, compaction=False, tokenizer_fn=tokenizer)
+    memory.put_messages([user("one two"), assistant("three")])
+    first = roles_and_text(memory.get())
+    after_first = len(counted)
+    assert roles_and_text(memory.get()) == first and len(counted) == after_first
+    memory.put(user("four five six"))
+    assert roles_and_text(memory.get())[-1] == ("user", "four five six")
+    assert len(counted) == after_first + 1
+    memory.tokenizer_fn = lambda text: counted.append(text) or text.split()
+    assert roles_and_text(memory.get()) == roles_and_text(SessionMemory(session=session, compaction=False).get())
+    assert len(counted) == after_first + 1 + 4  # the rendered context and the three messages again
