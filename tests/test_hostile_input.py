@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 import uuid
 from collections.abc import Iterator
@@ -680,6 +681,31 @@ def test_long_digit_runs_and_lone_surrogates(store: Any) -> None:
         with pytest.raises(MessageValidationError, match="holds a lone surrogate '.ud(800|fff)'"):
             session.append_message(message)
     assert session.get_message("lone") is None and session.get_path_length() == 2
+
+
+def test_a_text_over_a_mebibyte_keeps_every_odd_value_or_is_refused(store: Any) -> None:
+    """A message with a text part over 1 MiB is written by the json module (no UTF-8 copy of the
+    text): every value reads back exactly as with pydantic's writer, and what that writer refuses
+    (a lone surrogate, an integer too long to read back) is refused too, storing nothing."""
+    session = seeded_session(store)
+    long_text = "東京 \"quoted\" \\ \t\n 🙂 " + "word " * 250_000
+    odd = {"nan": float("nan"), "inf": float("inf"), "ninf": float("-inf"), "big": 10**300, "tiny": 5e-324,
+           "nested": [{"k": [1, 2.5, None, True]}], "emoji 🙂": "\u0001\u001f"}
+    message = {"id": "long", "role": "user", "metadata": odd, "parts": [
+        {"type": "text", "text": long_text},
+        {"type": "tool-call", "toolCallId": "c1", "toolName": "t", "input": odd},
+        {"type": "step-start"},
+    ]}
+    session.append_message(message)
+    stored = session.get_message("long").to_dict()
+    del stored["createdAt"]
+    assert json.dumps(stored, sort_keys=True) == json.dumps(message, sort_keys=True)
+    assert math.isnan(stored["metadata"]["nan"]) and stored["metadata"]["big"] == 10**300
+    for bad in ({"k": "\ud800"}, {"n": 10**5000}):
+        refused = {**message, "id": "refused", "metadata": bad}
+        with pytest.raises(MessageValidationError):
+            session.append_message(refused)
+    assert session.get_message("refused") is None and session.get_path_length() == 2
 
 
 @pytest.mark.parametrize(

@@ -277,11 +277,17 @@ def recall_text(message: SessionMessage) -> str:
 _to_json = SessionMessage.__pydantic_serializer__.to_json
 # A run of digits longer than ``int`` reads back (``sys.get_int_max_str_digits``' default).
 _OVERLONG_DIGITS = re.compile(r"\d{4301}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_LONG_TEXT = 1 << 20
+"""Characters of a text part above which the json module writes the message's JSON: pydantic-core
+would keep a UTF-8 copy of the text in it, and hold the JSON as bytes and as text at once."""
 
 
 def storage_json(message: SessionMessage) -> str:
     """The stored JSON of a message: its camelCase shape without ``createdAt`` (a column of its own)."""
     try:
+        if _holds_long_text(message):
+            return _written_by_json_module(message)
         data = _to_json(message, by_alias=True, exclude_unset=True, exclude={"created_at"}).decode()
         if "\ufffd" in data:  # pydantic writes a key holding a lone surrogate as U+FFFD: refuse it
             _refuse_surrogates(message)
@@ -289,14 +295,28 @@ def storage_json(message: SessionMessage) -> str:
             return data
         # An integer too long to read back, or only digits in a string: the json module,
         # which writes the same JSON as pydantic-core, tells them apart (it refuses the first).
-        dumped = message.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"created_at"})
-        return json.dumps(dumped, ensure_ascii=False, separators=(",", ":"))
+        return _written_by_json_module(message)
     except MessageValidationError:
         raise
-    except ValueError as error:  # nested deeper than pydantic serialises, an int too long to write...
+    except (ValueError, RecursionError) as error:  # nested deeper than can be written, an int too long...
         if "surrogates not allowed" in str(error):
             _refuse_surrogates(message)
         raise MessageValidationError(f"invalid message {message.id!r}: cannot be stored as JSON ({error})") from None
+
+
+def _holds_long_text(message: SessionMessage) -> bool:
+    for part in message.parts:
+        if type(part) is TextPart and len(part.text) > _LONG_TEXT:
+            return True
+    return False
+
+
+def _written_by_json_module(message: SessionMessage) -> str:
+    dumped = message.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"created_at"})
+    data = json.dumps(dumped, ensure_ascii=False, separators=(",", ":"))
+    if _SURROGATE.search(data):  # the json module writes a lone surrogate as it is: refuse it
+        _refuse_surrogates(message)
+    return data
 
 
 def _refuse_surrogates(message: SessionMessage) -> None:
