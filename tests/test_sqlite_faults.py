@@ -492,7 +492,7 @@ def test_every_store_call_turns_a_driver_failure_into_a_store_error(tmp_path):
         "path_ids": lambda: store.path_ids("s", "m0"),
         "path_tail": lambda: store.path_tail("s", "m0", 1_000, 1),
         "path_totals": lambda: store.path_totals("s", "m0"),
-        "fetch_rows": lambda: store.fetch_rows([seq]),
+        "fetch_contents": lambda: store.fetch_contents([seq]),
         "get_blobs": lambda: store.get_blobs(["d"]),
         "add_compaction": lambda: store.add_compaction("s", compaction),
         "get_compactions": lambda: store.get_compactions("s"),

@@ -134,30 +134,30 @@ _TAGGED = {"text", "reasoning", "tool-call", "tool-result", "file"}
 _UNION_TAGS = _TAGGED | {"tool-ui", "unknown"}
 
 
-def _part_tag(value: Any) -> str:
+def _open_tag(value: Any) -> str | None:
+    """The tag of a part whose type is open (``tool-<name>``, ``dynamic-tool``, any other); ``None``
+    (no member) for a type the closed union owns, so that an invalid text part is not kept as an
+    unknown one."""
     if type(value) is dict:
         part_type = value.get("type")
     else:
         part_type = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
     if part_type in _TAGGED:
-        return part_type
-    if is_tool_ui_type(part_type):
-        return "tool-ui"
-    return "unknown"
+        return None
+    return "tool-ui" if is_tool_ui_type(part_type) else "unknown"
 
 
-Part = Annotated[
-    (
-        Annotated[TextPart, Tag("text")]
-        | Annotated[ReasoningPart, Tag("reasoning")]
-        | Annotated[ToolCallPart, Tag("tool-call")]
-        | Annotated[ToolResultPart, Tag("tool-result")]
-        | Annotated[FilePart, Tag("file")]
-        | Annotated[ToolUIPart, Tag("tool-ui")]
-        | Annotated[UnknownPart, Tag("unknown")]
-    ),
-    Discriminator(_part_tag),
+# The types the AI SDK fixes are told apart by the ``type`` key itself (pydantic-core reads it in
+# place, also from JSON); only the open types need a function, which pydantic-core calls with
+# the part as Python objects. Every part is a member of exactly one of the two unions.
+_ClosedPart = Annotated[
+    TextPart | ReasoningPart | ToolCallPart | ToolResultPart | FilePart, Field(discriminator="type")
 ]
+_OpenPart = Annotated[
+    Annotated[ToolUIPart, Tag("tool-ui")] | Annotated[UnknownPart, Tag("unknown")],
+    Discriminator(_open_tag),
+]
+Part = Annotated[_ClosedPart | _OpenPart, Field(union_mode="left_to_right")]
 
 
 def _as_utc(value: datetime) -> datetime:
@@ -201,21 +201,53 @@ MessageInput = SessionMessage | Mapping[str, Any]
 
 
 def _field_path(loc: tuple[Any, ...]) -> list[str]:
-    """The error location without the union tag pydantic puts after a part's index."""
+    """The error location without the union member and the tag pydantic put after a part's index."""
     path: list[str] = []
-    for i, piece in enumerate(loc):
-        if i and isinstance(loc[i - 1], int) and piece in _UNION_TAGS:
+    after_part = False
+    for piece in loc:
+        if isinstance(piece, str) and piece.startswith("tagged-union["):
             continue
-        path.append(str(piece))
+        if not (after_part and piece in _UNION_TAGS):
+            path.append(str(piece))
+        after_part = isinstance(piece, int)
     return path
 
 
+def _part_errors(error: ValidationError) -> list[Any]:
+    """The errors of ``error``, each part's from the one union it belongs to (the first whose
+    error is not "not my tag"); a part that belongs to neither keeps its tag errors."""
+    items = error.errors(include_url=False)
+    owner: dict[tuple[Any, ...], str] = {}
+    for item in items:
+        part, member = _member(item["loc"])
+        if member is not None and item["type"] not in _NOT_MY_TAG:
+            owner.setdefault(part, member)
+    kept = []
+    for item in items:
+        part, member = _member(item["loc"])
+        if member is None or part not in owner or member == owner[part]:
+            kept.append(item)
+    return kept
+
+
+_NOT_MY_TAG = frozenset({"union_tag_invalid", "union_tag_not_found"})
+
+
+def _member(loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], str | None]:
+    """The location of the part and the union member an error comes from (``None``: no union)."""
+    for i, piece in enumerate(loc):
+        if isinstance(piece, str) and piece.startswith("tagged-union["):
+            return loc[:i], piece
+    return loc, None
+
+
 def _describe(error: ValidationError) -> str:
+    items = _part_errors(error)
     problems = []
-    for item in error.errors(include_url=False)[:5]:
+    for item in items[:5]:
         where = ".".join(_field_path(item["loc"])) or "message"
         problems.append(f"{where}: {item['msg']}")
-    more = error.error_count() - len(problems)
+    more = len(items) - len(problems)
     return "; ".join(problems) + (f"; and {more} more" if more > 0 else "")
 
 

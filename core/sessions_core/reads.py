@@ -20,7 +20,7 @@ from .attachments import BLOB_PREFIX, restore_blobs
 from .messages import COMPACTION_ID_PREFIX, SessionMessage, TextPart, is_marker, message_from_storage
 from .models import Compaction, RecentHistory, SearchResult
 from .overlays import Anchored, Segment, overlay_ending_at, plan_overlays
-from .stores.base import CompactionRow, MessageRow, OverlayRow, PathEntry, Store
+from .stores.base import CompactionRow, MessageRow, OverlayRow, PathEntry, Store, StoredContent
 
 MessageCounter = Callable[[list[SessionMessage]], int]
 
@@ -42,6 +42,14 @@ def gc_paused() -> Iterator[None]:
     the length of the read, then restored, also on error. A collector the host disabled is left
     alone; thresholds the host sets meanwhile are kept. Concurrent reads share one pause, which
     ends with the read that started it (so reads that overlap cannot hold it off for ever).
+
+    At its end, what was built joins the oldest generation without a scan (``gc.freeze()`` then
+    ``gc.unfreeze()``, two list splices): the messages returned are then scanned only by the
+    next full collection, if they are still alive, not at once by the young generation's (a
+    fifth of a 10,000-message read). Every object younger than that generation, other threads'
+    too, is moved with them, so a cycle among them is collected by the next full collection
+    rather than a younger one. This is skipped when the host has frozen objects of its own,
+    which ``gc.unfreeze()`` would release.
     """
     global _host_thresholds
     with _pause_lock:
@@ -56,6 +64,9 @@ def gc_paused() -> Iterator[None]:
     finally:
         if starts:
             with _pause_lock:
+                if gc.isenabled() and gc.get_freeze_count() == 0:
+                    gc.freeze()
+                    gc.unfreeze()
                 if gc.get_threshold() == paused:
                     gc.set_threshold(*host)
                 _host_thresholds = None
@@ -121,8 +132,8 @@ class _Chunk:
     __slots__ = ("items", "seqs")
 
     def __init__(self, items: list[Any], seqs: list[int]) -> None:
-        self.items = items  # each an int (path position) or an overlay
-        self.seqs = seqs
+        self.items = items  # each a row's seq (an int) or an overlay, in reading order
+        self.seqs = seqs  # the rows to fetch
 
 
 class ReadPlan:
@@ -156,19 +167,24 @@ class ReadPlan:
     def chunks(self, newest_first: bool) -> Iterator[_Chunk]:
         items: list[Any] = []
         seqs: list[int] = []
+        room = self.chunk_rows
         segments = reversed(self.segments) if newest_first else self.segments
         for segment in segments:
             if segment.overlay is not None:
                 items.append(segment.overlay)
                 continue
-            if newest_first:
-                positions = range(segment.end - 1, segment.start - 1, -1)
-            else:
-                positions = range(segment.start, segment.end)
-            for position in positions:
-                items.append(position)
-                seqs.append(self.seqs[position])
-                if len(seqs) >= self.chunk_rows:
+            start, end = segment.start, segment.end
+            while start < end:
+                count = min(end - start, room - len(seqs))
+                if newest_first:
+                    taken = self.seqs[end - count:end][::-1]
+                    end -= count
+                else:
+                    taken = self.seqs[start:start + count]
+                    start += count
+                items += taken
+                seqs += taken
+                if len(seqs) >= room:
                     yield _Chunk(items, seqs)
                     items, seqs = [], []
         if items:
@@ -176,26 +192,29 @@ class ReadPlan:
 
     def read(self, store: Store, chunk: _Chunk) -> list[SessionMessage]:
         """The messages of ``chunk``: its rows fetched, parsed, their file payloads put back."""
-        messages, with_references = self.messages(chunk, store.fetch_rows(chunk.seqs))
+        messages, with_references = self.messages(chunk, store.fetch_contents(chunk.seqs))
         return restore_some(store, messages, with_references)
 
-    def messages(self, chunk: _Chunk, rows: Mapping[int, MessageRow]) -> tuple[list[SessionMessage], list[int]]:
+    def messages(self, chunk: _Chunk, rows: Mapping[int, StoredContent]) -> tuple[list[SessionMessage], list[int]]:
         """The messages of ``chunk`` parsed from ``rows``, and the positions among them of those
         whose stored JSON may hold payload references (for :func:`restore_some`)."""
         messages: list[SessionMessage] = []
         with_references: list[int] = []
-        seqs, hide_markers = self.seqs, self.hide_markers
+        hide_markers = self.hide_markers
         for item in chunk.items:
             if type(item) is not int:
                 messages.append(summary_message(item))
                 continue
-            row = rows.get(seqs[item])
-            if row is None or row.id.startswith(COMPACTION_ID_PREFIX):
+            row = rows.get(item)
+            if row is None:
                 continue
-            message = message_from_storage(row.content, from_us(row.created_at_us))
-            if message is None or (hide_markers and is_marker(message)):
+            created_at_us, content = row
+            message = message_from_storage(content, from_us(created_at_us))
+            if message is None or message.id.startswith(COMPACTION_ID_PREFIX):
                 continue
-            if BLOB_PREFIX in row.content:
+            if hide_markers and message.role == "system" and is_marker(message):
+                continue
+            if BLOB_PREFIX in content:
                 with_references.append(len(messages))
             messages.append(message)
         return messages, with_references

@@ -1,7 +1,8 @@
 """History reads hold off the cycle collector without ever leaving it in a state the host did
 not set: a disabled collector stays disabled, the host's thresholds come back exactly (also on
 error), changes the host makes meanwhile are kept, and overlapping reads in threads end the
-pause once."""
+pause once. At the end, what the read built joins the oldest generation unscanned, unless
+the host froze objects of its own, which stay frozen."""
 
 import gc
 import threading
@@ -105,3 +106,44 @@ def test_get_history_leaves_a_disabled_collector_disabled():
     gc.enable()
     assert len(session.get_history()) == 50
     assert gc.isenabled() and gc.get_threshold() == HOST_THRESHOLDS
+
+
+def test_what_a_read_built_joins_the_oldest_generation_unscanned():
+    session = Session().for_session("s")
+    session.append_messages([{"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": "x"}]} for i in range(500)])
+    history = session.get_history()
+    assert len(history) == 500
+    oldest = {id(o) for o in gc.get_objects(generation=2)}
+    assert {id(history[0]), id(history[-1]), id(history[-1].parts[0])} <= oldest  # not scanned on the way
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_cycle_made_during_a_pause_is_still_collected():
+    import weakref
+
+    class Node:
+        pass
+
+    with gc_paused():
+        node = Node()
+        node.self = node
+        alive = weakref.ref(node)
+        del node
+    assert alive() is not None  # no collection ran during the pause
+    gc.collect()
+    assert alive() is None
+
+
+def test_objects_the_host_froze_stay_frozen():
+    gc.collect()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        session = Session().for_session("s")
+        session.append_messages([{"id": f"m{i}", "role": "user", "parts": []} for i in range(50)])
+        assert len(session.get_history()) == 50
+        assert gc.get_freeze_count() == frozen
+        assert gc.get_threshold() == HOST_THRESHOLDS
+    finally:
+        gc.unfreeze()

@@ -102,6 +102,13 @@ SUMMARY_SOURCES = (
 )
 
 
+class StoredContent(NamedTuple):
+    """What a history read needs of a row: its creation time and its stored JSON."""
+
+    created_at_us: int
+    content: str
+
+
 class PathEntry(NamedTuple):
     """One row of a path, without its content."""
 
@@ -257,7 +264,7 @@ class Store(ABC):
     """A backend for many sessions' message trees."""
 
     fetch_chunk_rows: int = 200
-    """How many rows a caller fetches at once with :meth:`fetch_rows`."""
+    """How many rows a caller fetches at once with :meth:`fetch_contents`."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -348,9 +355,9 @@ class Store(ABC):
         the message row alone (no walk)."""
 
     @abstractmethod
-    def fetch_rows(self, seqs: Sequence[int]) -> dict[int, MessageRow]:
-        """The rows with these ``PathEntry.seq`` values (missing ones are absent); callers pass
-        at most ``fetch_chunk_rows`` at once."""
+    def fetch_contents(self, seqs: Sequence[int]) -> dict[int, StoredContent]:
+        """The creation time and stored JSON of the rows with these ``PathEntry.seq`` values
+        (missing ones are absent); callers pass at most ``fetch_chunk_rows`` at once."""
 
     @abstractmethod
     def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:

@@ -16,7 +16,9 @@ from __future__ import annotations
 from abc import abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from importlib import resources
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from .._time import now_us
@@ -44,6 +46,7 @@ from .base import (
     SessionChanges,
     SessionRow,
     SessionSummary,
+    StoredContent,
     StoreStats,
     VectorRow,
     _Latest,
@@ -142,7 +145,7 @@ GET_MESSAGE = f"SELECT {ROW} FROM session_messages WHERE session_id = :s AND id 
 GET_LATEST_LEAF = f"SELECT {ROW} FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})"
 CHILDREN = f"SELECT {ROW} FROM session_messages WHERE session_id = :s AND parent_id = :id ORDER BY created_at, seq"
 PATH_TOTALS = f"SELECT {POSITION} FROM session_messages WHERE session_id = :s AND id = :id"
-FETCH_ROWS = f"SELECT seq, {ROW} FROM session_messages WHERE seq {{values}}"
+FETCH_CONTENTS = f"SELECT seq, created_at, {MESSAGE_JSON} FROM session_messages WHERE seq {{values}}"
 STORED_IDS = "SELECT id FROM session_messages WHERE session_id = {first} AND id {values}"
 GET_BLOBS = "SELECT digest, data FROM blobs WHERE digest {values}"
 
@@ -469,6 +472,12 @@ def _session_ids(where: str = "") -> str:
     )
 
 
+# ``(seq, created_at, content)`` rows to ``{seq: StoredContent}``, built in C.
+_first = itemgetter(0)
+_after_first = itemgetter(slice(1, None))
+_stored_content = partial(tuple.__new__, StoredContent)
+
+
 class SqlStore(RecallStore, InspectableStore):
     """Every ``Store`` method written once over SQL; subclasses are the dialects.
 
@@ -785,13 +794,13 @@ class SqlStore(RecallStore, InspectableStore):
         row = self._one(PATH_TOTALS, {"s": session_id, "id": leaf_id})
         return None if row is None else PathTotals(*row)
 
-    def fetch_rows(self, seqs: Sequence[int]) -> dict[int, MessageRow]:
+    def fetch_contents(self, seqs: Sequence[int]) -> dict[int, StoredContent]:
         if not seqs:
             return {}
         fragment, params = self._list(seqs)
-        sql = self.compile(FETCH_ROWS.replace("{values}", fragment))
+        sql = self.compile(FETCH_CONTENTS.replace("{values}", fragment))
         rows = self._read(lambda conn: conn.execute(sql, params).fetchall())
-        return {row[0]: MessageRow(row[1], row[2], row[3], row[4], row[5]) for row in rows}
+        return dict(zip(map(_first, rows), map(_stored_content, map(_after_first, rows))))
 
     def stored_message_ids(self, session_id: str, ids: Sequence[str]) -> set[str]:
         return {row[0] for row in self._select_first(STORED_IDS, session_id, list(dict.fromkeys(ids)))}
