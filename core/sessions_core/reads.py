@@ -11,7 +11,7 @@ import gc
 import threading
 from array import array
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, NamedTuple
 
 from ._async import run_in_thread
@@ -30,6 +30,8 @@ MessageCounter = Callable[[list[SessionMessage]], int]
 _pause_lock = threading.Lock()
 _host_thresholds: tuple[int, ...] | None = None  # the thresholds a running pause will restore
 _PAUSED_THRESHOLD = 1 << 30  # allocations before a collection: none happens during a read
+PAUSE_FROM_ROWS = 500
+"""A shorter read runs through a collection of the young generation or two: cheaper than a pause."""
 
 
 @contextmanager
@@ -79,7 +81,7 @@ def parse_row(row: MessageRow | None) -> SessionMessage | None:
     """A stored row as a message (``None`` for no row, or a ``compaction_`` row)."""
     if row is None or row.id.startswith(COMPACTION_ID_PREFIX):
         return None
-    return message_from_storage(row.content, from_us(row.created_at_us))
+    return message_from_storage(row.content, row.created_at_us)
 
 
 def stored_message(store: Store, row: MessageRow | None) -> SessionMessage | None:
@@ -196,36 +198,41 @@ class ReadPlan:
         return restore_some(store, messages, with_references)
 
     def messages(self, chunk: _Chunk, rows: Mapping[int, StoredContent]) -> tuple[list[SessionMessage], list[int]]:
-        """The messages of ``chunk`` parsed from ``rows``, and the positions among them of those
-        whose stored JSON may hold payload references (for :func:`restore_some`)."""
-        messages: list[SessionMessage] = []
-        with_references: list[int] = []
-        hide_markers = self.hide_markers
-        for item in chunk.items:
-            if type(item) is not int:
-                messages.append(summary_message(item))
-                continue
-            row = rows.get(item)
-            if row is None:
-                continue
-            created_at_us, content = row
-            message = message_from_storage(content, from_us(created_at_us))
-            if message is None or message.id.startswith(COMPACTION_ID_PREFIX):
-                continue
-            if hide_markers and message.role == "system" and is_marker(message):
-                continue
-            if BLOB_PREFIX in content:
-                with_references.append(len(messages))
-            messages.append(message)
-        return messages, with_references
+        """The messages of ``chunk`` parsed from ``rows`` (:func:`parse_rows`)."""
+        return parse_rows(chunk.items, rows, self.hide_markers)
+
+
+def parse_rows(
+    items: Iterable[Any], rows: Mapping[int, StoredContent], hide_markers: bool
+) -> tuple[list[SessionMessage], list[int]]:
+    """The messages of ``items`` (each a row's seq, looked up in ``rows``, or an overlay shown as
+    its summary), and the positions among them of those whose stored JSON may hold payload
+    references (for :func:`restore_some`). Rows that are missing or no longer parse are skipped,
+    and so are head markers when ``hide_markers``."""
+    messages: list[SessionMessage] = []
+    with_references: list[int] = []
+    for item in items:
+        if type(item) is not int:
+            messages.append(summary_message(item))
+            continue
+        row = rows.get(item)
+        if row is None:
+            continue
+        created_at_us, content = row
+        message = message_from_storage(content, created_at_us)
+        if message is None or message.id.startswith(COMPACTION_ID_PREFIX):
+            continue
+        if hide_markers and message.role == "system" and is_marker(message):
+            continue
+        if BLOB_PREFIX in content:
+            with_references.append(len(messages))
+        messages.append(message)
+    return messages, with_references
 
 
 def leaf_or_latest(store: Store, session_id: str, leaf_id: str | None) -> str | None:
     """``leaf_id``, or the id of the latest leaf when it is not given (``None``: no messages)."""
-    if leaf_id:
-        return leaf_id
-    row = store.latest_leaf(session_id)
-    return row.id if row else None
+    return leaf_id or store.latest_leaf_id(session_id)
 
 
 def plan(store: Store, session_id: str, leaf_id: str | None, raw: bool = False) -> ReadPlan:
@@ -233,7 +240,11 @@ def plan(store: Store, session_id: str, leaf_id: str | None, raw: bool = False) 
     leaf = leaf_or_latest(store, session_id, leaf_id)
     if leaf is None:
         return ReadPlan(array("q"), [], [], store.fetch_chunk_rows)
-    overlays = [] if raw else store.overlays(session_id)
+    return plan_to(store, session_id, leaf, [] if raw else store.overlays(session_id), raw)
+
+
+def plan_to(store: Store, session_id: str, leaf: str, overlays: Sequence[OverlayRow], raw: bool) -> ReadPlan:
+    """:func:`plan` of the path to ``leaf``, given the session's overlays (none when ``raw``)."""
     if overlays:
         visible = visible_path(store, session_id, leaf, overlays)
         if visible is not None:
@@ -326,9 +337,19 @@ async def ahistory(
 
 
 def history_list(store: Store, session_id: str, leaf_id: str | None, *, raw: bool = False) -> list[SessionMessage]:
-    """The whole path as a list (:func:`history`, with cycle collection held off)."""
-    with gc_paused():
-        read_plan = plan(store, session_id, leaf_id, raw)
+    """The whole path as a list: a short path with no overlays in one statement, any other as
+    :func:`history` reads it (with cycle collection held off when it is long)."""
+    leaf = leaf_or_latest(store, session_id, leaf_id)
+    if leaf is None:
+        return []
+    overlays = [] if raw else store.overlays(session_id)
+    if not overlays:
+        rows = store.short_path_contents(session_id, leaf, store.fetch_chunk_rows)
+        if rows is not None:
+            messages, with_references = parse_rows(rows, rows, hide_markers=not raw)
+            return restore_some(store, messages, with_references)
+    read_plan = plan_to(store, session_id, leaf, overlays, raw)
+    with gc_paused() if len(read_plan.seqs) >= PAUSE_FROM_ROWS else nullcontext():
         messages: list[SessionMessage] = []
         for chunk in read_plan.chunks(False):
             messages += read_plan.read(store, chunk)

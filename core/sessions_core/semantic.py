@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._async import AsyncTwins, caller_loop, io, resolve
-from ._time import from_us, now_us
+from ._time import now_us
 from .errors import SessionsError
 from .messages import COMPACTION_ID_PREFIX, message_from_storage, recall_text
 from .recall import ENTRY, MESSAGE, SESSION, VectorIndex, chunk_text, digest, split_entry_ref, vector_id
@@ -65,7 +65,7 @@ def source_text(kind: str, source: RecallSource) -> str:
         return source.content
     if source.ref.startswith(COMPACTION_ID_PREFIX):
         return ""
-    message = message_from_storage(source.content, from_us(source.created_at_us))
+    message = message_from_storage(source.content, source.created_at_us)
     return "" if message is None else recall_text(message)
 
 

@@ -4,7 +4,7 @@ messages (written by another framework) read as valid LangChain messages."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -28,6 +28,7 @@ from langchain_sessions import (
 )
 from langchain_sessions.conversion import source_id
 from sessions_core import Session, SessionMessage
+from sessions_core._time import now_us
 from sessions_core.messages import message_from_storage, storage_json
 
 # -- strategies -------------------------------------------------------------------------------
@@ -125,7 +126,7 @@ messages = st.one_of(
 
 def stored(message: SessionMessage) -> SessionMessage:
     """The message as a store gives it back (its JSON row)."""
-    return message_from_storage(storage_json(message), datetime.now(timezone.utc))
+    return message_from_storage(storage_json(message), now_us())
 
 
 # -- round trips ------------------------------------------------------------------------------

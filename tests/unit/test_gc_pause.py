@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from sessions_core import Session
-from sessions_core.reads import gc_paused
+from sessions_core.reads import PAUSE_FROM_ROWS, gc_paused
 
 HOST_THRESHOLDS = (613, 7, 9)
 
@@ -110,9 +110,10 @@ def test_get_history_leaves_a_disabled_collector_disabled():
 
 def test_what_a_read_built_joins_the_oldest_generation_unscanned():
     session = Session().for_session("s")
-    session.append_messages([{"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": "x"}]} for i in range(500)])
+    n = PAUSE_FROM_ROWS
+    session.append_messages([{"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": "x"}]} for i in range(n)])
     history = session.get_history()
-    assert len(history) == 500
+    assert len(history) == n
     oldest = {id(o) for o in gc.get_objects(generation=2)}
     assert {id(history[0]), id(history[-1]), id(history[-1].parts[0])} <= oldest  # not scanned on the way
     assert gc.get_freeze_count() == 0

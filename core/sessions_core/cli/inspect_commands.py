@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._time import from_us
 from ..messages import message_from_storage
 from ..stores.base import CompactionRow, InspectableStore, SessionSummary
 from ..tokens import estimate_tokens
@@ -114,7 +113,7 @@ def _preview(store: InspectableStore, session_id: str, message_id: str, width: i
     row = store.get_message(session_id, message_id)
     if row is None:  # deleted since the tree was read
         return ""
-    return message_preview(message_from_storage(row.content, from_us(row.created_at_us)), width)
+    return message_preview(message_from_storage(row.content, row.created_at_us), width)
 
 
 def _ancestry(nodes: dict[str, _Node], leaf: str, stop: str | None = None) -> list[str]:

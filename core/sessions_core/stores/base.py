@@ -330,6 +330,11 @@ class Store(ABC):
         """The childless message with the greatest ``created_at``, ties broken by the latest
         insert; ``None`` for an empty session."""
 
+    def latest_leaf_id(self, session_id: str) -> str | None:
+        """The id of :meth:`latest_leaf` (a store can read it without the row)."""
+        row = self.latest_leaf(session_id)
+        return row.id if row is not None else None
+
     @abstractmethod
     def children(self, session_id: str, message_id: str) -> list[MessageRow]:
         """The direct children of a message, oldest first (ties by insertion order)."""
@@ -358,6 +363,16 @@ class Store(ABC):
     def fetch_contents(self, seqs: Sequence[int]) -> dict[int, StoredContent]:
         """The creation time and stored JSON of the rows with these ``PathEntry.seq`` values
         (missing ones are absent); callers pass at most ``fetch_chunk_rows`` at once."""
+
+    def short_path_contents(self, session_id: str, leaf_id: str, limit: int) -> dict[int, StoredContent] | None:
+        """:meth:`fetch_contents` of the whole path to ``leaf_id``, root first (keyed by seq),
+        when it holds at most ``limit`` rows; ``None`` when it holds more. A store can read it
+        in one statement."""
+        seqs, _ = self.path_ids(session_id, leaf_id)
+        if len(seqs) > limit:
+            return None
+        rows = self.fetch_contents(seqs)
+        return {seq: rows[seq] for seq in seqs if seq in rows}
 
     @abstractmethod
     def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:

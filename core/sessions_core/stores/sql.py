@@ -170,6 +170,22 @@ PATH_IDS = """
     SELECT seq, id FROM path ORDER BY n DESC
 """
 
+SHORT_PATH_CONTENTS = f"""
+    WITH RECURSIVE path(seq, parent_id, n) AS (
+        SELECT seq, parent_id, 0 FROM session_messages WHERE session_id = :s AND id = :leaf
+        UNION ALL
+        SELECT m.seq, m.parent_id, path.n + 1
+        FROM path JOIN session_messages m ON m.session_id = :s AND m.id = path.parent_id
+        WHERE path.n < :limit
+    )
+    SELECT m.seq, m.created_at, {MESSAGE_JSON}
+    FROM path JOIN session_messages m ON m.seq = path.seq
+    WHERE (SELECT count(*) FROM path) <= :limit
+    ORDER BY path.n DESC
+"""
+"""The path to ``:leaf`` with each row's contents, root first, when it holds at most ``:limit``
+rows; no rows when it holds more (the walk stops one row past ``:limit``, and no content is read)."""
+
 SPAN_IDS = """
     WITH RECURSIVE span(id, parent_id) AS (
         SELECT id, parent_id FROM session_messages WHERE session_id = :s AND id = :to
@@ -761,6 +777,10 @@ class SqlStore(RecallStore, InspectableStore):
         row = self._one(GET_LATEST_LEAF, {"s": session_id}, walk=True)
         return None if row is None else MessageRow(*row)
 
+    def latest_leaf_id(self, session_id: str) -> str | None:
+        row = self._one(LATEST_LEAF, {"s": session_id}, walk=True)
+        return None if row is None else row[0]
+
     def children(self, session_id: str, message_id: str) -> list[MessageRow]:
         return [MessageRow(*row) for row in self._all(CHILDREN, {"s": session_id, "id": message_id})]
 
@@ -800,6 +820,12 @@ class SqlStore(RecallStore, InspectableStore):
         fragment, params = self._list(seqs)
         sql = self.compile(FETCH_CONTENTS.replace("{values}", fragment))
         rows = self._read(lambda conn: conn.execute(sql, params).fetchall())
+        return dict(zip(map(_first, rows), map(_stored_content, map(_after_first, rows))))
+
+    def short_path_contents(self, session_id: str, leaf_id: str, limit: int) -> dict[int, StoredContent] | None:
+        rows = self._all(SHORT_PATH_CONTENTS, {"s": session_id, "leaf": leaf_id, "limit": limit}, walk=True)
+        if not rows:  # longer, or no such leaf
+            return None
         return dict(zip(map(_first, rows), map(_stored_content, map(_after_first, rows))))
 
     def stored_message_ids(self, session_id: str, ids: Sequence[str]) -> set[str]:

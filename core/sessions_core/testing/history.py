@@ -329,6 +329,23 @@ def test_history_streams_the_path_in_both_directions(make_session):
     assert ids(s.history()) == names[:11] + ["side"]
 
 
+def test_history_reads_the_same_either_side_of_one_fetch(make_session):
+    """A path of up to one fetch chunk is read in one statement, a longer one in chunks: both
+    give the whole path, root first, file payloads put back."""
+    s = make_session()
+    limit = (s.session if hasattr(s, "_loop") else s).store.fetch_chunk_rows
+    s.append_message({"id": "m0", "role": "user", "parts": [{"type": "file", "mediaType": "x/y", "data": b"\x00\x01"}]})
+    chain(s, *[f"m{i}" for i in range(1, limit - 1)])
+    for n in (limit - 1, limit, limit + 1, limit + 2):
+        names = [f"m{i}" for i in range(n)]
+        history = s.get_history()
+        assert ids(history) == names == ids(s.history()) == ids(s.get_history(raw=True))
+        assert history[0].parts[0].data == b"\x00\x01"
+        assert ids(s.get_history(f"m{n - 2}")) == names[:-1]
+        s.append_message(msg(f"m{n}"))
+    assert s.get_history("missing") == []
+
+
 def test_history_early_break(make_session):
     s = make_session()
     chain(s, *[f"m{i}" for i in range(300)])
