@@ -1,11 +1,12 @@
 """What memory costs an agent per turn, against how much it has stored (issue 20).
 
-Run ``python bench/bench_turns.py`` (``--sizes 1000,10000,100000,1000000``, ``--turns 7``,
+Run ``python bench/bench_turns.py`` (``--sizes 1000,10000,100000,1000000``, ``--turns 15``,
 ``--peers-up-to 10000``, ``--postgres-up-to 10000``, ``--uncompacted-up-to 100000``). A LangChain
 ``create_agent`` agent and a LlamaIndex ``FunctionAgent`` answer with scripted models (no tools,
 nothing to wait for), so a turn's time is the agent's own work plus its memory's. Each figure runs
 in a fresh process: the median of ``--turns`` turns (after one warm-up) with one new user message,
-less the median turn of the same agent without memory in that process: the memory's overhead.
+less the median turn of the same agent without memory, whose turns alternate with the subject's
+(the same call, ``invoke``/``ainvoke``/``run``): the memory's overhead.
 
 Subjects, each over the same generated conversation of N stored messages (user turns, assistant
 replies, tool rounds):
@@ -73,13 +74,52 @@ def turn_input(i: int) -> dict[str, Any]:
     return {"messages": [HumanMessage(f"And what about point {i}?", id=f"q-{uuid.uuid4().hex}")]}
 
 
-def median_turn(agent: Any, config: dict[str, Any], turns: int) -> float:
+class Turns:
+    """The turns to time (``count``, after one warm-up) and, after each, one turn of the same
+    framework's agent without memory: both share the machine's noise, and the memory's overhead
+    is the difference of their medians."""
+
+    def __init__(self, count: int, framework: str) -> None:
+        self.count = count
+        self.framework = framework
+        self.bare_ms: list[float] = []
+        self._agent = create_agent(Replier(), tools=[]) if framework == "langchain" else llama_agent()
+        self._warm = False
+
+    def bare(self, i: int) -> None:
+        """One timed turn without memory (LangChain, ``invoke``)."""
+        if not self._warm:
+            self._agent.invoke(turn_input(-1), {})
+            self._warm = True
+        started = time.perf_counter()
+        self._agent.invoke(turn_input(i), {})
+        self.bare_ms.append((time.perf_counter() - started) * 1000)
+
+    async def abare(self, i: int) -> None:
+        """One timed turn without memory (LangChain's ``ainvoke``, LlamaIndex's ``run``)."""
+
+        async def turn(j: int) -> None:
+            if self.framework == "langchain":
+                await self._agent.ainvoke(turn_input(j), {})
+            else:
+                await self._agent.run(user_msg=f"And what about point {j}?")
+
+        if not self._warm:
+            await turn(-1)
+            self._warm = True
+        started = time.perf_counter()
+        await turn(i)
+        self.bare_ms.append((time.perf_counter() - started) * 1000)
+
+
+def median_turn(agent: Any, config: dict[str, Any], turns: Turns) -> float:
     agent.invoke(turn_input(-1), config)  # warm-up: first-use work is not a turn's
     times = []
-    for i in range(turns):
+    for i in range(turns.count):
         started = time.perf_counter()
         agent.invoke(turn_input(i), config)
         times.append(time.perf_counter() - started)
+        turns.bare(i)
     return statistics.median(times) * 1000
 
 
@@ -109,7 +149,7 @@ def compact_middle(path: Path) -> str:
     return f"{visible} messages visible"
 
 
-def ours(path: Path, turns: int, *, use_async: bool = False) -> float:
+def ours(path: Path, turns: Turns, *, use_async: bool = False) -> float:
     session = Session(str(path)).for_session(core.SESSION).with_context("notes", description="Notes", max_tokens=500)
     agent = create_agent(Replier(), tools=[], middleware=[SessionMemoryMiddleware(session, compact_at=None)])
     config = {"configurable": {"session_id": core.SESSION}}
@@ -119,16 +159,17 @@ def ours(path: Path, turns: int, *, use_async: bool = False) -> float:
         session.store.close()
 
 
-def amedian_turn(agent: Any, config: dict[str, Any], turns: int) -> float:
+def amedian_turn(agent: Any, config: dict[str, Any], turns: Turns) -> float:
     import asyncio
 
     async def run() -> float:
         await agent.ainvoke(turn_input(-1), config)
         times = []
-        for i in range(turns):
+        for i in range(turns.count):
             started = time.perf_counter()
             await agent.ainvoke(turn_input(i), config)
             times.append(time.perf_counter() - started)
+            await turns.abare(i)
         return statistics.median(times) * 1000
 
     return asyncio.run(run())
@@ -150,7 +191,7 @@ def as_langchain(messages: list[dict[str, Any]]) -> list[Any]:
     return out
 
 
-def langgraph(n: int, tmp: Path, turns: int, *, summarization: bool) -> float:
+def langgraph(n: int, tmp: Path, turns: Turns, *, summarization: bool) -> float:
     from langchain.agents.middleware import SummarizationMiddleware
     from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -170,7 +211,7 @@ def langgraph(n: int, tmp: Path, turns: int, *, summarization: bool) -> float:
 POSTGRES_URL = os.environ.get("SESSIONS_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
-def ours_postgres(n: int, turns: int) -> tuple[float, float, str]:
+def ours_postgres(n: int, turns: Turns) -> tuple[float, float, str]:
     """The middleware over ``PostgresStore``: uncompacted and compacted, in a schema of its own."""
     import psycopg
 
@@ -202,7 +243,7 @@ def ours_postgres(n: int, turns: int) -> tuple[float, float, str]:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
-def langgraph_postgres(n: int, turns: int, *, summarization: bool) -> float:
+def langgraph_postgres(n: int, turns: Turns, *, summarization: bool) -> float:
     import psycopg
     from langchain.agents.middleware import SummarizationMiddleware
     from langgraph.checkpoint.postgres import PostgresSaver
@@ -238,23 +279,21 @@ def llama_agent() -> Any:
     return FunctionAgent(tools=[], llm=llm)
 
 
-async def llama_turns(agent: Any, memory: Any, turns: int) -> float:
+async def llama_turns(agent: Any, memory: Any, turns: Turns) -> float:
     async def turn(i: int) -> None:
-        if memory is None:
-            await agent.run(user_msg=f"And what about point {i}?")
-        else:
-            await agent.run(user_msg=f"And what about point {i}?", memory=memory)
+        await agent.run(user_msg=f"And what about point {i}?", memory=memory)
 
     await turn(-1)
     times = []
-    for i in range(turns):
+    for i in range(turns.count):
         started = time.perf_counter()
         await turn(i)
         times.append(time.perf_counter() - started)
+        await turns.abare(i)
     return statistics.median(times) * 1000
 
 
-def ours_llamaindex(path: Path, turns: int) -> float:
+def ours_llamaindex(path: Path, turns: Turns) -> float:
     import asyncio
 
     from llamaindex_sessions import SessionMemory
@@ -267,7 +306,7 @@ def ours_llamaindex(path: Path, turns: int) -> float:
         session.store.close()
 
 
-def llamaindex_memory(n: int, tmp: Path, turns: int) -> float:
+def llamaindex_memory(n: int, tmp: Path, turns: Turns) -> float:
     """LlamaIndex's ``Memory`` over its SQL chat store (SQLite through aiosqlite)."""
     import asyncio
 
@@ -316,7 +355,7 @@ def plot(results: list[dict[str, Any]], target: Path) -> None:
 
 
 def _sqlite_subject(run: Any, *, compacted: bool) -> Any:
-    def measure(n: int, tmp: Path, turns: int) -> tuple[float, str]:
+    def measure(n: int, tmp: Path, turns: Turns) -> tuple[float, str]:
         path, _meta = stored_database(n, tmp)
         note = compact_middle(path) if compacted else ""
         return run(path, turns), note
@@ -346,17 +385,14 @@ SUBJECTS: dict[str, tuple[str, Any]] = {
 }
 
 
-def measure_case(subject: str, n: int, turns: int) -> dict[str, Any]:
-    """One figure, in this (fresh) process: the subject's turn and the same agent's without memory."""
-    import asyncio
-
+def measure_case(subject: str, n: int, count: int) -> dict[str, Any]:
+    """One figure, in this (fresh) process: the subject's turn and, after each, the same agent's
+    turn without memory."""
     framework, measure = SUBJECTS[subject]
+    turns = Turns(count, framework)
     with tempfile.TemporaryDirectory(prefix="bench_turns_") as name:
         total, note = measure(n, Path(name), turns)
-    if framework == "langchain":
-        floor = median_turn(create_agent(Replier(), tools=[]), {}, turns)
-    else:
-        floor = asyncio.run(llama_turns(llama_agent(), None, turns))
+    floor = statistics.median(turns.bare_ms)
     return {"subject": subject, "framework": framework, "messages": n, "turn_ms": total, "floor_ms": floor,
             "overhead_ms": total - floor, "note": note}
 
@@ -367,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers-up-to", type=int, default=10_000)
     parser.add_argument("--uncompacted-up-to", type=int, default=100_000)
     parser.add_argument("--postgres-up-to", type=int, default=10_000, help="0: no PostgreSQL subjects")
-    parser.add_argument("--turns", type=int, default=7)
+    parser.add_argument("--turns", type=int, default=15)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "turns.json")
     parser.add_argument("--plot", type=Path, default=HERE / "turns.png", help="where the plot goes (needs matplotlib)")
     parser.add_argument("--replot", action="store_true", help="only draw the plot again from --out")
