@@ -414,10 +414,12 @@ def test_a_run_reads_the_stored_branch_once_and_a_checkpointed_thread_not_again(
     for i in range(20):
         session.append_message({"id": f"old{i}", "role": "user" if i % 2 == 0 else "assistant",
                                 "parts": [{"type": "text", "text": f"earlier {i}"}]})
-    walked: list[int] = []
+    walked: list[int] = []  # the length of each path walked, in chunks or (a short one) in one statement
     store = session.store
-    path_ids = store.path_ids
+    path_ids, short_path_contents = store.path_ids, store.short_path_contents
     store.path_ids = lambda *a, **k: (lambda r: walked.append(len(r[1])) or r)(path_ids(*a, **k))
+    store.short_path_contents = lambda *a, **k: (
+        lambda r: r if r is None else walked.append(len(r)) or r)(short_path_contents(*a, **k))
     try:
         for checkpointer in (None, InMemorySaver()):
             model = ScriptedChatModel(responses=[call("lookup", {"q": "a"}, "c1"), call("lookup", {"q": "b"}, "c2"),
@@ -435,7 +437,7 @@ def test_a_run_reads_the_stored_branch_once_and_a_checkpointed_thread_not_again(
             else:  # the branch before the thread: as long as it was
                 assert walked[1] == walked[0]
     finally:
-        store.path_ids = path_ids
+        store.path_ids, store.short_path_contents = path_ids, short_path_contents
 
 
 def test_a_block_the_model_overwrote_is_restored_and_the_next_run_shows_it(session):
