@@ -47,8 +47,8 @@ def gc_paused() -> Iterator[None]:
 
     At its end, what was built joins the oldest generation without a scan (``gc.freeze()`` then
     ``gc.unfreeze()``, two list splices): the messages returned are then scanned only by the
-    next full collection, if they are still alive, not at once by the young generation's (a
-    fifth of a 10,000-message read). Every object younger than that generation, other threads'
+    next full collection, if they are still alive, not at once by the young generation's (about
+    10 ms of a 10,000-message read). Every object younger than that generation, other threads'
     too, is moved with them, so a cycle among them is collected by the next full collection
     rather than a younger one. This is skipped when the host has frozen objects of its own,
     which ``gc.unfreeze()`` would release.

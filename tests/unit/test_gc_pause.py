@@ -125,7 +125,7 @@ def test_a_cycle_made_during_a_pause_is_still_collected():
     import weakref
 
     class Node:
-        pass
+        """An object that refers to itself."""
 
     with gc_paused():
         node = Node()
