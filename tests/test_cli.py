@@ -389,6 +389,18 @@ def test_importing_twice_stores_nothing_twice(db, tmp_path):
         assert after[key] == stats[key], key
 
 
+def test_an_import_run_in_process_leaves_nothing_frozen(db, tmp_path):
+    """The import freezes what is loaded for the length of the command only."""
+    import gc
+
+    path, _ = db
+    dump = tmp_path / "chat.jsonl"
+    dump.write_text(run("--store", path, "export", SESSION).stdout)
+    gc.unfreeze()
+    assert run("--store", str(tmp_path / "fresh.db"), "import", str(dump)).exit_code == 0
+    assert gc.get_freeze_count() == 0
+
+
 def test_import_into_another_session_of_the_same_store(db, tmp_path):
     path, _ = db
     dump = tmp_path / "chat.jsonl"

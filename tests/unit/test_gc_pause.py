@@ -109,7 +109,7 @@ def test_get_history_leaves_a_disabled_collector_disabled():
 
 
 def test_what_a_read_built_joins_the_oldest_generation_unscanned():
-    gc.unfreeze()  # what an earlier test froze (the CLI's import freezes what it loaded) would skip the move
+    gc.unfreeze()  # anything left frozen by an earlier test would make the read skip the move
     session = Session().for_session("s")
     n = PAUSE_FROM_ROWS
     session.append_messages([{"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": "x"}]}

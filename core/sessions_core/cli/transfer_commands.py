@@ -125,14 +125,19 @@ def cmd_import(handle: StoreHandle, source: str, into: str | None, dry_run: bool
         if os.path.isdir(path):
             raise BadInput(f"{source} is a directory")
     # What is loaded by now lives as long as the command: collections need not walk it again
-    # (a tenth of a large import's time otherwise).
-    gc.freeze()
+    # (a tenth of a large import's time otherwise). Released after it, for a caller that runs
+    # the command in its own process; a host's own freeze is left as it was.
+    freezes = gc.get_freeze_count() == 0
+    if freezes:
+        gc.freeze()
     try:
         with progress_bar(counting_bytes=True) as progress:
             report = _import(handle, path, progress, into, dry_run)
     except InvalidRecordError as error:
         raise BadInput(f"{name} line {error.line}: {error.reason}") from None
     finally:
+        if freezes:
+            gc.unfreeze()
         if spooled is not None:
             os.unlink(spooled)
     if report.records == 0:
