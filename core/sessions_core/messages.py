@@ -201,12 +201,17 @@ class SessionMessage(BaseModel):
 MessageInput = SessionMessage | Mapping[str, Any]
 
 
+def _is_member(piece: Any) -> bool:
+    """Whether an error location's piece names a member of the part union."""
+    return isinstance(piece, str) and piece.startswith("tagged-union[")
+
+
 def _field_path(loc: tuple[Any, ...]) -> list[str]:
     """The error location without the union member and the tag pydantic put after a part's index."""
     path: list[str] = []
     after_part = False
     for piece in loc:
-        if isinstance(piece, str) and piece.startswith("tagged-union["):
+        if _is_member(piece):
             continue
         if not (after_part and piece in _UNION_TAGS):
             path.append(str(piece))
@@ -237,7 +242,7 @@ _NOT_MY_TAG = frozenset({"union_tag_invalid", "union_tag_not_found"})
 def _member(loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], str | None]:
     """The location of the part and the union member an error comes from (``None``: no union)."""
     for i, piece in enumerate(loc):
-        if isinstance(piece, str) and piece.startswith("tagged-union["):
+        if _is_member(piece):
             return loc[:i], piece
     return loc, None
 
