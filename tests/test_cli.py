@@ -230,6 +230,10 @@ def test_search(db):
     assert only.exit_code == 0 and only.stdout.splitlines()[-1] == "1 match"
     none = run("--store", path, "search", "zanzibar")
     assert none.exit_code == 0 and none.stdout.strip() == "No matches."
+    some = run("--store", path, "search", "what about lisbon and zanzibar?")
+    assert some.exit_code == 0 and some.stdout.splitlines()[-1] == "3 matches"
+    strict = run("--store", path, "search", "what about lisbon and zanzibar?", "--match", "all")
+    assert strict.exit_code == 0 and strict.stdout.strip() == "No matches."
 
 
 def test_blocks(db):

@@ -56,15 +56,30 @@ def both():
             session.store.close()
 
 
-def test_the_same_query_finds_the_same_messages_on_both(both):
+@pytest.mark.parametrize("match", ["all", "any"])
+def test_the_same_query_finds_the_same_messages_on_both(both, match):
     texts, (sqlite, postgres) = both
     compared = 0
     for query in _queries(texts, 11):
-        on_sqlite = {hit.id for hit in sqlite.search(query, limit=1000)}
-        on_postgres = {hit.id for hit in postgres.search(query, limit=1000)}
+        on_sqlite = {hit.id for hit in sqlite.search(query, limit=1000, match=match)}
+        on_postgres = {hit.id for hit in postgres.search(query, limit=1000, match=match)}
         assert on_sqlite == on_postgres, query
         compared += bool(on_sqlite)
     assert compared > 50  # most queries find something: the comparison is not of empty sets
+
+
+def test_ranked_search_orders_the_same_on_both(both):
+    """One ranking function over the same postings and terms: the same order, ties to the newer."""
+    texts, (sqlite, postgres) = both
+    rng = random.Random(5)
+    compared = 0
+    for text in rng.sample(texts, 80):
+        words = text.split()
+        query = " ".join(rng.sample(words, min(len(words), rng.randint(1, 4)))) + " what did the"
+        on_sqlite = [hit.id for hit in sqlite.search(query, limit=10)]
+        assert on_sqlite == [hit.id for hit in postgres.search(query, limit=10)], query
+        compared += len(on_sqlite) > 1
+    assert compared > 40
 
 
 QUERIES = st.one_of(

@@ -9,6 +9,7 @@ from .errors import (
     InvalidTextError,
     MessageTooLargeError,
     MessageValidationError,
+    RecallError,
     SessionNotFoundError,
     SessionsError,
     StoreError,
@@ -26,7 +27,7 @@ from .messages import (
     UnknownPart,
     parse_message,
 )
-from .models import AppendResult, Compaction, RecentHistory, SearchResult, SessionEvent
+from .models import AppendResult, Compaction, RecentHistory, SearchResult, SearchResults, SessionEvent
 from .providers import StoreContext, StoreSearchContext
 from .recall import VectorHit, VectorIndex
 from .semantic import DrainReport, SemanticRecall
@@ -68,8 +69,10 @@ __all__ = [
     "Part",
     "PostgresStore",
     "ReasoningPart",
+    "RecallError",
     "RecentHistory",
     "SearchResult",
+    "SearchResults",
     "SemanticRecall",
     "Session",
     "SessionEvent",

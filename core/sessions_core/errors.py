@@ -45,3 +45,9 @@ class ContextError(SessionsError):
 class InvalidTextError(SessionsError, ValueError):
     """A string is not valid Unicode text: it holds a lone surrogate (``"\\ud800"``, as
     ``json.loads`` of broken input makes), which no store can hold. Nothing was stored."""
+
+
+class RecallError(SessionsError):
+    """Semantic recall's vector index failed to search; the message names the index's error
+    (its type and message), which is the ``__cause__``. ``mode="hybrid"`` never raises it: it
+    falls back to the full-text ranking (``SearchResults.text_only``)."""

@@ -206,19 +206,27 @@ def parse_query(query: str) -> tuple[Unit, ...]:
     """What ``query`` matches: every unit (one per word, identifier or CJK run, in order, without
     repeats), each by any of its alternatives; empty when nothing in it is searchable. Search
     syntax is not interpreted: quotes, ``*``, ``AND``, ``-`` are text like any other."""
+    return tuple(unit for unit, _word in query_units(query))
+
+
+def query_units(query: str) -> tuple[tuple[Unit, str], ...]:
+    """:func:`parse_query`'s units, each with the word it was made from, folded (an
+    identifier's parts joined, a CJK run as it is): what tells a stop word."""
     if not isinstance(query, str):
         return ()
-    units: dict[Unit, None] = {}
+    units: dict[Unit, str] = {}
     budget = MAX_QUERY_TERMS
     for token in _tokens(query):
         analysed = _token(token)
         if not analysed.terms and not analysed.cjk:
             continue
+        word = analysed.word
         if analysed.cjk:
             single = len(token) == 1
             unit: Unit = (Alternative((token,), True, False),) if single else (Alternative(analysed.terms),)
         elif analysed.whole is not None:
             unit = (Alternative((analysed.whole,)), Alternative(analysed.terms, exact=False))
+            word = analysed.whole
         else:
             unit = (Alternative(analysed.terms),)
             if len(analysed.word) >= PREFIX_MIN_CHARS:
@@ -227,9 +235,9 @@ def parse_query(query: str) -> tuple[Unit, ...]:
         if size > budget:
             break
         if unit not in units:
-            units[unit] = None
+            units[unit] = word
             budget -= size
-    return tuple(units)
+    return tuple(units.items())
 
 
 def exact_units(units: tuple[Unit, ...]) -> tuple[Unit, ...]:
@@ -277,3 +285,17 @@ def tsquery_literal(units: tuple[Unit, ...]) -> str | None:
 def tsvector_literal(text: str) -> str:
     """A PostgreSQL ``tsvector`` literal of ``text``'s terms at their positions (``::tsvector``)."""
     return " ".join(f"{_lexeme(term)}:{position}" for position, term in enumerate(index_terms(text), 1))
+
+
+_LEXEME = re.compile(r"'((?:[^']|'')*)':([0-9,]+)")
+
+
+def tsvector_terms(literal: str) -> list[str]:
+    """The terms of a ``tsvector``'s text (as :func:`tsvector_literal` wrote it) in position order:
+    what :func:`index_terms` gave, but for a term's positions past the 256 a ``tsvector`` keeps."""
+    placed: list[tuple[int, str]] = []
+    for lexeme, positions in _LEXEME.findall(literal):
+        term = lexeme.replace("''", "'").replace("\\\\", "\\")
+        placed += [(int(position), term) for position in positions.split(",")]
+    placed.sort()
+    return [term for _position, term in placed]

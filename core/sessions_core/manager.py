@@ -17,13 +17,13 @@ from .compaction import CompactResult
 from .feed import ChangeFeed
 from .messages import MessageInput, SessionMessage, TextPart, parse_message
 from .models import Compaction, SearchResult, SessionEvent
-from .searching import Scope, search_messages
+from .searching import Scope, search_messages, tool_hits
 from .semantic import RecallOwner, SemanticRecall
 from .session import Session
 from .store_owner import StoreOwner
 from .stores.base import LATEST, SessionChanges, SessionRow, _Latest
 from .text import check_text
-from .tools import Tool, session_search_tool
+from .tools import Tool, ToolHit, format_hits, session_search_tool
 
 SPLIT_PREFIX = "[Context from previous session]\n\n"
 
@@ -76,10 +76,8 @@ class _SearchableHistory:
         return f"{count} session{'' if count == 1 else 's'} available for search."
 
     def search(self, query: str) -> str | None:
-        hits = self._manager.search(query, limit=10, mode="text" if self._manager.recall is None else "hybrid")
-        if not hits:
-            return None
-        return "\n---\n".join(f"[{hit.role}] {hit.content}" for hit in hits)
+        hits = self._manager._tool_search(query)
+        return format_hits(hits) if hits else None
 
 
 class SessionManager(RecallOwner, StoreOwner):
@@ -169,12 +167,15 @@ class SessionManager(RecallOwner, StoreOwner):
     def with_semantic_recall(self, index: Any, **options: Any) -> SessionManager:
         """Semantic recall for every session (``Session.with_semantic_recall``), over one index
         shared by all: each vector is tagged with its session, and a search sees only this
-        manager's sessions. ``search`` and ``session_search`` then find by meaning too."""
+        manager's sessions. ``search`` and ``session_search`` then find by meaning too. The
+        sessions registered before are queued too, on the next drain."""
         recall = index if isinstance(index, SemanticRecall) else SemanticRecall(index, **options)
         if options and recall is index:
             raise TypeError("options configure a new SemanticRecall; pass them when creating the shared one")
         self._recall = recall.attach(self.store)
-        return self._configure(lambda s: s.with_semantic_recall(recall))
+        self._configure(lambda s: s.with_semantic_recall(recall))
+        recall.turn_on(self)
+        return self
 
     def with_searchable_history(self, label: str) -> SessionManager:
         """Give every session a read-only searchable block over all of this manager's sessions."""
@@ -385,18 +386,22 @@ class SessionManager(RecallOwner, StoreOwner):
     # -- search and tools ------------------------------------------------------------------
 
     @io
-    def search(self, query: str, *, limit: int = 20, mode: str = "text") -> list[SearchResult]:
+    def search(self, query: str, *, limit: int = 20, mode: str = "text", match: str = "any"
+               ) -> list[SearchResult]:
         """Messages of every session of this manager matching ``query``, best first, each once
         and naming its session: ``mode`` as in ``Session.search`` (``"semantic"`` and
         ``"hybrid"`` with ``with_semantic_recall``)."""
         scope = Scope(namespace=self.namespace, shown=self._registry_id, storage=self.storage_id)
-        return search_messages(self.store, self._recall, query, limit, mode, scope)
+        return search_messages(self.store, self._recall, query, limit, mode, scope, match)
 
     def _registry_id(self, storage_id: str) -> str:
         """The session id a storage id was made from (the inverse of ``storage_id``)."""
         if self.namespace:
             return storage_id[len(self.namespace) + 1:]
         return storage_id[1:] if storage_id.startswith(":") else storage_id
+
+    def _recall_sessions(self) -> list[str]:
+        return [row.storage_id for row in self.store.list_session_rows(self.namespace)]
 
     @io
     def rebuild_recall(self) -> int:
@@ -413,9 +418,21 @@ class SessionManager(RecallOwner, StoreOwner):
     def tools(self) -> list[Tool]:
         """``[session_search]``: search past conversations across every session (by words and
         meaning, with semantic recall)."""
-        if self._recall is None:
-            return [session_search_tool(lambda query: self.search(query, limit=10))]
-        return [session_search_tool(lambda query: self.search(query, limit=10, mode="hybrid"))]
+        return [session_search_tool(self._tool_search)]
+
+    def _tool_search(self, query: str, *, limit: int = 10) -> list[ToolHit]:
+        """What ``session_search`` shows for ``query`` (``tools.format_hits``): the best ``limit``
+        messages (by words, and by meaning with semantic recall), each with its session's name
+        and the turn that completes it."""
+        results = self.search(query, limit=limit, mode="text" if self._recall is None else "hybrid")
+        scope = Scope(namespace=self.namespace, shown=self._registry_id, storage=self.storage_id)
+        return tool_hits(self.store, results, scope, self._session_label)
+
+    def _session_label(self, session_id: str) -> str:
+        row = self.store.get_session_row(self.namespace, session_id)
+        if row is None or not row.name or row.name == session_id:
+            return f"session {session_id}"
+        return f'session "{row.name}"'
 
     @io
     def session_tools(self, session_id: str) -> list[Tool]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, NamedTuple
@@ -37,6 +38,18 @@ class SearchResult(NamedTuple):
     session_id: str = ""
     compacted: bool = False
     """The message is hidden behind a compaction overlay's summary (it is kept, and found)."""
+
+
+class SearchResults(list[SearchResult]):
+    """The results of ``search``: a list of :class:`SearchResult`, best first, saying how it
+    was ranked. ``text_only``: by words alone (``mode="text"``, or ``"hybrid"`` whose vector
+    index failed: ``recall_error`` then names the index's error)."""
+
+    def __init__(self, results: Iterable[SearchResult] = (), *, text_only: bool = False,
+                 recall_error: str | None = None) -> None:
+        super().__init__(results)
+        self.text_only = text_only
+        self.recall_error = recall_error
 
 
 @dataclass(frozen=True, slots=True)

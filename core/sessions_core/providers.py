@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ._time import from_us
 from .provenance import write_source
 from .searching import search_entries
 from .semantic import SemanticRecall
@@ -108,7 +109,7 @@ class StoreSearchContext(_StoreBound):
         hits = search_entries(store, self.recall, session_id, label, query, self.result_limit)
         if not hits:
             return None
-        return "\n\n".join(f"[{key}]\n{content}" for key, content in hits)
+        return "\n\n".join(f"[{key}]{_written(store, session_id, label, key)}\n{content}" for key, content in hits)
 
     def set(self, key: str, content: str) -> None:
         if self.recall is not None:
@@ -142,3 +143,10 @@ def bind_provider(
     if isinstance(provider, _StoreBound):
         return provider.bind(store, session_id, label, keep_versions, recall)
     return provider
+
+
+def _written(store: Store, session_id: str, label: str, key: str) -> str:
+    """`` (2023-05-08 13:56 UTC)``: when an entry was last written, as ``search_context`` shows
+    it (nothing for a store that keeps no versions)."""
+    versions = store.block_versions(session_id, label, key, limit=1)
+    return f" ({from_us(versions[0].created_at_us).strftime('%Y-%m-%d %H:%M')} UTC)" if versions else ""

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import weakref
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,9 +23,9 @@ from typing import Any
 
 from ._async import AsyncTwins, caller_loop, io, resolve
 from ._time import now_us
-from .errors import SessionsError
+from .errors import RecallError, SessionsError
 from .messages import COMPACTION_ID_PREFIX, message_from_storage, recall_text
-from .recall import ENTRY, MESSAGE, SESSION, VectorIndex, chunk_text, digest, split_entry_ref, vector_id
+from .recall import ENTRY, MESSAGE, SESSION, VectorHit, VectorIndex, chunk_text, digest, split_entry_ref, vector_id
 from .stores.base import OutboxRow, RecallBacklog, RecallSource, RecallStore, Store, VectorRow, recall_store
 
 logger = logging.getLogger("sessions_core.semantic")
@@ -142,6 +143,7 @@ class SemanticRecall:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._store: RecallStore | None = None
         self._enabled: set[str] = set()
+        self._turned_on: weakref.WeakSet[RecallOwner] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._draining = threading.Lock()
         self._wake = threading.Event()
@@ -177,6 +179,34 @@ class SemanticRecall:
             self.notify()
         self._enabled.add(session_id)
 
+    def turn_on(self, owner: RecallOwner) -> None:
+        """``owner`` (a ``Session`` or ``SessionManager``) turned recall on: its sessions (those
+        it names when the outbox is next read) are enabled before the next :meth:`drain`, so
+        the history they stored before gets indexed without waiting for a write; the
+        background sender starts now to do it."""
+        with self._lock:
+            self._turned_on.add(owner)
+        self.notify()
+
+    def _enable_turned_on(self) -> None:
+        """Enable the sessions of the owners that turned recall on since the last call."""
+        with self._lock:
+            owners = list(self._turned_on)
+            self._turned_on.clear()
+        if not owners:
+            return
+        try:
+            named = dict.fromkeys(session_id for owner in owners for session_id in owner._recall_sessions())
+            wanted = [session_id for session_id in named if session_id not in self._enabled]
+            if wanted:
+                self.store.recall_enable(wanted)
+                self._enabled.update(wanted)
+        except BaseException:
+            with self._lock:  # the store failed: try again on the next drain
+                for owner in owners:
+                    self._turned_on.add(owner)
+            raise
+
     def forget(self, session_id: str) -> None:
         """The session was deleted (its registration with it): enable it again on its next write."""
         self._enabled.discard(session_id)
@@ -204,6 +234,7 @@ class SemanticRecall:
 
     def backlog(self) -> RecallBacklog:
         """The outbox's size: changes waiting, those that failed at least once, the last error."""
+        self._enable_turned_on()
         return self.store.recall_backlog()
 
     def drain(self, *, max_changes: int | None = None) -> DrainReport:
@@ -211,6 +242,7 @@ class SemanticRecall:
         ``max_changes`` were taken); a batch the index fails is kept and retried later. Waits
         for a drain running in another thread of this process first."""
         report = DrainReport()
+        self._enable_turned_on()
         with self._draining:
             while max_changes is None or report.changes + report.failed < max_changes:
                 limit = self.batch_size if max_changes is None else min(self.batch_size, max_changes - report.changes)
@@ -396,7 +428,8 @@ class SemanticRecall:
     ) -> list[RecallHit]:
         """The messages (or a searchable block's entries) closest to ``query`` in meaning,
         best first, each once: of ``session_ids`` (storage ids), or of the sessions registered
-        in ``namespace`` (then named by their registry ids)."""
+        in ``namespace`` (then named by their registry ids). An index that fails raises
+        :class:`~sessions_core.errors.RecallError` naming its error."""
         if limit <= 0 or not query.strip():
             return []
         where: dict[str, Any] = {"kind": kind}
@@ -408,11 +441,16 @@ class SemanticRecall:
         if label is not None:
             where["label"] = label
         self._remember_loop()
-        with self._index_lock:
-            hits = self._call_index("search", query, _nearest(limit), where)
+        try:
+            with self._index_lock:
+                found = self._call_index("search", query, _nearest(limit), where)
+            hits = [VectorHit(str(hit.id), float(hit.score)) for hit in found]
+        except Exception as error:  # the index's failure (or a malformed answer), whatever its type
+            raise RecallError(f"semantic recall: the vector index failed to search: "
+                              f"{type(error).__name__}: {error}") from error
         return self._resolve(hits, limit, session_ids, namespace, kind, label)
 
-    def _resolve(self, hits: Sequence[Any], limit: int, session_ids: Sequence[str] | None, namespace: str | None,
+    def _resolve(self, hits: Sequence[VectorHit], limit: int, session_ids: Sequence[str] | None, namespace: str | None,
                  kind: str, label: str | None) -> list[RecallHit]:
         """Hits (best first) the store confirms as vectors of the allowed sessions, each
         reference once at its best chunk's place."""
@@ -450,6 +488,11 @@ class RecallOwner(AsyncTwins):
     def recall_backlog(self) -> RecallBacklog:
         """The outbox's size: changes waiting, those failing, the last error."""
         return self._require_recall().backlog()
+
+    def _recall_sessions(self) -> list[str]:
+        """The storage ids of the sessions recall serves for this owner (read when
+        :meth:`SemanticRecall.turn_on` enables them)."""
+        return []
 
     def _require_recall(self) -> SemanticRecall:
         if self._recall is None:

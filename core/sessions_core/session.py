@@ -86,6 +86,8 @@ class Session(RecallOwner, StoreOwner):
         self.session_id = check_text(session_id, "session_id")
         self._blocks.reset()
         self._compaction.forget()
+        if self._recall is not None:
+            self._recall.turn_on(self)
         return self
 
     def with_context(
@@ -119,12 +121,15 @@ class Session(RecallOwner, StoreOwner):
         ``options`` go to ``SemanticRecall``. Each write queues what it changes in the store's
         outbox, in the same transaction, and a background sender brings the index in line after
         the commit, so a slow or failing index never fails or delays a write. ``search``
-        gains ``mode="semantic"`` and ``"hybrid"``, which the search tools then use."""
+        gains ``mode="semantic"`` and ``"hybrid"``, which the search tools then use. What the
+        session stored before is queued too, on the next drain (the background sender's, started
+        now, or ``drain_recall``'s), with no need for another write first."""
         recall = index if isinstance(index, SemanticRecall) else SemanticRecall(index, **options)
         if options and recall is index:
             raise TypeError("options configure a new SemanticRecall; pass them when creating the shared one")
         self._recall = recall.attach(self.store)
         self._blocks.reset()
+        recall.turn_on(self)
         return self
 
     def on_compaction(self, fn: Callable[..., Any], *, timeout: float | None = None) -> Session:
@@ -299,6 +304,9 @@ class Session(RecallOwner, StoreOwner):
             blocks.refresh_system_prompt()
         self._feed.publish(SessionEvent("clear", self.session_id))
 
+    def _recall_sessions(self) -> list[str]:
+        return [self.session_id]
+
     def _recall_before_write(self) -> None:
         """With recall on, make sure the store queues this session's changes (once)."""
         if self._recall is not None:
@@ -392,15 +400,19 @@ class Session(RecallOwner, StoreOwner):
         return reads.recent_history(self.store, self.session_id, max_bytes, leaf_id, min_recent_messages)
 
     @io
-    def search(self, query: str, *, limit: int = 20, mode: str = "text") -> list[SearchResult]:
+    def search(self, query: str, *, limit: int = 20, mode: str = "text", match: str = "any"
+               ) -> list[SearchResult]:
         """Messages of this session (every branch) matching ``query``, best first, each once.
 
-        ``mode="text"``: containing every word of ``query``, stemmed (a query with no
-        searchable word gives ``[]``); with ``with_semantic_recall``, ``"semantic"``: closest in
-        meaning, and ``"hybrid"``: both rankings fused by reciprocal rank. A message an overlay
-        hides is found too, with ``compacted=True``."""
+        ``mode="text"``: by words. ``match="any"`` (the default) finds messages containing any
+        meaningful word of ``query`` (stop words of its language weigh nothing), those with
+        every word first, each group by BM25; ``match="all"`` only those containing every word.
+        Words are stemmed; a query with no searchable word gives ``[]``. With
+        ``with_semantic_recall``, ``"semantic"``: closest in meaning, and ``"hybrid"``: both
+        rankings fused by reciprocal rank. A message an overlay hides is found too, with
+        ``compacted=True``."""
         scope = Scope(session_ids=[self.session_id])
-        return search_messages(self.store, self._recall, query, limit, mode, scope)
+        return search_messages(self.store, self._recall, query, limit, mode, scope, match)
 
     @io
     def rebuild_recall(self) -> int:

@@ -10,7 +10,8 @@ import copy
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 from ._async import call, run_in_thread
 from .context import ContextBlock, ContextBlocks, context_entry_key, usage_percent
@@ -397,14 +398,69 @@ def _search_context(blocks: ContextBlocks, search_labels: list[str]) -> Tool:
     return Tool("search_context", description, schema, run, frozenset({"label"}))
 
 
+HIT_CHARS = 4_000
+"""Characters of a hit a search tool shows at most."""
+CONTEXT_CHARS = 400
+"""Characters of the turn beside a hit a search tool shows at most."""
+
+
+class HitTurn(NamedTuple):
+    """The turn beside a hit that helps answer from it: ``relation`` is ``"reply"`` (the hit
+    asked, this answered) or ``"asked"`` (this asked, the hit answered)."""
+
+    relation: str
+    role: str
+    text: str
+
+
+class ToolHit(NamedTuple):
+    """A search hit as a tool shows it: when, where (the session's name or id), who, what."""
+
+    created_at: datetime
+    session: str
+    role: str
+    content: str
+    turn: HitTurn | None = None
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters (the cut marked with "…")."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def format_hits(hits: Sequence[ToolHit]) -> str:
+    """The text of ``session_search`` (and of the searchable history block): one entry per hit,
+    best first, separated by a line ``---``::
+
+        [2023-05-08 13:56 UTC | session "Trip planning" | user] When does the car lease start?
+          reply (assistant): It starts on the first of March.
+
+    The header says when the message was written, in which session and by whom; the indented
+    line is the turn that completes it, when there is one (a question's reply, a reply's
+    question), at most ``CONTEXT_CHARS`` characters; a hit shows at most ``HIT_CHARS``."""
+    entries = []
+    for hit in hits:
+        header = f"[{hit.created_at.strftime('%Y-%m-%d %H:%M')} UTC | {hit.session} | {hit.role}]"
+        entry = f"{header} {shorten(hit.content, HIT_CHARS)}"
+        if hit.turn is not None:
+            entry += f"\n  {hit.turn.relation} ({hit.turn.role}): {hit.turn.text}"
+        entries.append(entry)
+    return "\n---\n".join(entries)
+
+
 def session_search_tool(search: Callable[[str], Any]) -> Tool:
-    """``session_search`` over ``search(query) -> [result with .role and .content]`` (plain or
-    async; the caller applies the limit, 10 in the reference)."""
+    """``session_search`` over ``search(query) -> [ToolHit]`` (or a formatted string, or
+    results with ``.role`` and ``.content``), plain or async; the caller applies the limit, 10
+    in the reference."""
 
     def run(args: dict[str, Any]) -> str:
         results = call(search, args["query"])
         if not results:
             return "No results found."
+        if isinstance(results, str):
+            return results
+        if all(isinstance(r, ToolHit) for r in results):
+            return format_hits(results)
         return "\n---\n".join(f"[{r.role}] {r.content}" for r in results)
 
     schema = {

@@ -18,6 +18,7 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from langchain_sessions import SessionMemoryMiddleware, SessionToolkit, SynonymEmbeddings, VectorStoreRecall
 from langchain_sessions.recall import chroma_filter, default_filter, dict_filter, python_filter, qdrant_filter
 from sessions_core import Session, SessionManager, StoreSearchContext, VectorHit
+from sessions_core.testing.builders import plain_hits
 from sessions_core.testing.recall import INDEX_METAS, INDEX_TEXTS, MIN_SCORE, PARAPHRASE
 from sessions_core.testing.recall import index_metadata as meta
 
@@ -56,7 +57,7 @@ def check_the_recalled_run(manager: SessionManager, model: ScriptedChatModel, ou
     found = out["messages"][2]
     assert isinstance(found, ToolMessage) and found.name == "session_search" and found.tool_call_id == "search_1"
     assert found.status == "success"
-    assert found.content == f"[assistant] {LEASE}"  # the earlier turn, and none of the unrelated ones
+    assert plain_hits(found.content) == [f"[assistant] {LEASE}"]  # the earlier turn, and none of the unrelated ones
     # The new session loaded nothing of the earlier one: the turn came through the tool only.
     assert [m.text for m in model.calls[2] if m.type != "system"] == [NEW_QUESTION]
     assert out["messages"][-1].content == "Three years, as agreed."
@@ -112,15 +113,16 @@ def test_a_manager_toolkits_session_search_is_hybrid_with_recall():
         tools = {t.name: t for t in SessionToolkit(manager).get_tools()}
         search = tools["session_search"]
         found = search.invoke({"query": PARAPHRASE}, thread("now"))
-        assert found == f"[assistant] {LEASE}"
+        assert plain_hits(found) == [f"[assistant] {LEASE}"]
         # A word hit and a meaning hit, both on top (and the unrelated turn left out).
         manager.append(past, {"id": "p3", "role": "user", "parts": [{"type": "text", "text": "The car is blue"}]})
         manager.drain_recall()
         both = asyncio.run(search.ainvoke({"query": "car"}, thread("now")))
-        assert sorted(both.split("\n---\n")) == ["[assistant] " + LEASE, "[user] The car is blue"]
+        assert sorted(plain_hits(both)) == ["[assistant] " + LEASE, "[user] The car is blue"]
         plain = {t.name: t for t in SessionToolkit(SessionManager(manager.store)).get_tools()}
-        assert plain["session_search"].invoke({"query": PARAPHRASE}, thread("now")) == "No results found."
-        assert plain["session_search"].invoke({"query": "car"}, thread("now")) == "[user] The car is blue"
+        by_words = plain["session_search"].invoke({"query": PARAPHRASE}, thread("now"))
+        assert plain_hits(by_words) == ["[user] The car is blue"]
+        assert plain_hits(plain["session_search"].invoke({"query": "car"}, thread("now"))) == ["[user] The car is blue"]
 
 
 def test_a_toolkits_search_context_finds_entries_by_meaning():

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from langchain_sessions import SessionToolkit
 from sessions_core import Session, SessionManager, StoreSearchContext
+from sessions_core.testing.builders import plain_hits
 
 from .helpers import ScriptedChatModel, call
 
@@ -113,7 +114,7 @@ def test_a_manager_toolkit_finds_the_session_per_call():
     assert manager.get_session("s2").get_context_block("memory").content == "by id"
     manager.append("t1", {"id": "m1", "role": "user", "parts": [{"type": "text", "text": "the blue teapot"}]})
     found = tools["session_search"].invoke({"query": "teapot"}, {"configurable": {"thread_id": "t9"}})
-    assert found == "[user] the blue teapot"
+    assert plain_hits(found) == ["[user] the blue teapot"]
 
     missing = tools["set_context"].invoke(
         {"type": "tool_call", "id": "c", "name": "set_context", "args": {"label": "memory", "content": "x"}}

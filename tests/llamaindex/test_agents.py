@@ -124,7 +124,7 @@ def test_chat_history_passed_every_run_is_not_stored_twice(session):
     assert texts == ["earlier question", "earlier answer", "one", "first answer", "two", "second answer",
                      "three", "third answer"]
     assert session.get_path_length() == 8
-    assert len(session.search("earlier question")) == 1
+    assert len(session.search("earlier question", match="all")) == 1
 
 
 def test_context_reuse_and_serialisation_keep_history(db):

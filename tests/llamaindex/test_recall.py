@@ -20,6 +20,7 @@ from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter,
 from llamaindex_sessions import SessionMemory, SessionToolSpec, SynonymEmbedding, VectorStoreRecall
 from llamaindex_sessions.recall import metadata_filters
 from sessions_core import Session, SessionManager, StoreSearchContext
+from sessions_core.testing.builders import plain_hits
 from sessions_core.testing.recall import INDEX_METAS, INDEX_TEXTS, MIN_SCORE, PARAPHRASE, hit_ids
 from sessions_core.testing.recall import index_metadata as meta
 
@@ -75,12 +76,12 @@ def check_the_recalled_run(manager: SessionManager, llm: ScriptedLLM, answer: An
     assert (result.tool_name, result.tool_id, result.tool_kwargs) == ("session_search", "search_1",
                                                                        {"query": PARAPHRASE})
     assert not result.tool_output.is_error
-    assert result.tool_output.content == f"[assistant] {LEASE}"  # the earlier turn, none of the unrelated
+    assert plain_hits(result.tool_output.content) == [f"[assistant] {LEASE}"]  # the earlier turn, none of the unrelated
     # The model got it as the tool message, in a session that loaded nothing of the earlier one.
     first, second = llm.calls[2:]
     assert [m.content for m in first.messages if m.role != MessageRole.SYSTEM] == [NEW_QUESTION]
     assert "session_search" in first.tools
-    assert [m.content for m in second.messages if m.role == MessageRole.TOOL] == [f"[assistant] {LEASE}"]
+    assert [plain_hits(m.content) for m in second.messages if m.role == MessageRole.TOOL] == [[f"[assistant] {LEASE}"]]
     assert [m.role for m in manager.get_history("friday")] == ["user", "assistant", "tool", "assistant"]
     # Word search alone finds nothing: the paraphrase shares no word with the turn.
     assert manager.search(PARAPHRASE, mode="text") == []
@@ -130,16 +131,17 @@ def test_the_tool_specs_session_search_is_hybrid_with_recall():
         manager.append(past, {"id": "p2", "role": "user", "parts": [{"type": "text", "text": "The garden needs soil"}]})
         manager.drain_recall()
         [tool] = SessionToolSpec(manager).to_tool_list()
-        assert tool.call(query=PARAPHRASE).content == f"[assistant] {LEASE}"
-        assert asyncio.run(SessionToolSpec(manager).asession_search(query=PARAPHRASE)) == f"[assistant] {LEASE}"
+        assert plain_hits(tool.call(query=PARAPHRASE).content) == [f"[assistant] {LEASE}"]
+        found = asyncio.run(SessionToolSpec(manager).asession_search(query=PARAPHRASE))
+        assert plain_hits(found) == [f"[assistant] {LEASE}"]
         # A word hit and a meaning hit, both on top (and the unrelated turn left out).
         manager.append(past, {"id": "p3", "role": "user", "parts": [{"type": "text", "text": "The car is blue"}]})
         manager.drain_recall()
         both = asyncio.run(tool.acall(query="car")).content
-        assert sorted(both.split("\n---\n")) == ["[assistant] " + LEASE, "[user] The car is blue"]
+        assert sorted(plain_hits(both)) == ["[assistant] " + LEASE, "[user] The car is blue"]
         plain = SessionToolSpec(SessionManager(manager.store))
-        assert plain.session_search(query=PARAPHRASE) == "No results found."
-        assert plain.session_search(query="car") == "[user] The car is blue"
+        assert plain_hits(plain.session_search(query=PARAPHRASE)) == ["[user] The car is blue"]  # by words
+        assert plain_hits(plain.session_search(query="car")) == ["[user] The car is blue"]
 
 
 def test_the_tool_specs_search_context_finds_entries_by_meaning():

@@ -83,12 +83,12 @@ def test_search_ranks_only_the_most_recent_candidates(monkeypatch):
     for i in range(12):
         text = "needle " * (3 if i == 0 else 1) + "hay " * (i % 3)
         session.append_message({"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": text}]})
-    hits = [hit.id for hit in session.search("needle", limit=20)]
+    hits = [hit.id for hit in session.search("needle", limit=20, match="all")]
     assert sorted(hits) == sorted(f"m{i}" for i in range(7, 12))  # the five newest matches
     assert "m0" not in hits  # the best-scoring but oldest match is outside the window
     other = Session(session.store).for_session("t")
     other.append_message({"id": "x", "role": "user", "parts": [{"type": "text", "text": "needle"}]})
-    assert [hit.id for hit in other.search("needle")] == ["x"]  # the window is per session
+    assert [hit.id for hit in other.search("needle", match="all")] == ["x"]  # the window is per session
 
 
 def test_a_large_append_is_not_copied_into_a_temporary_table(tmp_path):

@@ -98,15 +98,19 @@ def build_cli() -> click.Group:
     @click.argument("query")
     @click.option("--session", "sessions", multiple=True, metavar="SESSION", help="Only this session (repeatable).")
     @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+    @click.option("--match", type=click.Choice(["any", "all"]), default="any", show_default=True,
+                  help="any: messages with every word first, then those with some; all: every word only.")
     @width_option
     @click.pass_obj
-    def search_command(handle: StoreHandle, query: str, sessions: tuple[str, ...], limit: int, width: int) -> None:
-        """Find messages containing every word of QUERY, best first.
+    def search_command(handle: StoreHandle, query: str, sessions: tuple[str, ...], limit: int, match: str,
+                       width: int) -> None:
+        """Find the messages that best match QUERY, best first.
 
-        Words match their family (deploy: deploying, deployment) and as a prefix; identifiers
-        by their parts (UserById in getUserById); Chinese, Japanese and Korean by any word or
-        phrase."""
-        cmd_search(handle, query, sessions, limit, width)
+        Messages with every word of QUERY come first, then those with some, by BM25 (stop words
+        such as "what" or "the" weigh nothing). Words match their family (deploy: deploying,
+        deployment) and as a prefix; identifiers by their parts (UserById in getUserById);
+        Chinese, Japanese and Korean by any word or phrase."""
+        cmd_search(handle, query, sessions, limit, width, match)
 
     @cli.command("export")
     @click.argument("session")

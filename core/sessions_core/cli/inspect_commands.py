@@ -236,11 +236,12 @@ def cmd_show(handle: StoreHandle, session_id: str, width: int, page: int = 1, li
 # -- search --------------------------------------------------------------------------------------
 
 
-def cmd_search(handle: StoreHandle, query: str, sessions: tuple[str, ...], limit: int, width: int) -> None:
+def cmd_search(handle: StoreHandle, query: str, sessions: tuple[str, ...], limit: int, width: int,
+               match: str = "any") -> None:
     store = handle.open(read_only=True)
     for session_id in sessions:
         summary_of(store, session_id)
-    rows = store.search_messages(list(sessions) if sessions else None, query, limit)
+    rows = store.search_messages(list(sessions) if sessions else None, query, limit, match)
     out = console()
     if not rows:
         out.print("No matches.")

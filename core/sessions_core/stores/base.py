@@ -509,8 +509,10 @@ class Store(ABC):
         """How many entries a searchable block holds."""
 
     @abstractmethod
-    def search_entries(self, session_id: str, label: str, query: str, limit: int) -> list[tuple[str, str]]:
-        """``(key, content)`` of the block's entries containing every word of ``query``, best first."""
+    def search_entries(self, session_id: str, label: str, query: str, limit: int, match: str = "any"
+                       ) -> list[tuple[str, str]]:
+        """``(key, content)`` of the block's entries matching ``query`` as ``search_messages``
+        matches, best first."""
 
     # -- session registry ------------------------------------------------------------------
 
@@ -542,18 +544,22 @@ class Store(ABC):
         (ids, parents, times and estimates kept) with the overlays lying on that path."""
 
     @abstractmethod
-    def search_sessions(self, namespace: str, query: str, limit: int) -> list[SearchRow]:
+    def search_sessions(self, namespace: str, query: str, limit: int, match: str = "any") -> list[SearchRow]:
         """Like ``search_messages`` over every session registered in ``namespace``; each row's
         ``session_id`` is the registry id."""
 
     # -- search ----------------------------------------------------------------------------
 
     @abstractmethod
-    def search_messages(self, session_ids: Sequence[str] | None, query: str, limit: int) -> list[SearchRow]:
-        """Messages whose text contains every word of ``query`` (stemmed), best match first.
+    def search_messages(self, session_ids: Sequence[str] | None, query: str, limit: int, match: str = "any"
+                        ) -> list[SearchRow]:
+        """Messages matching ``query``, best match first.
 
-        ``session_ids=None`` searches every session. ``query`` is the user's raw text: the store
-        quotes it; a query with no searchable word gives ``[]``.
+        ``match="any"``: containing any meaningful word of it, those with every word first, by
+        BM25 (``sessions_core.ranking``); ``"all"``: containing every word (stemmed), ranked by
+        relevance. ``session_ids=None`` searches every session. ``query`` is the user's raw
+        text: the store quotes it; a query with no searchable word gives ``[]``. ``match`` other
+        than those two raises ``ValueError``.
         """
 
 

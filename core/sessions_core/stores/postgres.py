@@ -21,15 +21,17 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ..errors import StoreError
-from ..fts import Unit, tsquery_literal, tsvector_literal
+from ..fts import Alternative, Unit, tsquery_literal, tsvector_literal, tsvector_terms
 from ..text import unstorable
 from .base import Inserted, MessageRecord, PathTotals, SearchRow, _Latest
 from .sql import (
+    COUNT_SEARCH_ENTRIES,
     INSERT_UNDER_LATEST,
     INSERT_UNDER_PARENT,
     LARGE_ROW,
     TABLES,
     UPDATE_MESSAGE,
+    SearchScope,
     SqlStore,
     load_migrations,
 )
@@ -76,6 +78,7 @@ _FRAGMENTS = {
     "{random_id}": "gen_random_uuid()::text",
     "{rowid}": "seq",
     "{terms}": "CAST(:terms AS tsvector)",
+    "{terms_text}": "CAST(search_terms AS text)",
     "{for_update}": "FOR UPDATE",
     "{skip_locked}": "FOR UPDATE SKIP LOCKED",
     "{first}": ":first",
@@ -585,6 +588,47 @@ class PostgresStore(SqlStore):
             {"q": tsquery_literal(units), "s": session_id, "label": label, "limit": limit},
         )
         return [(key, content) for key, content in rows]
+
+
+    # -- ranked search --------------------------------------------------------------------
+
+    _split_terms = staticmethod(tsvector_terms)
+
+    def _postings(self, scope: SearchScope, words: Sequence[tuple[Alternative, ...]], n: int) -> list[list[int]]:
+        """Every word's postings in one statement (a lateral query each)."""
+        params: dict[str, Any] = {"qs": [tsquery_literal((word,)) for word in words], "n": n}
+        if scope.entries_of is not None:
+            rows = ("SELECT seq FROM search_entries WHERE session_id = :s AND label = :label"
+                    " AND search_terms @@ CAST(w.q AS tsquery) ORDER BY seq DESC LIMIT :n")
+            params["s"], params["label"] = scope.entries_of
+        elif scope.namespace is not None:
+            rows = ("SELECT m.seq FROM session_messages m JOIN sessions s ON s.storage_id = m.session_id"
+                    " WHERE s.namespace = :ns AND m.search_terms @@ CAST(w.q AS tsquery) ORDER BY m.seq DESC LIMIT :n")
+            params["ns"] = scope.namespace
+        else:
+            where = "" if scope.session_ids is None else " AND session_id = ANY(:ids)"
+            rows = (f"SELECT seq FROM session_messages WHERE search_terms @@ CAST(w.q AS tsquery){where}"
+                    " ORDER BY seq DESC LIMIT :n")
+            params["ids"] = list(scope.session_ids or ())
+        found = self._all(
+            "SELECT w.i, array(" + rows + ") FROM unnest(CAST(:qs AS text[])) WITH ORDINALITY AS w(q, i)", params
+        )
+        by_word = {i: list(seqs) for i, seqs in found}
+        return [by_word.get(i, []) for i in range(1, len(words) + 1)]
+
+    def _indexed_total(self, scope: SearchScope) -> int:
+        if scope.entries_of is not None:
+            session_id, label = scope.entries_of
+            return self._one(COUNT_SEARCH_ENTRIES, {"s": session_id, "label": label})[0]
+        estimate = self._one("SELECT reltuples FROM pg_class WHERE oid = to_regclass(:table)",
+                             {"table": f"{_quote(self.schema)}.session_messages"})
+        if estimate is not None and estimate[0] >= EXACT_TOTAL_BELOW:
+            return int(estimate[0])
+        return self._one("SELECT count(*) FROM session_messages WHERE length(search_terms) > 0", {})[0]
+
+
+EXACT_TOTAL_BELOW = 50_000
+"""Below this many messages (by the planner's estimate) ranked search counts them exactly."""
 
 
 def _version(conn: psycopg.Connection, schema: str) -> int:

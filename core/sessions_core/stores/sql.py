@@ -19,10 +19,11 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from importlib import resources
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .._time import now_us
-from ..fts import Unit, exact_units, parse_query
+from ..fts import Alternative, Unit, exact_units, parse_query
+from ..ranking import check_match, meaningful_units, rank
 from .base import (
     LATEST,
     SESSION_COLUMNS,
@@ -316,6 +317,30 @@ GET_BLOCK_VERSIONS = """
     SELECT version, content, created_at, source, tool_call_id FROM context_block_versions
     WHERE session_id = :s AND label = :label AND key = :key ORDER BY version DESC LIMIT :limit
 """
+
+# Ranked search reads a candidate's terms, then the best candidates' rows, by ``seq``.
+TERMS_OF = {table: f"SELECT seq, {{terms_text}} FROM {table} WHERE seq {{values}}"
+            for table in ("session_messages", "search_entries")}
+RANKED_MESSAGES = (
+    f"SELECT seq, session_id, id, role, {MESSAGE_TEXT}, created_at FROM session_messages WHERE seq {{values}}"
+)
+RANKED_REGISTERED = (
+    f"SELECT m.seq, s.id, m.id, m.role, {MESSAGE_TEXT}, m.created_at"
+    " FROM session_messages m JOIN sessions s ON s.storage_id = m.session_id WHERE m.seq {values}"
+)
+RANKED_ENTRIES = "SELECT seq, key, content FROM search_entries WHERE seq {values}"
+NAMESPACE_STORAGE_IDS = "SELECT storage_id FROM sessions WHERE namespace = :ns"
+
+
+class SearchScope(NamedTuple):
+    """Where a ranked search looks: ``table``'s rows of ``session_ids`` (``None``: all), of the
+    sessions registered in ``namespace``, or of one block's entries (``entries_of``)."""
+
+    table: str
+    session_ids: tuple[str, ...] | None = None
+    namespace: str | None = None
+    entries_of: tuple[str, str] | None = None
+
 
 # Rows stored before the search terms existed get them in batches, after the migration.
 SEARCH_SOURCES = {"session_messages": MESSAGE_TEXT, "search_entries": "content"}
@@ -636,19 +661,68 @@ class SqlStore(RecallStore, InspectableStore):
     def _match_entries(self, units: tuple[Unit, ...], session_id: str, label: str, limit: int) -> list[Any]:
         """The best ``limit`` ``(key, content)`` search entries of a block matching every unit."""
 
-    def search_messages(self, session_ids: Sequence[str] | None, query: str, limit: int) -> list[SearchRow]:
+    def search_messages(self, session_ids: Sequence[str] | None, query: str, limit: int, match: str = "any"
+                        ) -> list[SearchRow]:
+        check_match(match)
         if session_ids is not None and not session_ids:
             return []
+        if match == "any":
+            scope = SearchScope("session_messages", session_ids=tuple(dict.fromkeys(session_ids or ())) or None)
+            return self._ranked(scope, query, limit, RANKED_MESSAGES, SearchRow._make)
         return _exact_first(query, limit, lambda units: self._match_messages(units, session_ids, limit),
                             key=lambda row: (row[0], row[1]))
 
-    def search_sessions(self, namespace: str, query: str, limit: int) -> list[SearchRow]:
+    def search_sessions(self, namespace: str, query: str, limit: int, match: str = "any") -> list[SearchRow]:
+        check_match(match)
+        if match == "any":
+            return self._ranked(SearchScope("session_messages", namespace=namespace), query, limit, RANKED_REGISTERED,
+                                SearchRow._make)
         return _exact_first(query, limit, lambda units: self._match_sessions(units, namespace, limit),
                             key=lambda row: (row[0], row[1]))
 
-    def search_entries(self, session_id: str, label: str, query: str, limit: int) -> list[tuple[str, str]]:
+    def search_entries(self, session_id: str, label: str, query: str, limit: int, match: str = "any"
+                       ) -> list[tuple[str, str]]:
+        check_match(match)
+        if match == "any":
+            scope = SearchScope("search_entries", entries_of=(session_id, label))
+            return self._ranked(scope, query, limit, RANKED_ENTRIES, tuple)
         return _exact_first(query, limit, lambda units: self._match_entries(units, session_id, label, limit),
                             key=lambda row: row[0])
+
+    # -- ranked search (match="any"): the store reads postings and terms, ranking.py ranks --
+
+    @abstractmethod
+    def _postings(self, scope: SearchScope, words: Sequence[tuple[Alternative, ...]], n: int) -> list[list[int]]:
+        """For each word (its alternatives), the ``seq`` of at most ``n`` rows of ``scope``
+        matching any of them, newest (highest ``seq``) first."""
+
+    @abstractmethod
+    def _indexed_total(self, scope: SearchScope) -> int:
+        """About how many rows of ``scope.table`` hold search terms (rarity is measured against
+        it): exact while they are few; an entry search counts its block's entries."""
+
+    @staticmethod
+    @abstractmethod
+    def _split_terms(stored: str) -> list[str]:
+        """The terms of a ``search_terms`` value read as text (``{terms_text}``), in order."""
+
+    def _ranked(self, scope: SearchScope, query: str, limit: int, rows_sql: str, make: Callable[[Any], Any]
+                ) -> list[Any]:
+        """``make(row)`` of the rows of ``rows_sql`` (its first column the ``seq``, dropped) of the
+        best ``limit`` matches of ``query`` in ``scope``, best first (``ranking.rank``)."""
+        units = meaningful_units(query)
+        if not units or limit <= 0:
+            return []
+
+        def terms(seqs: Sequence[int]) -> dict[int, list[str]]:
+            rows = self._select_in(TERMS_OF[scope.table], list(seqs))
+            return {seq: self._split_terms(stored or "") for seq, stored in rows}
+
+        seqs = rank(units, limit, partial(self._postings, scope), terms, self._indexed_total(scope))
+        if not seqs:
+            return []
+        found = {row[0]: make(row[1:]) for row in self._select_in(rows_sql, seqs)}
+        return [found[seq] for seq in seqs if seq in found]
 
     # -- the search backfill (after a migration) -------------------------------------------
 

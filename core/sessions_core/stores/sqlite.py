@@ -20,10 +20,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import StoreError
-from ..fts import Unit, fts5_expression, index_text
+from ..fts import Alternative, Unit, fts5_expression, index_text
 from ..text import unstorable
 from .base import LATEST, Inserted, MessageRecord, PathTotals, SearchRow, _Latest, utf8_size
-from .sql import BACKFILL_PENDING, LARGE_ROW, LATEST_LEAF, MESSAGE_COLUMNS, POSITION, SqlStore, load_migrations
+from .sql import (
+    BACKFILL_PENDING,
+    COUNT_SEARCH_ENTRIES,
+    LARGE_ROW,
+    LATEST_LEAF,
+    MESSAGE_COLUMNS,
+    NAMESPACE_STORAGE_IDS,
+    POSITION,
+    SearchScope,
+    SqlStore,
+    load_migrations,
+)
 
 T = TypeVar("T")
 
@@ -53,7 +64,8 @@ _MATCHED_TEXT = "CAST(coalesce(m.large_text, m.text_content) AS TEXT)"  # MESSAG
 _POSITIONS = f"SELECT id, {POSITION} FROM session_messages"
 _POSITION_OF = f"{_POSITIONS} WHERE session_id = ? AND id = ?"
 _POSITION_OF_LATEST_LEAF = f"SELECT id, {POSITION} FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})"
-_FRAGMENTS = {"{random_id}": "lower(hex(randomblob(16)))", "{rowid}": "rowid", "{terms}": ":terms", "{for_update}": "",
+_FRAGMENTS = {"{random_id}": "lower(hex(randomblob(16)))", "{rowid}": "rowid", "{terms}": ":terms",
+              "{terms_text}": "search_terms", "{for_update}": "",
               "{skip_locked}": "", "{first}": "?"}
 
 _HINTS = (
@@ -570,6 +582,54 @@ class SqliteStore(SqlStore):
             return list(map(SearchRow._make, rows))
 
         return self._read(work)
+
+
+    # -- ranked search --------------------------------------------------------------------
+
+    _split_terms = staticmethod(str.split)
+
+    def _postings(self, scope: SearchScope, words: Sequence[tuple[Alternative, ...]], n: int) -> list[list[int]]:
+        if scope.entries_of is not None:
+            sql = ("SELECT f.rowid FROM search_entries_fts f JOIN search_entries e ON e.seq = f.rowid"
+                   " WHERE search_entries_fts MATCH ? AND e.session_id = ? AND e.label = ?"
+                   " ORDER BY f.rowid DESC LIMIT ?")
+            params = [(fts5_expression((word,)), *scope.entries_of, n) for word in words]
+        else:
+            session_ids = scope.session_ids
+            if scope.namespace is not None:
+                session_ids = tuple(row[0] for row in self._all(NAMESPACE_STORAGE_IDS, {"ns": scope.namespace}))
+                if not session_ids:
+                    return [[] for _word in words]
+            within = "" if session_ids is None else f"session_token : ({_session_filter(session_ids)[0]}) AND "
+            sql = ("SELECT rowid FROM session_messages_fts WHERE session_messages_fts MATCH ?"
+                   " ORDER BY rowid DESC LIMIT ?")
+            params = [(f"{within}search_terms : ({fts5_expression((word,))})", n) for word in words]
+
+        def work(conn: sqlite3.Connection) -> list[list[int]]:
+            return [[row[0] for row in conn.execute(sql, one)] for one in params]
+
+        return self._read(work)
+
+    def _indexed_total(self, scope: SearchScope) -> int:
+        if scope.entries_of is not None:
+            session_id, label = scope.entries_of
+            return self._one(COUNT_SEARCH_ENTRIES, {"s": session_id, "label": label})[0]
+        row = self._read(lambda conn: conn.execute(
+            "SELECT block FROM session_messages_fts_data WHERE id = 1").fetchone())
+        return _varint(row[0]) if row and row[0] else 0
+
+
+def _varint(data: bytes) -> int:
+    """The SQLite varint at the start of ``data`` (FTS5's averages record starts with its row count)."""
+    value = 0
+    for index in range(8):
+        if index >= len(data):
+            return value
+        byte = data[index]
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            return value
+    return (value << 8) | data[8] if len(data) > 8 else value
 
 
 def _insert_large(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:

@@ -27,7 +27,7 @@ from sessions_core import (
 )
 from sessions_core.context import context_entry_key
 
-from .builders import msg
+from .builders import msg, untimed
 from .harness import AsyncDriver
 
 SEP = "═" * 46
@@ -370,7 +370,7 @@ def test_keyed_writes_through_set_context(make_session, stored, skills_dir):
     assert s.get_context_block("knowledge").content == "2 entries indexed."
     search = tools_of(s)["search_context"]
     assert invoke(s, search, {"label": "knowledge", "query": "approval"}) == "No results found."
-    assert invoke(s, search, '{"label": "knowledge", "query": "deploy"}') == "[deploys]\nDeploys are automatic"
+    assert untimed(invoke(s, search, '{"label": "knowledge", "query": "deploy"}')) == "[deploys]\nDeploys are automatic"
     assert invoke(s, search, {"label": "knowledge", "query": "!!!"}) == "No results found."
 
 
@@ -468,7 +468,7 @@ def test_a_new_process_sees_blocks_cached_prompt_and_loaded_skills(make_session,
     new = configure(make_session("p"), skills_dir)
     assert new.get_context_block("memory").content == "User likes coffee.\nUser prefers tea."
     assert new.get_context_block("knowledge").content == "1 entries indexed."
-    assert call_tool(new, "search_context", {"label": "knowledge", "query": "approval"}) == (
+    assert untimed(call_tool(new, "search_context", {"label": "knowledge", "query": "approval"})) == (
         "[deploys]\nDeploys need approval"
     )
     assert new.freeze_system_prompt() == frozen
@@ -636,7 +636,7 @@ def test_sessions_on_one_store_never_see_each_others_blocks(make_session, stored
     call_tool(bob, "set_context", {"label": "knowledge", "content": "Bob deploys on Mondays"})
     bob_prompt = bob.refresh_system_prompt()
     assert "Bob likes tea." in bob_prompt and "Alice" not in bob_prompt
-    assert call_tool(alice, "search_context", {"label": "knowledge", "query": "deploys"}) == (
+    assert untimed(call_tool(alice, "search_context", {"label": "knowledge", "query": "deploys"})) == (
         f"[{context_entry_key(None, 'Alice deploys on Fridays')}]\nAlice deploys on Fridays"
     )
     assert call_tool(bob, "search_context", {"label": "knowledge", "query": "Fridays"}) == "No results found."

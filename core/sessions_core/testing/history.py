@@ -208,7 +208,7 @@ def test_update_replaces_content_and_keeps_parent_and_time(make_session):
     assert after.created_at == before.created_at
     assert ids(s.get_history()) == ["m0", "m1", "m2"]
     assert ids(s.search("rewritten")) == ["m1"]
-    assert s.search("message m1") == []
+    assert s.search("message m1", match="all") == []
 
 
 def _large_text(marker: str) -> str:

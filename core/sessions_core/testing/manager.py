@@ -20,7 +20,7 @@ from sessions_core import (
     StoreSearchContext,
 )
 
-from .builders import ids, msg
+from .builders import ids, msg, plain_hits, untimed
 
 SPLIT_PREFIX = "[Context from previous session]\n\n"
 SESSION_SEARCH_DESCRIPTION = "Search past conversations for relevant context. Searches across all sessions."
@@ -505,25 +505,35 @@ def _searchable(m):
 def test_search_spans_sessions_and_names_them(make_manager):
     m = make_manager()
     a, b = _searchable(m)
-    hits = m.search("deploy production")
+    hits = m.search("deploy production", match="all")
     assert {(h.session_id, h.id, h.role, h.content) for h in hits} == {
         (a, "a1", "user", "We are deploying to production today"),
         (b, "b1", "assistant", "The production deploy failed"),
     }
     for hit in hits:
         assert hit.created_at == m.get_session(hit.session_id).get_message(hit.id).created_at
-    assert {h.id for h in m.search("production deploys")} == {"a1", "b1"}
+    assert {h.id for h in m.search("production deploys", match="all")} == {"a1", "b1"}
+    assert {h.id for h in m.search("production deploys")[:2]} == {"a1", "b1"}
     assert {h.id for h in m.search("deployed")} == {"a1", "b1", "b2"}
 
 
-def test_search_needs_every_word(make_manager):
+def test_search_with_match_all_needs_every_word(make_manager):
     m = make_manager()
     _searchable(m)
-    assert ids(m.search("staging deploy")) == ["b2"]
-    assert m.search("deploy kubernetes") == []
+    assert ids(m.search("staging deploy", match="all")) == ["b2"]
+    assert m.search("deploy kubernetes", match="all") == []
     assert m.search("") == [] and m.search("   ") == [] and m.search("!!") == []
-    assert {h.id for h in m.search('deploy" OR "lunch')} == set()
-    assert ids(m.search("lunch*")) == ["a2"]
+    assert {h.id for h in m.search('deploy" OR "lunch', match="all")} == set()
+    assert ids(m.search("lunch*")) == ids(m.search("lunch*", match="all")) == ["a2"]
+
+
+def test_search_ranks_every_word_first_across_sessions(make_manager):
+    m = make_manager()
+    _searchable(m)
+    assert ids(m.search("staging deploy"))[0] == "b2"
+    assert {h.id for h in m.search("deploy kubernetes")} == {"a1", "b1", "b2"}
+    assert {h.id for h in m.search('deploy" OR "lunch')} == {"a1", "a2", "b1", "b2"}
+    assert m.search("what was it about", limit=5) == []
 
 
 def test_search_limit(make_manager):
@@ -555,15 +565,50 @@ def test_session_search_results(make_manager):
     [tool] = m.tools()
     assert tool.invoke({"query": "kangaroo"}) == "No results found."
     assert tool.invoke({"query": ""}) == "No results found."
-    assert tool.invoke({"query": "lunch"}) == "[assistant] lunch plans"
-    assert tool.invoke('{"query": "staging"}') == "[user] deploy to staging"
-    entries = tool.invoke({"query": "production deploy"}).split("\n---\n")
-    assert sorted(entries) == [
+    assert tool.invoke({"query": "what was it"}) == "No results found."
+    assert plain_hits(tool.invoke({"query": "lunch"})) == ["[assistant] lunch plans"]
+    assert plain_hits(tool.invoke('{"query": "staging"}')) == ["[user] deploy to staging"]
+    entries = plain_hits(tool.invoke({"query": "production deploy"}))
+    assert sorted(entries[:2]) == [
         "[assistant] The production deploy failed", "[user] We are deploying to production today"
     ]
     m.append_all(a, [msg(f"k{i}", f"kiwi {i}") for i in range(12)])
-    assert len(tool.invoke({"query": "kiwi"}).split("\n---\n")) == 10
+    assert len(plain_hits(tool.invoke({"query": "kiwi"}))) == 10
     assert tool.invoke({}).startswith("Error: ")
+
+
+def test_session_search_says_when_where_and_what_answered(make_manager):
+    m = make_manager()
+    trip = m.create("Trip planning").id
+    unnamed = m.create("").id
+    m.append(trip, msg("q", "When does the car lease start?"))
+    m.append(trip, msg("r", "It starts on the first of March.", role="assistant"))
+    m.append(trip, msg("q2", "Thanks. And the insurance?"))
+    m.append(unnamed, msg("u", "Insurance renews in June", role="assistant"))
+    when = m.get_session(trip).get_message("q").created_at.strftime("%Y-%m-%d %H:%M")
+    [tool] = m.tools()
+    assert tool.invoke({"query": "When is the car lease?"}) == (
+        f'[{when} UTC | session "Trip planning" | user] When does the car lease start?\n'
+        "  reply (assistant): It starts on the first of March."
+    )
+    answer = tool.invoke({"query": "the first of March"})
+    assert answer.startswith(f'[{when} UTC | session "Trip planning" | assistant] It starts on the first of March.')
+    assert answer.endswith("\n  asked (user): When does the car lease start?")
+    insurance = tool.invoke({"query": "insurance"}).split("\n---\n")
+    assert {entry.split(" | ")[1] for entry in insurance} == {f"session {unnamed}", 'session "Trip planning"'}
+    # A neighbour that is itself a hit is shown once, as a hit.
+    both = tool.invoke({"query": "car lease March"})
+    assert both.count("When does the car lease start?") == 1 and both.count("first of March") == 1
+
+
+def test_session_search_output_is_bounded(make_manager):
+    m = make_manager()
+    s = m.create("long").id
+    m.append(s, msg("q", "zebra " + "word " * 5_000))
+    m.append(s, msg("r", "answer " * 5_000, role="assistant"))
+    [tool] = m.tools()
+    out = tool.invoke({"query": "zebra"})
+    assert len(out) < 4_000 + 400 + 200 and out.count("…") == 2
 
 
 def test_session_search_finds_every_language_and_code(make_manager):
@@ -573,9 +618,9 @@ def test_session_search_finds_every_language_and_code(make_manager):
     m.append(b, msg("ja", "東京でラーメンを食べました", role="assistant"))
     m.append(b, msg("code", "the fix is in user_service.py"))
     [tool] = m.tools()
-    assert tool.invoke({"query": "部署"}) == "[user] 我们周五部署新版本到生产环境"
-    assert tool.invoke({"query": "ラーメン"}) == "[assistant] 東京でラーメンを食べました"
-    assert tool.invoke({"query": "user_service.py"}) == "[user] the fix is in user_service.py"
+    assert plain_hits(tool.invoke({"query": "部署"})) == ["[user] 我们周五部署新版本到生产环境"]
+    assert plain_hits(tool.invoke({"query": "ラーメン"})) == ["[assistant] 東京でラーメンを食べました"]
+    assert plain_hits(tool.invoke({"query": "user_service.py"})) == ["[user] the fix is in user_service.py"]
     assert {(h.session_id, h.id) for h in m.search("周五")} == {(a, "zh")}
 
 
@@ -583,7 +628,7 @@ def test_session_search_reports_errors_as_strings(make_manager):
     m = make_manager()
     [tool] = m.tools()
 
-    def broken(query, *, limit=20):
+    def broken(query, **options):
         raise RuntimeError("index unavailable")
 
     raw(m).search = broken
@@ -625,10 +670,10 @@ def test_search_context_through_a_session_finds_other_sessions(make_manager):
     tools = {t.name: t for t in m.get_session(b).tools()}
     assert list(tools) == ["search_context"]
     search = tools["search_context"]
-    assert search.invoke({"label": "past", "query": "secret ingredient"}) == (
+    assert plain_hits(search.invoke({"label": "past", "query": "secret ingredient"})) == [
         "[assistant] the secret ingredient is saffron"
-    )
-    assert sorted(search.invoke({"label": "past", "query": "saffron"}).split("\n---\n")) == [
+    ]
+    assert sorted(plain_hits(search.invoke({"label": "past", "query": "saffron"}))) == [
         "[assistant] the secret ingredient is saffron",
         "[user] saffron is expensive",
     ]
@@ -730,7 +775,7 @@ def test_a_new_store_on_the_same_database_sees_every_session(make_manager):
     assert s.get_context_block("notes").content == "1 entries indexed."
     assert s.freeze_system_prompt() == prompt
     search = {t.name: t for t in s.tools()}["search_context"]
-    assert search.invoke({"label": "notes", "query": "walrus"}) == "[walrus]\nwalrus facts"
+    assert untimed(search.invoke({"label": "notes", "query": "walrus"})) == "[walrus]\nwalrus facts"
     assert {h.session_id for h in again.search("walrus")} == {h.session_id for h in first.search("walrus")}
     assert len(again.search("walrus")) == 2  # the source and its fork
     assert make_manager().list() == []

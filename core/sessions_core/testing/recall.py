@@ -15,7 +15,7 @@ import pytest
 
 from ..errors import SessionsError
 from ..providers import StoreSearchContext
-from .builders import ids, msg
+from .builders import ids, msg, plain_hits
 
 FILLER = [
     "The quarterly report is due on Friday",
@@ -272,6 +272,26 @@ def test_history_stored_before_recall_is_indexed_once_enabled(make_session, make
     assert ids(s.search(PARAPHRASE, mode="semantic", limit=1)) == ["lease"]
 
 
+def test_history_stored_before_recall_is_indexed_with_no_write_after_enabling(make_session, make_index):
+    old = make_session("stored")
+    _history(old)
+    s = _recalled(make_session("stored", store=old.store), make_index)
+    s.drain_recall()  # no write in between: enabling recall queued the stored history
+    assert ids(s.search(PARAPHRASE, mode="semantic", limit=1)) == ["lease"]
+    assert ids(s.search(PARAPHRASE, mode="hybrid", limit=1)) == ["lease"]
+
+
+def test_a_manager_indexes_sessions_stored_before_recall_with_no_write_after_enabling(make_manager, make_index):
+    plain = make_manager("team")
+    past = plain.create("past")
+    plain.append(past.id, msg("p1", "We agreed on the automobile lease for three years"))
+    plain.append(past.id, msg("p2", "The garden needs new soil"))
+    m = make_manager("team", store=plain.store).with_semantic_recall(make_index(), background=False,
+                                                                    min_score=MIN_SCORE)
+    m.drain_recall()
+    assert [(hit.session_id, hit.id) for hit in m.search(PARAPHRASE, mode="semantic", limit=1)] == [(past.id, "p1")]
+
+
 def test_long_texts_are_chunked_and_found_once(make_session, make_index):
     s = make_session("long")
     s.with_semantic_recall(make_index(), background=False, chunk_chars=200, chunk_overlap=20, min_score=MIN_SCORE)
@@ -348,6 +368,91 @@ class PickyIndex(FlakyIndex):
         if any("poison" in text for text in texts):
             raise ValueError("the index refuses this text")
         return self.inner.add(ids, texts, metadatas)
+
+
+class BlindIndex(FlakyIndex):
+    """An index that takes what is sent but, once ``blind``, raises on every search."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.down = False
+        self.blind = False
+
+    def search(self, query, k, where):  # noqa: ANN001, ANN201
+        if self.blind:
+            raise ConnectionError("vector store unreachable")
+        return self.inner.search(query, k, where)
+
+
+def _blinded(index: BlindIndex, drain: Callable[[], Any]) -> None:
+    report = drain()
+    assert report.failed == 0 and report.added > 0
+    index.blind = True
+
+
+def test_hybrid_search_falls_back_to_words_when_the_index_fails_and_semantic_raises(make_session, make_index,
+                                                                                     caplog):
+    import logging
+
+    from ..errors import RecallError
+
+    index = BlindIndex(make_index())
+    s = _recalled(make_session("blind"), make_index, index)
+    _history(s)
+    s.append_message(msg("tyres", "The car needs new tyres before winter"))
+    s.drain_recall()
+    working = s.search("car", mode="hybrid", limit=5)
+    assert (working.text_only, working.recall_error) == (False, None)
+    assert s.search("car").text_only
+    index.blind = True
+    with caplog.at_level(logging.WARNING, logger="sessions_core"):
+        results = s.search("car", mode="hybrid", limit=5)
+    assert ids(results) == ids(s.search("car", limit=5)) == ["tyres"]
+    assert isinstance(results, list) and results.text_only
+    assert "ConnectionError: vector store unreachable" in results.recall_error
+    assert "vector store unreachable" in caplog.text
+    assert any(r.name.startswith("sessions_core.") and r.levelno == logging.WARNING for r in caplog.records)
+    with pytest.raises(RecallError, match="ConnectionError: vector store unreachable") as raised:
+        s.search(PARAPHRASE, mode="semantic")
+    assert isinstance(raised.value, SessionsError) and not isinstance(raised.value, ConnectionError)
+    index.blind = False
+    assert ids(s.search(PARAPHRASE, mode="semantic", limit=1)) == ["lease"]
+
+
+def test_the_search_tools_answer_by_words_when_the_index_fails(make_manager, make_index):
+    from ..errors import RecallError
+
+    index = BlindIndex(make_index())
+    m = make_manager().with_semantic_recall(index, background=False, min_score=MIN_SCORE)
+    m.with_searchable_history("past")
+    past = m.create("past")
+    m.append(past.id, msg("p1", "We agreed on the automobile lease for three years"))
+    m.append(past.id, msg("p2", "The garden needs new soil"))
+    _blinded(index, m.drain_recall)
+    results = m.search("garden", mode="hybrid")
+    assert [(hit.session_id, hit.id) for hit in results] == [(past.id, "p2")] and results.text_only
+    with pytest.raises(RecallError, match="vector store unreachable"):
+        m.search("garden", mode="semantic")
+    [tool] = m.tools()
+    assert plain_hits(tool.invoke({"query": "garden"})) == ["[user] The garden needs new soil"]
+    assert tool.invoke({"query": PARAPHRASE}) == "No results found."
+    now = m.get_session(m.create("now").id)
+    [search] = [t for t in now.tools() if t.name == "search_context"]
+    assert "The garden needs new soil" in search.invoke({"label": "past", "query": "garden"})
+
+
+def test_searchable_entries_are_found_by_words_when_the_index_fails(make_session, make_index):
+    index = BlindIndex(make_index())
+    s = _recalled(make_session("kb-blind"), make_index, index)
+    s.with_context("notes", provider=StoreSearchContext())
+    [tool] = [t for t in s.tools() if t.name == "set_context"]
+    tool.invoke({"label": "notes", "content": "The automobile lease ends in May"})
+    tool.invoke({"label": "notes", "content": "Plant tomatoes after the frost"})
+    _blinded(index, s.drain_recall)
+    [search] = [t for t in s.tools() if t.name == "search_context"]
+    found = search.invoke({"label": "notes", "query": "tomatoes"})
+    assert not found.startswith("Error") and "Plant tomatoes after the frost" in found
+    assert search.invoke({"label": "notes", "query": "car"}) == "No results found."
 
 
 def test_a_change_the_index_refuses_holds_back_only_itself(make_session, make_index):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ..providers import StoreSearchContext
-from .builders import ids, msg
+from .builders import ids, msg, untimed
 
 
 def _store(s):
@@ -21,15 +21,61 @@ def test_search_stems_words(make_session):
     assert sorted(ids(s.search("deploys"))) == ["a", "b"]
 
 
-def test_every_word_must_match_but_need_not_be_adjacent(make_session):
+def test_match_all_needs_every_word_but_not_adjacent(make_session):
     s = make_session()
     s.append_message(msg("a", "production deploy needs approval"))
     s.append_message(msg("b", "deploy to staging"))
     s.append_message(msg("c", "approval for production from the team"))
-    assert ids(s.search("approval production")) in (["a", "c"], ["c", "a"])
-    assert ids(s.search("deploy approval")) == ["a"]
-    assert ids(s.search("production deploy")) == ["a"]
-    assert s.search("deploy kubernetes") == []
+    assert ids(s.search("approval production", match="all")) in (["a", "c"], ["c", "a"])
+    assert ids(s.search("deploy approval", match="all")) == ["a"]
+    assert ids(s.search("production deploy", match="all")) == ["a"]
+    assert s.search("deploy kubernetes", match="all") == []
+
+
+def test_messages_with_every_word_rank_first_then_those_with_some(make_session):
+    s = make_session()
+    s.append_message(msg("a", "production deploy needs approval"))
+    s.append_message(msg("b", "deploy to staging"))
+    s.append_message(msg("c", "approval for production from the team"))
+    s.append_message(msg("d", "lunch"))
+    assert ids(s.search("deploy approval"))[0] == "a"
+    assert sorted(ids(s.search("deploy approval"))) == ["a", "b", "c"]
+    assert ids(s.search("production deploy"))[0] == "a"
+    assert ids(s.search("deploy kubernetes")) in (["a", "b"], ["b", "a"])
+    assert s.search("kubernetes helm") == []
+
+
+def test_all_words_first_even_over_a_better_partial_match(make_session):
+    s = make_session()
+    s.append_message(msg("all", "a long note: the invoice was sent to the client after the meeting we had"))
+    s.append_message(msg("partial", "invoice invoice invoice"))
+    s.append_message(msg("rare", "zanzibar"))
+    assert ids(s.search("invoice client")) == ["all", "partial"]
+
+
+def test_a_question_with_filler_words_finds_its_message(make_session):
+    s = make_session()
+    s.append_message(msg("lease", "Good news: my new car lease starts on the first of March!"))
+    s.append_message(msg("research", "I spent the weekend researching adoption agencies.", role="assistant"))
+    s.append_message(msg("other", "What did you do with the dog? Did you walk it?"))
+    assert ids(s.search("When does the car lease start?"))[0] == "lease"
+    assert ids(s.search("What did she research?"))[0] == "research"
+    assert s.search("what did the", limit=5) == []  # stop words alone weigh nothing
+    assert ids(s.search("what did the", match="all")) == ["other"]  # match="all" as before
+
+
+def test_rare_words_weigh_more(make_session):
+    s = make_session()
+    s.append_messages([msg(f"n{i}", f"meeting notes number {i}") for i in range(20)])
+    s.append_message(msg("rare", "the meeting about the kestrel survey"))
+    s.append_message(msg("common", "notes notes meeting"))
+    assert ids(s.search("kestrel notes", limit=3))[0] == "rare"
+
+
+def test_match_is_checked(make_session):
+    s = make_session()
+    with pytest.raises(ValueError, match="match must be one of"):
+        s.search("x", match="some")
 
 
 def test_results_carry_role_content_time_and_session(make_session):
@@ -97,11 +143,12 @@ def test_operators_are_plain_words(make_session):
     s = make_session()
     s.append_message(msg("a", "salt and pepper"))
     s.append_message(msg("b", "salt only"))
-    assert ids(s.search("salt AND pepper")) == ["a"]
-    assert ids(s.search('salt "pepper')) == ["a"]
+    assert ids(s.search("salt AND pepper", match="all")) == ["a"]
+    assert ids(s.search('salt "pepper', match="all")) == ["a"]
+    assert ids(s.search("salt AND pepper")) == ids(s.search('salt "pepper')) == ["a", "b"]
     # "*" is text; a word of three characters or more is a prefix anyway, a shorter one is not.
     assert ids(s.search("pepp*")) == ids(s.search("pepp")) == ["a"]
-    assert s.search("pe*") == []
+    assert s.search("pe*") == [] and s.search("pe*", match="all") == []
 
 
 def test_a_session_token_is_never_a_search_word(make_session):
@@ -184,7 +231,9 @@ FOUND = [
 def test_every_language_and_code_is_found(make_session, query, expected):
     s = make_session()
     s.append_messages([msg(key, text) for key, text in MULTILINGUAL.items()])
-    assert sorted(ids(s.search(query, limit=50))) == sorted(expected)
+    assert sorted(ids(s.search(query, limit=50, match="all"))) == sorted(expected)
+    ranked = ids(s.search(query, limit=50))
+    assert sorted(ranked[: len(expected)]) == sorted(expected)  # every word first, then some
 
 
 def test_exact_words_rank_above_prefix_matches(make_session):
@@ -261,6 +310,17 @@ def test_megabytes_of_varied_text_are_stored_whole_and_found_by_their_beginning(
     assert store.count_search_entries("mb", "kb") == 1
 
 
+def test_search_context_says_when_an_entry_was_written(make_session):
+    from .context import call_tool
+
+    s = make_session("kbw").with_context("knowledge", description="Notes", provider=StoreSearchContext())
+    call_tool(s, "set_context", {"label": "knowledge", "content": "Lisbon has trams", "metadata": {"title": "lisbon"}})
+    [version] = s.get_context_history("knowledge", "lisbon")
+    when = version.created_at.strftime("%Y-%m-%d %H:%M")
+    found = call_tool(s, "search_context", {"label": "knowledge", "query": "what about the trams in Lisbon?"})
+    assert found == f"[lisbon] ({when} UTC)\nLisbon has trams"
+
+
 def test_searchable_blocks_find_every_language_and_code(make_session):
     from .context import call_tool
 
@@ -268,7 +328,7 @@ def test_searchable_blocks_find_every_language_and_code(make_session):
     for title, content in [("tokyo", "東京の天気は晴れです"), ("deploy", "Run deploy_service.sh on Fridays"),
                            ("seoul", "서울에서 회의가 있습니다")]:
         call_tool(s, "set_context", {"label": "knowledge", "content": content, "metadata": {"title": title}})
-    search = lambda query: call_tool(s, "search_context", {"label": "knowledge", "query": query})  # noqa: E731
+    search = lambda query: untimed(call_tool(s, "search_context", {"label": "knowledge", "query": query}))  # noqa: E731
     assert search("天気") == "[tokyo]\n東京の天気は晴れです"
     assert search("회의") == "[seoul]\n서울에서 회의가 있습니다"
     assert search("deploy_service") == "[deploy]\nRun deploy_service.sh on Fridays"
