@@ -417,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit-questions", type=int, help="the first N questions of each conversation")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     parser.add_argument("--out", type=Path, default=RESULTS / "retrieval.json")
+    parser.add_argument("--speed", action="store_true",
+                        help="also time 10-word questions over 1,000,000 messages (bench_search_speed.py)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     folder = data_folder(args.data)
@@ -455,6 +457,13 @@ def main(argv: list[str] | None = None) -> int:
     bm25 = results["bm25"]["overall"]
     print(f"anchor: bm25 recall_any@5 {bm25['recall_any@5'] * 100:.1f}%, @10 {bm25['recall_any@10'] * 100:.1f}%"
           " (the data's README: 50.4%, 58.8% over all six)")
+    speed = None
+    if args.speed:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import bench_search_speed
+
+        print("\nSearch speed over 1,000,000 messages")
+        speed = bench_search_speed.run(postgres="postgresql" in backends)
     elapsed = time.perf_counter() - started
     print(f"run time: {elapsed:.1f} s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -462,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         "data": str(folder), "conversations": [c.name for c in conversations], "questions": questions,
         "limit_questions": args.limit_questions, "backends": backends,
         "evidence_notes": {c.name: c.mended for c in conversations if c.mended},
-        "retrievers": results, "targets": checks, "run_s": elapsed, "load_average": os.getloadavg(),
+        "retrievers": results, "targets": checks, "speed": speed, "run_s": elapsed, "load_average": os.getloadavg(),
     }, indent=2) + "\n")
     return 0
 

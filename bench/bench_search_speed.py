@@ -191,12 +191,23 @@ def measure(store: Any, label: str, queries: list[str]) -> dict[str, Any]:
     return figures
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--no-postgres", action="store_true")
-    args = parser.parse_args()
-    queries = questions(args.queries)
+def check(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's speed targets for ``match="any"``: SQLite p50 <= 20 ms and p99 <= 100 ms,
+    PostgreSQL within 2x of that."""
+    checks = []
+    for backend, factor in (("sqlite", 1), ("postgres", 2)):
+        for name, figures in results.get(backend, {}).items():
+            if "match=any" not in name:
+                continue
+            for stat, limit in (("p50_ms", 20 * factor), ("p99_ms", 100 * factor)):
+                checks.append({"backend": backend, "scope": name, "stat": stat, "value": figures[stat],
+                               "limit": limit, "pass": figures[stat] <= limit})
+    return checks
+
+
+def run(count: int = 200, postgres: bool = True) -> dict[str, Any]:
+    """Every measurement of the module, printed as it goes; the figures and the target checks."""
+    queries = questions(count)
     print("example questions:", *queries[:3], sep="\n  ")
     results: dict[str, Any] = {"messages": TOTAL, "questions": queries[:10]}
     path = build_sqlite()
@@ -210,10 +221,23 @@ def main() -> None:
     results["sqlite"]["plain FTS5 OR + bm25 (whole store)"] = timings(fn, queries)
     print("  SQLite     plain FTS5 OR + bm25  ", results["sqlite"]["plain FTS5 OR + bm25 (whole store)"])
     store.close()
-    if not args.no_postgres:
+    if postgres:
         pg = build_postgres("bench_search_speed")
         results["postgres"] = measure(pg, "PostgreSQL", queries)
         pg.close()
+    results["targets"] = check(results)
+    for target in results["targets"]:
+        print(f"target {target['backend']} {target['scope']} {target['stat']} <= {target['limit']} ms:"
+              f" {target['value']} {'PASS' if target['pass'] else 'FAIL'}")
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--no-postgres", action="store_true")
+    args = parser.parse_args()
+    results = run(args.queries, not args.no_postgres)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "search_speed.json").write_text(json.dumps(results, indent=2))
 
