@@ -256,3 +256,36 @@ def test_blocks_become_their_versions_on_postgres():
             assert store.write_block("s", "kept", "likes water") == 3
         finally:
             store.close()
+
+
+def test_ranked_search_skips_what_the_statistics_call_frequent_and_ranks_alike(schema, monkeypatch):
+    """A word ANALYZE counts in more messages than a search reads is not read (``Estimated``);
+    the rarer words find the candidates, and the result is the one SQLite gives."""
+    from sessions_core import SqliteStore, ranking
+    from sessions_core.fts import parse_query
+    from sessions_core.ranking import Estimated
+    from sessions_core.stores.sql import SearchScope
+
+    monkeypatch.setattr(ranking, "POSTINGS", 20)
+    messages = [{"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": f"common filler {i % 7}"}]}
+                for i in range(400)]
+    messages[150]["parts"][0]["text"] = "common kestrel sighting"
+    stores = [_store(schema), SqliteStore()]
+    sessions = [Session(store).for_session("s") for store in stores]
+    for session in sessions:
+        session.append_messages(messages)
+    postgres = stores[0]
+    postgres._write(lambda conn: conn.execute(postgres.compile("ANALYZE session_messages")))
+
+    [common], [kestrel] = parse_query("common"), parse_query("kestrel")
+    scope = SearchScope("session_messages", session_ids=("s",))
+    found = postgres._postings(scope, [common[:1], kestrel[:1]], 21, True)
+    assert isinstance(found[0], Estimated) and found[0].frequency > 300
+    assert len(found[1]) == 1
+    for query in ("what about the common kestrel?", "common", "common filler 3"):
+        on_postgres, on_sqlite = ([hit.id for hit in s.search(query, limit=5)] for s in sessions)
+        assert on_postgres[0] == on_sqlite[0], query
+    assert [hit.id for hit in sessions[0].search("what about the kestrel?")] == ["m150"]
+    assert [hit.id for hit in sessions[0].search("common", limit=3)] == ["m399", "m398", "m397"]
+    for store in stores:
+        store.close()

@@ -35,9 +35,9 @@ FIRST_LANGUAGE = next(iter(LANGUAGES))
 
 K1 = 1.2
 B = 0.75
-POSTINGS = 1_000
+POSTINGS = 500
 """Newest matches read per word at most."""
-RESCORED = 300
+RESCORED = 200
 """Candidates scored exactly at most (those the rarest words match)."""
 PARTIAL_WEIGHT = 0.5
 """What a match by a prefix or an identifier's parts weighs against an exact one."""
@@ -46,9 +46,19 @@ MAX_TF = 256
 
 MATCHES = ("any", "all")
 
-Postings = Callable[[Sequence[tuple[Alternative, ...]], int], list[list[int]]]
-"""``postings(words, n)``: for each word (its alternatives), the ids (descending: newest first)
-of at most ``n`` indexed rows of the search's scope matching any of its alternatives."""
+Postings = Callable[[Sequence[tuple[Alternative, ...]], int, bool], list[list[int]]]
+"""``postings(words, n, estimate)``: for each word (its alternatives), the ids (descending:
+newest first) of at most ``n`` indexed rows of the search's scope matching any of its
+alternatives. With ``estimate``, a store that knows a word to match more than ``n`` rows
+without reading them may answer :class:`Estimated` for it instead."""
+
+
+class Estimated(list[int]):
+    """The postings of a word a store knows to be frequent, not read: about ``frequency`` rows."""
+
+    def __init__(self, frequency: float) -> None:
+        super().__init__()
+        self.frequency = frequency
 Terms = Callable[[Sequence[int]], dict[int, list[str]]]
 """``terms(ids)``: each row's indexed terms in order (:func:`sessions_core.fts.index_terms`)."""
 
@@ -102,7 +112,10 @@ def rank(units: tuple[Unit, ...], limit: int, postings: Postings, terms: Terms, 
     for word in words:
         frequency = min(_frequency(word), total)
         word.idf = math.log(1 + (total - frequency + 0.5) / (frequency + 0.5))
-    rare = [word for word in words if not word.frequent] or words
+    rare = [word for word in words if not word.frequent]
+    if not rare:  # every word is frequent: rank their newest matches
+        newest = postings([tuple(a for word in words for a in word.alternatives)], POSTINGS, False)[0]
+        rare = [_Word((), (), newest, True)]
     known: dict[int, float] = {}
     known_count: Counter[int] = Counter()
     for word in words:
@@ -110,7 +123,8 @@ def rank(units: tuple[Unit, ...], limit: int, postings: Postings, terms: Terms, 
             known[row] = known.get(row, 0.0) + word.idf
             known_count[row] += 1
     candidates = {row for word in rare for row in word.postings[:POSTINGS]}
-    shortlist = sorted(candidates, key=lambda row: (-known_count[row], -known[row], -row))[: max(RESCORED, limit)]
+    by_rarity = sorted(candidates, key=lambda row: (-known_count[row], -known.get(row, 0.0), -row))
+    shortlist = by_rarity[: max(RESCORED, limit)]
     found = terms(shortlist)
     scored = []
     lengths = [len(found[row]) for row in shortlist if row in found]
@@ -131,22 +145,25 @@ def _read_words(units: tuple[Unit, ...], limit: int, postings: Postings) -> list
     alternatives, and by the others too where the exact ones match fewer than ``limit`` rows."""
     exact = [tuple(a for a in unit if a.exact) or unit for unit in units]
     rest = [tuple(a for a in unit if a not in alternatives) for unit, alternatives in zip(units, exact)]
-    found = postings(exact, POSTINGS + 1)
-    short = [i for i, rows in enumerate(found) if len(rows) < limit and rest[i]]
-    partial = dict(zip(short, postings([rest[i] for i in short], POSTINGS + 1))) if short else {}
+    found = postings(exact, POSTINGS + 1, True)
+    short = [i for i, rows in enumerate(found) if len(rows) < limit and rest[i] and not isinstance(rows, Estimated)]
+    partial = dict(zip(short, postings([rest[i] for i in short], POSTINGS + 1, True))) if short else {}
     words = []
     for i, rows in enumerate(found):
         extra = partial.get(i)
         if extra:
             rows = sorted(set(rows).union(extra), reverse=True)[: POSTINGS + 1]
-        if rows:
-            words.append(_Word(exact[i], rest[i] if i in partial else (), rows, len(rows) > POSTINGS))
+        if rows or isinstance(rows, Estimated):
+            frequent = isinstance(rows, Estimated) or len(rows) > POSTINGS
+            words.append(_Word(exact[i], rest[i] if i in partial else (), rows, frequent))
     return words
 
 
 def _frequency(word: _Word) -> float:
     """How many rows match ``word``: counted, or for a frequent word estimated from the span of
     its newest ``POSTINGS`` matches (ids grow with time)."""
+    if isinstance(word.postings, Estimated):
+        return word.postings.frequency
     if not word.frequent:
         return len(word.postings)
     newest, oldest = word.postings[0], word.postings[POSTINGS - 1]

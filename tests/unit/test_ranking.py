@@ -16,7 +16,7 @@ class Corpus:
         self.terms = {i: index_terms(text) for i, text in enumerate(texts, 1)}
         self.reads: list[int] = []
 
-    def postings(self, words, n):
+    def postings(self, words, n, estimate=True):
         out = []
         for alternatives in words:
             rows = [row for row in sorted(self.terms, reverse=True)

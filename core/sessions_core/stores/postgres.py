@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ..errors import StoreError
 from ..fts import Alternative, Unit, tsquery_literal, tsvector_literal, tsvector_terms
+from ..ranking import Estimated
 from ..text import unstorable
 from .base import Inserted, MessageRecord, PathTotals, SearchRow, _Latest
 from .sql import (
@@ -196,6 +198,7 @@ class PostgresStore(SqlStore):
         except psycopg.Error as error:
             raise StoreError(f"{self!r}: {error} (connect_timeout is a number of seconds)") from error
         super().__init__()
+        self._statistics: tuple[float, dict[str, float], float] | None = None
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.description}, schema={self.schema!r})"
@@ -594,27 +597,77 @@ class PostgresStore(SqlStore):
 
     _split_terms = staticmethod(tsvector_terms)
 
-    def _postings(self, scope: SearchScope, words: Sequence[tuple[Alternative, ...]], n: int) -> list[list[int]]:
-        """Every word's postings in one statement (a lateral query each)."""
-        params: dict[str, Any] = {"qs": [tsquery_literal((word,)) for word in words], "n": n}
+    def _postings(self, scope: SearchScope, words: Sequence[tuple[Alternative, ...]], n: int, estimate: bool
+                  ) -> list[list[int]]:
+        """Every word's postings in one statement (a lateral query each). A GIN index yields a
+        word's matches unordered, so the newest of a frequent one cost all of them: with
+        ``estimate``, a word the planner's statistics say matches more than ``n`` messages is
+        answered ``Estimated``, and the others are read by the word index alone (the session
+        condition checked on the rows, where a bitmap of the session's index would cost more
+        than the word's matches)."""
+        found: list[list[int]] = [[] for _word in words]
+        wanted = list(range(len(words)))
+        if estimate and scope.entries_of is None:
+            frequencies, rows = self._lexeme_frequencies()
+            wanted = []
+            for i, word in enumerate(words):
+                share = max((frequencies.get(a.terms[0], 0.0) for a in word if len(a.terms) == 1 and not a.prefix),
+                            default=0.0)
+                if share * rows > n:
+                    found[i] = Estimated(share * rows)
+                else:
+                    wanted.append(i)
+            if not wanted:
+                return found
+        params: dict[str, Any] = {"qs": [tsquery_literal((words[i],)) for i in wanted], "n": n}
         if scope.entries_of is not None:
-            rows = ("SELECT seq FROM search_entries WHERE session_id = :s AND label = :label"
-                    " AND search_terms @@ CAST(w.q AS tsquery) ORDER BY seq DESC LIMIT :n")
+            rows_sql = ("SELECT seq FROM search_entries WHERE session_id = :s AND label = :label"
+                        " AND search_terms @@ CAST(w.q AS tsquery) ORDER BY seq DESC LIMIT :n")
             params["s"], params["label"] = scope.entries_of
         elif scope.namespace is not None:
-            rows = ("SELECT m.seq FROM session_messages m JOIN sessions s ON s.storage_id = m.session_id"
-                    " WHERE s.namespace = :ns AND m.search_terms @@ CAST(w.q AS tsquery) ORDER BY m.seq DESC LIMIT :n")
+            rows_sql = ("SELECT m.seq FROM session_messages m JOIN sessions s ON s.storage_id = m.session_id"
+                        " WHERE s.namespace = :ns AND m.search_terms @@ CAST(w.q AS tsquery)"
+                        f" ORDER BY {'m.seq + 0' if estimate else 'm.seq'} DESC LIMIT :n")
             params["ns"] = scope.namespace
         else:
-            where = "" if scope.session_ids is None else " AND session_id = ANY(:ids)"
-            rows = (f"SELECT seq FROM session_messages WHERE search_terms @@ CAST(w.q AS tsquery){where}"
-                    " ORDER BY seq DESC LIMIT :n")
+            # The rare words by the word index alone: neither the session's index nor the order
+            # of ``seq`` (a backward scan for a rare word reads the table) may be used for them.
+            where, order = "", "seq + 0" if estimate else "seq"
+            if scope.session_ids is not None:
+                where = (" AND coalesce(session_id = ANY(:ids), false)" if estimate
+                         else " AND session_id = ANY(:ids)")
+            rows_sql = (f"SELECT seq FROM session_messages WHERE search_terms @@ CAST(w.q AS tsquery){where}"
+                        f" ORDER BY {order} DESC LIMIT :n")
             params["ids"] = list(scope.session_ids or ())
-        found = self._all(
-            "SELECT w.i, array(" + rows + ") FROM unnest(CAST(:qs AS text[])) WITH ORDINALITY AS w(q, i)", params
+        if len(wanted) == 1:  # the query itself, not a lateral one: the planner sees the word (frequent?)
+            params["q"] = params["qs"][0]
+            found[wanted[0]] = [row[0] for row in self._all(rows_sql.replace("w.q", ":q"), params)]
+            return found
+        for i, seqs in self._all(
+            "SELECT w.i, array(" + rows_sql + ") FROM unnest(CAST(:qs AS text[])) WITH ORDINALITY AS w(q, i)", params
+        ):
+            found[wanted[i - 1]] = list(seqs)
+        return found
+
+    def _lexeme_frequencies(self) -> tuple[dict[str, float], float]:
+        """The share of messages holding each of the most common terms, and the messages
+        counted, from the planner's statistics (``ANALYZE``), read at most every
+        ``STATISTICS_SECONDS``; empty before the table is first analysed."""
+        now = time.monotonic()
+        cached = self._statistics
+        if cached is not None and now - cached[0] < STATISTICS_SECONDS:
+            return cached[1], cached[2]
+        row = self._one(
+            "SELECT CAST(CAST(s.most_common_elems AS text) AS text[]), s.most_common_elem_freqs, c.reltuples"
+            " FROM pg_stats s JOIN pg_class c ON c.oid = to_regclass(:table)"
+            " WHERE s.schemaname = :schema AND s.tablename = :name AND s.attname = :column",
+            {"schema": self.schema, "table": f"{_quote(self.schema)}.session_messages", "name": "session_messages",
+             "column": "search_terms"},
         )
-        by_word = {i: list(seqs) for i, seqs in found}
-        return [by_word.get(i, []) for i in range(1, len(words) + 1)]
+        frequencies = dict(zip(row[0], row[1])) if row is not None and row[0] and row[1] else {}
+        rows = float(row[2]) if row is not None and row[2] and row[2] > 0 else 0.0
+        self._statistics = (now, frequencies, rows)
+        return frequencies, rows
 
     def _indexed_total(self, scope: SearchScope) -> int:
         if scope.entries_of is not None:
@@ -627,6 +680,8 @@ class PostgresStore(SqlStore):
         return self._one("SELECT count(*) FROM session_messages WHERE length(search_terms) > 0", {})[0]
 
 
+STATISTICS_SECONDS = 600.0
+"""How long ranked search keeps the planner's term statistics before reading them again."""
 EXACT_TOTAL_BELOW = 50_000
 """Below this many messages (by the planner's estimate) ranked search counts them exactly."""
 

@@ -692,9 +692,11 @@ class SqlStore(RecallStore, InspectableStore):
     # -- ranked search (match="any"): the store reads postings and terms, ranking.py ranks --
 
     @abstractmethod
-    def _postings(self, scope: SearchScope, words: Sequence[tuple[Alternative, ...]], n: int) -> list[list[int]]:
+    def _postings(self, scope: SearchScope, words: Sequence[tuple[Alternative, ...]], n: int, estimate: bool
+                  ) -> list[list[int]]:
         """For each word (its alternatives), the ``seq`` of at most ``n`` rows of ``scope``
-        matching any of them, newest (highest ``seq``) first."""
+        matching any of them, newest (highest ``seq``) first; with ``estimate``, a dialect may
+        answer ``ranking.Estimated`` for a word it knows to match more (see ``ranking.Postings``)."""
 
     @abstractmethod
     def _indexed_total(self, scope: SearchScope) -> int:
