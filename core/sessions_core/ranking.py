@@ -114,7 +114,7 @@ def rank(units: tuple[Unit, ...], limit: int, postings: Postings, terms: Terms, 
         word.idf = math.log(1 + (total - frequency + 0.5) / (frequency + 0.5))
     rare = [word for word in words if not word.frequent]
     if not rare:  # every word is frequent: rank their newest matches
-        newest = postings([tuple(a for word in words for a in word.alternatives)], POSTINGS, False)[0]
+        newest = postings([tuple(a for word in words for a in word.alternatives)], max(RESCORED, limit), False)[0]
         rare = [_Word((), (), newest, True)]
     known: dict[int, float] = {}
     known_count: Counter[int] = Counter()

@@ -611,8 +611,7 @@ class PostgresStore(SqlStore):
             frequencies, rows = self._lexeme_frequencies()
             wanted = []
             for i, word in enumerate(words):
-                share = max((frequencies.get(a.terms[0], 0.0) for a in word if len(a.terms) == 1 and not a.prefix),
-                            default=0.0)
+                share = sum(_share(alternative, frequencies) for alternative in word)
                 if share * rows > n:
                     found[i] = Estimated(share * rows)
                 else:
@@ -678,6 +677,16 @@ class PostgresStore(SqlStore):
         if estimate is not None and estimate[0] >= EXACT_TOTAL_BELOW:
             return int(estimate[0])
         return self._one("SELECT count(*) FROM session_messages WHERE length(search_terms) > 0", {})[0]
+
+
+def _share(alternative: Alternative, frequencies: dict[str, float]) -> float:
+    """About the share of messages ``alternative`` matches, by the planner's most common terms
+    (0 for what they do not list: a rare word): a term's own, a prefix's terms' together, a
+    phrase's rarest term's."""
+    if alternative.prefix and len(alternative.terms) == 1:
+        start = alternative.terms[0]
+        return min(1.0, sum(share for term, share in frequencies.items() if term.startswith(start)))
+    return min(frequencies.get(term, 0.0) for term in alternative.terms)
 
 
 STATISTICS_SECONDS = 600.0
