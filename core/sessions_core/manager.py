@@ -391,8 +391,10 @@ class SessionManager(RecallOwner, StoreOwner):
         """Messages of every session of this manager matching ``query``, best first, each once
         and naming its session: ``mode`` as in ``Session.search`` (``"semantic"`` and
         ``"hybrid"`` with ``with_semantic_recall``)."""
-        scope = Scope(namespace=self.namespace, shown=self._registry_id, storage=self.storage_id)
-        return search_messages(self.store, self._recall, query, limit, mode, scope, match)
+        return search_messages(self.store, self._recall, query, limit, mode, self._search_scope(), match)
+
+    def _search_scope(self) -> Scope:
+        return Scope(namespace=self.namespace, shown=self._registry_id, storage=self.storage_id)
 
     def _registry_id(self, storage_id: str) -> str:
         """The session id a storage id was made from (the inverse of ``storage_id``)."""
@@ -425,8 +427,7 @@ class SessionManager(RecallOwner, StoreOwner):
         messages (by words, and by meaning with semantic recall), each with its session's name
         and the turn that completes it."""
         results = self.search(query, limit=limit, mode="text" if self._recall is None else "hybrid")
-        scope = Scope(namespace=self.namespace, shown=self._registry_id, storage=self.storage_id)
-        return tool_hits(self.store, results, scope, self._session_label)
+        return tool_hits(self.store, results, self._search_scope(), self._session_label)
 
     def _session_label(self, session_id: str) -> str:
         row = self.store.get_session_row(self.namespace, session_id)

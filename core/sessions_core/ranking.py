@@ -112,18 +112,17 @@ def rank(units: tuple[Unit, ...], limit: int, postings: Postings, terms: Terms, 
     for word in words:
         frequency = min(_frequency(word), total)
         word.idf = math.log(1 + (total - frequency + 0.5) / (frequency + 0.5))
-    rare = [word for word in words if not word.frequent]
-    if not rare:  # every word is frequent: rank their newest matches
-        newest = postings([tuple(a for word in words for a in word.alternatives)], max(RESCORED, limit), False)[0]
-        rare = [_Word((), (), newest, True)]
-    known: dict[int, float] = {}
+    candidates = {row for word in words if not word.frequent for row in word.postings}
+    if not candidates:  # every word is frequent: rank their newest matches
+        everything = tuple(a for word in words for a in word.alternatives)
+        candidates = set(postings([everything], max(RESCORED, limit), False)[0])
+    known: Counter[int] = Counter()  # the rarity of the words known to match a row
     known_count: Counter[int] = Counter()
     for word in words:
         for row in word.postings[:POSTINGS]:
-            known[row] = known.get(row, 0.0) + word.idf
+            known[row] += word.idf
             known_count[row] += 1
-    candidates = {row for word in rare for row in word.postings[:POSTINGS]}
-    by_rarity = sorted(candidates, key=lambda row: (-known_count[row], -known.get(row, 0.0), -row))
+    by_rarity = sorted(candidates, key=lambda row: (-known_count[row], -known[row], -row))
     shortlist = by_rarity[: max(RESCORED, limit)]
     found = terms(shortlist)
     scored = []

@@ -40,7 +40,7 @@ class Scope:
 
 def search_messages(
     store: Store, recall: SemanticRecall | None, query: str, limit: int, mode: str, scope: Scope, match: str = "any"
-) -> list[SearchResult]:
+) -> SearchResults:
     """The messages of ``scope`` matching ``query`` in ``mode`` (its words as ``match`` says), best first."""
     check_mode(mode, recall is not None)
     check_match(match)

@@ -449,16 +449,13 @@ def format_hits(hits: Sequence[ToolHit]) -> str:
 
 
 def session_search_tool(search: Callable[[str], Any]) -> Tool:
-    """``session_search`` over ``search(query) -> [ToolHit]`` (or a formatted string, or
-    results with ``.role`` and ``.content``), plain or async; the caller applies the limit, 10
-    in the reference."""
+    """``session_search`` over ``search(query) -> [ToolHit]`` (or results with ``.role`` and
+    ``.content``), plain or async; the caller applies the limit, 10 in the reference."""
 
     def run(args: dict[str, Any]) -> str:
         results = call(search, args["query"])
         if not results:
             return "No results found."
-        if isinstance(results, str):
-            return results
         if all(isinstance(r, ToolHit) for r in results):
             return format_hits(results)
         return "\n---\n".join(f"[{r.role}] {r.content}" for r in results)

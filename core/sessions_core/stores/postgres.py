@@ -27,7 +27,6 @@ from ..ranking import Estimated
 from ..text import unstorable
 from .base import Inserted, MessageRecord, PathTotals, SearchRow, _Latest
 from .sql import (
-    COUNT_SEARCH_ENTRIES,
     INSERT_UNDER_LATEST,
     INSERT_UNDER_PARENT,
     LARGE_ROW,
@@ -668,10 +667,7 @@ class PostgresStore(SqlStore):
         self._statistics = (now, frequencies, rows)
         return frequencies, rows
 
-    def _indexed_total(self, scope: SearchScope) -> int:
-        if scope.entries_of is not None:
-            session_id, label = scope.entries_of
-            return self._one(COUNT_SEARCH_ENTRIES, {"s": session_id, "label": label})[0]
+    def _indexed_messages(self) -> int:
         estimate = self._one("SELECT reltuples FROM pg_class WHERE oid = to_regclass(:table)",
                              {"table": f"{_quote(self.schema)}.session_messages"})
         if estimate is not None and estimate[0] >= EXACT_TOTAL_BELOW:

@@ -698,10 +698,16 @@ class SqlStore(RecallStore, InspectableStore):
         matching any of them, newest (highest ``seq``) first; with ``estimate``, a dialect may
         answer ``ranking.Estimated`` for a word it knows to match more (see ``ranking.Postings``)."""
 
-    @abstractmethod
     def _indexed_total(self, scope: SearchScope) -> int:
-        """About how many rows of ``scope.table`` hold search terms (rarity is measured against
-        it): exact while they are few; an entry search counts its block's entries."""
+        """What rarity is measured against: the block's entries for an entry search, else about
+        how many messages of the store hold search terms."""
+        if scope.entries_of is not None:
+            return self.count_search_entries(*scope.entries_of)
+        return self._indexed_messages()
+
+    @abstractmethod
+    def _indexed_messages(self) -> int:
+        """About how many messages of the store hold search terms: exact while they are few."""
 
     @staticmethod
     @abstractmethod

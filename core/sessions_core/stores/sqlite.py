@@ -25,7 +25,6 @@ from ..text import unstorable
 from .base import LATEST, Inserted, MessageRecord, PathTotals, SearchRow, _Latest, utf8_size
 from .sql import (
     BACKFILL_PENDING,
-    COUNT_SEARCH_ENTRIES,
     LARGE_ROW,
     LATEST_LEAF,
     MESSAGE_COLUMNS,
@@ -612,10 +611,7 @@ class SqliteStore(SqlStore):
 
         return self._read(work)
 
-    def _indexed_total(self, scope: SearchScope) -> int:
-        if scope.entries_of is not None:
-            session_id, label = scope.entries_of
-            return self._one(COUNT_SEARCH_ENTRIES, {"s": session_id, "label": label})[0]
+    def _indexed_messages(self) -> int:
         row = self._read(lambda conn: conn.execute(
             "SELECT block FROM session_messages_fts_data WHERE id = 1").fetchone())
         return _varint(row[0]) if row and row[0] else 0
