@@ -55,15 +55,23 @@ def main(argv: list[str] | None = None) -> int:
             "show": run("--store", str(copy), "show", core.SESSION),
         }
         size = file.stat().st_size
-    print(f"sessions CLI over one {args.messages:,}-message session ({size / 1e6:.0f} MB file;"
-          f" interpreter start-up with the package: {startup:.2f} s)")
+    print(
+        f"sessions CLI over one {args.messages:,}-message session ({size / 1e6:.0f} MB file;"
+        f" interpreter start-up with the package: {startup:.2f} s)"
+    )
     for what, seconds in figures.items():
         target = TARGETS.get(what)
         verdict = "" if target is None else f"  (target <= {target:g} s: {'PASS' if seconds <= target else 'FAIL'})"
         print(f"  {what:30s} {seconds:6.2f} s{verdict}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    results = {"messages": args.messages, "file_bytes": size, "startup_s": startup, "seconds": figures,
-               "targets": TARGETS, "load_average": os.getloadavg()}
+    results = {
+        "messages": args.messages,
+        "file_bytes": size,
+        "startup_s": startup,
+        "seconds": figures,
+        "targets": TARGETS,
+        "load_average": os.getloadavg(),
+    }
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     return 0 if all(figures[k] <= v for k, v in TARGETS.items()) else 1
 

@@ -22,13 +22,28 @@ def conversation(count: int):
     """User and assistant turns, one tool round every fifth turn."""
     for i in range(count):
         if i % 5 == 3:
-            yield {"id": f"m{i}", "role": "assistant", "parts": [
-                {"type": "text", "text": f"Let me look that up ({i})."},
-                {"type": "tool-call", "toolCallId": f"c{i}", "toolName": "lookup", "input": {"query": f"topic {i}"}}]}
+            yield {
+                "id": f"m{i}",
+                "role": "assistant",
+                "parts": [
+                    {"type": "text", "text": f"Let me look that up ({i})."},
+                    {
+                        "type": "tool-call",
+                        "toolCallId": f"c{i}",
+                        "toolName": "lookup",
+                        "input": {"query": f"topic {i}"},
+                    },
+                ],
+            }
             continue
         if i % 5 == 4:
-            yield {"id": f"m{i}", "role": "tool", "parts": [
-                {"type": "tool-result", "toolCallId": f"c{i - 1}", "toolName": "lookup", "output": "result " * 40}]}
+            yield {
+                "id": f"m{i}",
+                "role": "tool",
+                "parts": [
+                    {"type": "tool-result", "toolCallId": f"c{i - 1}", "toolName": "lookup", "output": "result " * 40}
+                ],
+            }
             continue
         role = "user" if i % 2 == 0 else "assistant"
         yield {

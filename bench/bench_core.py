@@ -128,7 +128,7 @@ def _vocabulary(size: int) -> list[str]:
 VOCAB_SIZE = 400_000
 VOCAB = _vocabulary(VOCAB_SIZE)
 ZIPF_EXPONENT = 1.1  # the head (real words) then carries about two thirds of the tokens
-CUM_WEIGHTS = list(itertools.accumulate(r ** -ZIPF_EXPONENT for r in range(1, VOCAB_SIZE + 1)))
+CUM_WEIGHTS = list(itertools.accumulate(r**-ZIPF_EXPONENT for r in range(1, VOCAB_SIZE + 1)))
 TOOLS = ["search_docs", "run_sql", "read_file", "http_get", "list_directory", "get_weather"]
 
 # Chinese, Japanese and Korean: Zipf-distributed words made of common characters, written without
@@ -150,7 +150,7 @@ KATAKANA = (
 JA_PARTICLES = ["の", "を", "に", "は", "で", "が", "と"]
 KO_PARTICLES = ["에", "을", "를", "은", "는", "이", "가", "에서"]
 CJK_VOCAB_SIZE = 20_000
-CJK_CUM_WEIGHTS = list(itertools.accumulate(r ** -ZIPF_EXPONENT for r in range(1, CJK_VOCAB_SIZE + 1)))
+CJK_CUM_WEIGHTS = list(itertools.accumulate(r**-ZIPF_EXPONENT for r in range(1, CJK_VOCAB_SIZE + 1)))
 
 
 def _cjk_vocabulary(language: str) -> list[str]:
@@ -160,8 +160,11 @@ def _cjk_vocabulary(language: str) -> list[str]:
         if language == "zh":
             word = "".join(rng.choices(HAN, k=rng.choice([2, 2, 2, 3, 4])))
         elif language == "ja":
-            word = ("".join(rng.choices(KATAKANA, k=rng.randint(3, 5))) if rng.random() < 0.4
-                    else "".join(rng.choices(HAN, k=2)) + rng.choice(KANA))
+            word = (
+                "".join(rng.choices(KATAKANA, k=rng.randint(3, 5)))
+                if rng.random() < 0.4
+                else "".join(rng.choices(HAN, k=2)) + rng.choice(KANA)
+            )
         else:
             word = "".join(chr(0xAC00 + rng.randrange(11_172)) for _ in range(rng.randint(2, 3)))
         words[word] = None
@@ -345,8 +348,18 @@ class FloorAppender:
         text = text_of(message)
         self.conn.execute(
             FLOOR_INSERT,
-            (self.session_id, message["id"], message["role"], now_us(), cheap_tokens(content), size,
-             text, content, self.parent, index_text(text)),
+            (
+                self.session_id,
+                message["id"],
+                message["role"],
+                now_us(),
+                cheap_tokens(content),
+                size,
+                text,
+                content,
+                self.parent,
+                index_text(text),
+            ),
         )
         self.parent = message["id"]
 
@@ -385,8 +398,23 @@ def bulk_build(path: Path, n: int, *, seed: int = SEED, batch: int = 50_000, lab
             path_tokens += tokens
             path_bytes += size
             text = text_of(message)
-            rows.append((SESSION, message["id"], parent, message["role"], BASE_TIME_US + (done + len(rows)) * 1_000_000,
-                         tokens, size, depth, path_tokens, path_bytes, text, index_text(text), content))
+            rows.append(
+                (
+                    SESSION,
+                    message["id"],
+                    parent,
+                    message["role"],
+                    BASE_TIME_US + (done + len(rows)) * 1_000_000,
+                    tokens,
+                    size,
+                    depth,
+                    path_tokens,
+                    path_bytes,
+                    text,
+                    index_text(text),
+                    content,
+                )
+            )
             parent = message["id"]
         conn.execute("BEGIN")
         conn.executemany(BULK_INSERT, rows)
@@ -465,12 +493,29 @@ def profile(fn: Callable[[], Any], title: str, top: int = 18) -> str:
     return text
 
 
-def figure(name: str, ours: float, base: float, unit: str, target: float, extra: dict[str, Any] | None = None,
-           *, baseline: str = "raw sqlite3 floor", absolute: tuple[str, float] | None = None) -> dict[str, Any]:
+def figure(
+    name: str,
+    ours: float,
+    base: float,
+    unit: str,
+    target: float,
+    extra: dict[str, Any] | None = None,
+    *,
+    baseline: str = "raw sqlite3 floor",
+    absolute: tuple[str, float] | None = None,
+) -> dict[str, Any]:
     ratio = ours / base
     ok = ratio <= target
-    row = {"figure": name, "ours": ours, "baseline": base, "baseline_is": baseline, "unit": unit,
-           "ratio": ratio, "target_ratio": target, "pass": ok}
+    row = {
+        "figure": name,
+        "ours": ours,
+        "baseline": base,
+        "baseline_is": baseline,
+        "unit": unit,
+        "ratio": ratio,
+        "target_ratio": target,
+        "pass": ok,
+    }
     if absolute is not None:
         label, limit = absolute
         row["absolute_target"] = {"what": label, "limit": limit, "pass": ours <= limit}
@@ -543,16 +588,20 @@ def bench_append(tmp: Path, rounds: int, per_round: int, do_profile: bool) -> di
     timings: dict[str, list[float]] = {name: [] for name in contenders}
     order = list(contenders)
     for r in range(rounds):
-        batch = rest[r * per_round:(r + 1) * per_round]
-        for name in order[r % len(order):] + order[:r % len(order)]:  # rotate who goes first
+        batch = rest[r * per_round : (r + 1) * per_round]
+        for name in order[r % len(order) :] + order[: r % len(order)]:  # rotate who goes first
             timings[name].append(per_item_us(contenders[name], batch))
     stored = floor_conn.execute("SELECT count(*) FROM session_messages").fetchone()[0]
     assert stored == len(messages), stored
     assert ours_session.get_path_length() == len(messages)
     assert explicit_session.get_path_length() == len(messages)
-    extra: dict[str, Any] = {"rounds_ours_us": timings["ours"], "rounds_floor_us": timings["floor"],
-                             "appends_per_round": per_round, "rounds": rounds,
-                             "ours_explicit_parent_us": statistics.median(timings["explicit"])}
+    extra: dict[str, Any] = {
+        "rounds_ours_us": timings["ours"],
+        "rounds_floor_us": timings["floor"],
+        "appends_per_round": per_round,
+        "rounds": rounds,
+        "ours_explicit_parent_us": statistics.median(timings["explicit"]),
+    }
     if "store" in timings:
         extra["ours_store_insert_only_us"] = statistics.median(timings["store"])
         store_session.close()
@@ -563,13 +612,18 @@ def bench_append(tmp: Path, rounds: int, per_round: int, do_profile: bool) -> di
         extra["ours_prepare_us"] = statistics.median(per_item_us(prepare, sample) for _ in range(5))
     if do_profile:
         more = take(ChatGenerator(SEED + 11, prefix="p"), 2000)
-        extra["profile"] = profile(lambda: [ours_session.append_message(m) for m in more],
-                                   "append_message x2000")
+        extra["profile"] = profile(lambda: [ours_session.append_message(m) for m in more], "append_message x2000")
     ours_session.close()
     explicit_session.close()
     floor_conn.close()
-    return figure("append (commit per message, FTS on)", statistics.median(timings["ours"]),
-                  statistics.median(timings["floor"]), "us/append", 1.5, extra)
+    return figure(
+        "append (commit per message, FTS on)",
+        statistics.median(timings["ours"]),
+        statistics.median(timings["floor"]),
+        "us/append",
+        1.5,
+        extra,
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -612,12 +666,22 @@ def bench_flatness(tmp: Path, small: int, large: int, rounds: int, window: int) 
     ours_small = statistics.median(results[small])
     ours_large = statistics.median(results[large])
     return figure(
-        f"append flatness ({large // 1000:,}k vs 1k stored)", ours_large, ours_small, "us/append", 1.2,
-        {"stored_small": small, "stored_large": large, "window": window, "rounds": rounds,
-         "rounds_ours_small_us": results[small], "rounds_ours_large_us": results[large],
-         "floor_small_us": statistics.median(floor_results[small]),
-         "floor_large_us": statistics.median(floor_results[large]),
-         "floor_ratio": statistics.median(floor_results[large]) / statistics.median(floor_results[small])},
+        f"append flatness ({large // 1000:,}k vs 1k stored)",
+        ours_large,
+        ours_small,
+        "us/append",
+        1.2,
+        {
+            "stored_small": small,
+            "stored_large": large,
+            "window": window,
+            "rounds": rounds,
+            "rounds_ours_small_us": results[small],
+            "rounds_ours_large_us": results[large],
+            "floor_small_us": statistics.median(floor_results[small]),
+            "floor_large_us": statistics.median(floor_results[large]),
+            "floor_ratio": statistics.median(floor_results[large]) / statistics.median(floor_results[small]),
+        },
         baseline=f"ours with {small:,} stored",
     )
 
@@ -642,10 +706,12 @@ def floor_history(conn: sqlite3.Connection, leaf: str, chunk: int = 200) -> list
     seqs = [row[0] for row in conn.execute(FLOOR_PATH, {"s": SESSION, "leaf": leaf})]
     out: list[dict[str, Any]] = []
     for i in range(0, len(seqs), chunk):
-        part = seqs[i:i + chunk]
-        rows = dict(conn.execute(
-            f"SELECT seq, content FROM session_messages WHERE seq IN ({','.join('?' * len(part))})", part
-        ).fetchall())
+        part = seqs[i : i + chunk]
+        rows = dict(
+            conn.execute(
+                f"SELECT seq, content FROM session_messages WHERE seq IN ({','.join('?' * len(part))})", part
+            ).fetchall()
+        )
         out.extend(json.loads(rows[s]) for s in part)
     return out
 
@@ -661,7 +727,7 @@ def bench_history(tmp: Path, depth: int, reps: int, do_profile: bool) -> dict[st
     ours, floor = [], []
     for r in range(reps):
         pair = [(ours, lambda: session.get_history()), (floor, lambda: floor_history(conn, leaf))]
-        for bucket, fn in (pair if r % 2 == 0 else pair[::-1]):
+        for bucket, fn in pair if r % 2 == 0 else pair[::-1]:
             gc.collect()
             bucket.append(timed(fn) * 1000)
     extra: dict[str, Any] = {"depth": depth, "reps": reps, "reps_ours_ms": ours, "reps_floor_ms": floor}
@@ -670,11 +736,14 @@ def bench_history(tmp: Path, depth: int, reps: int, do_profile: bool) -> dict[st
     extra["ours_path_walk_ms"] = statistics.median(timed(lambda: store.path(SESSION, leaf)) * 1000 for _ in range(reps))
     contents = [row[0] for row in conn.execute("SELECT content FROM session_messages")]
     from sessions_core.messages import message_from_storage
+
     moment = datetime.now(timezone.utc)
     extra["parse_only_pydantic_ms"] = statistics.median(
-        timed(lambda: [message_from_storage(c, moment) for c in contents]) * 1000 for _ in range(3))
+        timed(lambda: [message_from_storage(c, moment) for c in contents]) * 1000 for _ in range(3)
+    )
     extra["parse_only_json_loads_ms"] = statistics.median(
-        timed(lambda: [json.loads(c) for c in contents]) * 1000 for _ in range(3))
+        timed(lambda: [json.loads(c) for c in contents]) * 1000 for _ in range(3)
+    )
     if do_profile:
         extra["profile"] = profile(lambda: [session.get_history() for _ in range(3)], f"get_history() depth {depth} x3")
     session.close()
@@ -754,9 +823,7 @@ class FloorSearch:
             oldest = self.conn.execute(
                 FLOOR_WINDOW_START, (f'session_token : "{self.token}" AND {expression}', self.window_size - 1)
             ).fetchone()
-        return self.conn.execute(
-            FLOOR_WINDOW_SEARCH, (expression, oldest[0] if oldest else 0, SESSION)
-        ).fetchall()
+        return self.conn.execute(FLOOR_WINDOW_SEARCH, (expression, oldest[0] if oldest else 0, SESSION)).fetchall()
 
 
 def rare_term(conn: sqlite3.Connection, n: int) -> str:
@@ -812,30 +879,49 @@ def bench_search(tmp: Path, n: int, reps: int, do_profile: bool) -> list[dict[st
         floor_ids = [r[1] for r in floor.run(query, floor_fn)]
         exact_ids = [r[1] for r in floor.full(expression)]
         if ours_ids != floor_ids:
-            print(f"  WARNING: {kind}: ours and the floor return different results; the floor no longer"
-                  " mirrors the store's search", flush=True)
+            print(
+                f"  WARNING: {kind}: ours and the floor return different results; the floor no longer"
+                " mirrors the store's search",
+                flush=True,
+            )
         ours, base, full = [], [], []
-        contenders = [(ours, lambda q=query: session.search(q, limit=20)),
-                      (base, lambda q=query: floor.run(q, floor_fn)),
-                      (full, lambda e=expression: floor.full(e))]
+        contenders = [
+            (ours, lambda q=query: session.search(q, limit=20)),
+            (base, lambda q=query: floor.run(q, floor_fn)),
+            (full, lambda e=expression: floor.full(e)),
+        ]
         for r in range(reps):
-            for bucket, fn in contenders[r % 3:] + contenders[:r % 3]:
+            for bucket, fn in contenders[r % 3 :] + contenders[: r % 3]:
                 bucket.append(timed(fn) * 1000)
         extra: dict[str, Any] = {
-            "query": query, "fts_matches": matches, "returned": len(ours_ids), "messages": n, "reps": reps,
+            "query": query,
+            "fts_matches": matches,
+            "returned": len(ours_ids),
+            "messages": n,
+            "reps": reps,
             "floor_kind": "candidate window" if floor.window_size else "full ranking",
-            "candidate_window": floor.window_size, "same_results_as_floor": ours_ids == floor_ids,
-            "reps_ours_ms": ours, "reps_floor_ms": base,
+            "candidate_window": floor.window_size,
+            "same_results_as_floor": ours_ids == floor_ids,
+            "reps_ours_ms": ours,
+            "reps_floor_ms": base,
             "full_ranking_floor_ms": statistics.median(full),
             "overlap_with_full_ranking_top20": len(set(ours_ids) & set(exact_ids)),
         }
         if do_profile:
-            extra["profile"] = profile(lambda q=query: [session.search(q, limit=20) for _ in range(5)],
-                                       f"search {kind} x5")
-        figures.append(figure(
-            f"search {n // 1000:,}k msgs: {kind}", statistics.median(ours), statistics.median(base), "ms", 1.2, extra,
-            absolute=("p50 under 20 ms", 20.0),
-        ))
+            extra["profile"] = profile(
+                lambda q=query: [session.search(q, limit=20) for _ in range(5)], f"search {kind} x5"
+            )
+        figures.append(
+            figure(
+                f"search {n // 1000:,}k msgs: {kind}",
+                statistics.median(ours),
+                statistics.median(base),
+                "ms",
+                1.2,
+                extra,
+                absolute=("p50 under 20 ms", 20.0),
+            )
+        )
     session.close()
     conn.close()
     return figures
@@ -850,24 +936,34 @@ def bench_index_size(tmp: Path, n: int) -> dict[str, Any]:
     over the text, as schema version 5 had it), on a copy of the same database."""
     path = copy_db(cached_db(n, label=f"{n:,}-message database")[0], tmp / "index_size.db")
     conn = sqlite3.connect(str(path), isolation_level=None)
-    terms = conn.execute("SELECT coalesce(sum(length(CAST(search_terms AS BLOB))), 0) FROM session_messages"
-                         ).fetchone()[0]
-    text = conn.execute("SELECT coalesce(sum(length(CAST(text_content AS BLOB))), 0) FROM session_messages"
-                        ).fetchone()[0]
+    terms = conn.execute(
+        "SELECT coalesce(sum(length(CAST(search_terms AS BLOB))), 0) FROM session_messages"
+    ).fetchone()[0]
+    text = conn.execute("SELECT coalesce(sum(length(CAST(text_content AS BLOB))), 0) FROM session_messages").fetchone()[
+        0
+    ]
     ours = _fts_bytes(conn, "session_messages_fts")
     database = conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
     started = time.perf_counter()
-    conn.execute("CREATE VIRTUAL TABLE previous_fts USING fts5(text_content, session_token,"
-                 " content='session_messages', content_rowid='seq', tokenize='porter unicode61')")
+    conn.execute(
+        "CREATE VIRTUAL TABLE previous_fts USING fts5(text_content, session_token,"
+        " content='session_messages', content_rowid='seq', tokenize='porter unicode61')"
+    )
     conn.execute("INSERT INTO previous_fts (previous_fts) VALUES ('rebuild')")
     rebuild_s = time.perf_counter() - started
     previous = _fts_bytes(conn, "previous_fts")
     conn.close()
     return {
-        "messages": n, "text_bytes": text, "index_bytes": ours, "search_terms_column_bytes": terms,
-        "previous_index_bytes": previous, "previous_rebuild_s": round(rebuild_s, 1),
-        "growth_index_only": ours / previous, "growth_with_terms_column": (ours + terms) / previous,
-        "database_bytes": database, "previous_database_bytes": database - ours - terms + previous,
+        "messages": n,
+        "text_bytes": text,
+        "index_bytes": ours,
+        "search_terms_column_bytes": terms,
+        "previous_index_bytes": previous,
+        "previous_rebuild_s": round(rebuild_s, 1),
+        "growth_index_only": ours / previous,
+        "growth_with_terms_column": (ours + terms) / previous,
+        "database_bytes": database,
+        "previous_database_bytes": database - ours - terms + previous,
         "growth_database": database / (database - ours - terms + previous),
     }
 
@@ -894,13 +990,23 @@ def table(figures: list[dict[str, Any]]) -> str:
         target = f"<= {f['target_ratio']}x"
         if "absolute_target" in f:
             target += f", < {f['absolute_target']['limit']:g} ms"
-        rows.append((f["figure"], fmt(f["ours"]), fmt(f["baseline"]), f["unit"], f"{f['ratio']:.2f}x", target,
-                     "PASS" if f["pass"] else "FAIL"))
+        rows.append(
+            (
+                f["figure"],
+                fmt(f["ours"]),
+                fmt(f["baseline"]),
+                f["unit"],
+                f"{f['ratio']:.2f}x",
+                target,
+                "PASS" if f["pass"] else "FAIL",
+            )
+        )
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = [" | ".join(str(c).ljust(w) for c, w in zip(header, widths)),
-             "-+-".join("-" * w for w in widths)]
-    lines += [" | ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-              for r in rows]
+    lines = [" | ".join(str(c).ljust(w) for c, w in zip(header, widths)), "-+-".join("-" * w for w in widths)]
+    lines += [
+        " | ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        for r in rows
+    ]
     return "\n".join(lines)
 
 
@@ -908,24 +1014,37 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few repetitions: a sanity run")
     parser.add_argument("--profile", action="store_true", help="also cProfile ours and print the hot functions")
-    parser.add_argument("--only", choices=["append", "flatness", "history", "search"], action="append",
-                        help="run only these figures (repeatable)")
-    parser.add_argument("--out", type=Path, help="results file (default bench/results/core.json, "
-                                                   "core-quick.json with --quick)")
+    parser.add_argument(
+        "--only",
+        choices=["append", "flatness", "history", "search"],
+        action="append",
+        help="run only these figures (repeatable)",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="results file (default bench/results/core.json, core-quick.json with --quick)"
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     sizes = {
-        "append_rounds": 3 if quick else 9, "append_per_round": 300 if quick else 1000,
-        "flat_small": 1_000, "flat_large": 20_000 if quick else 100_000,
-        "flat_rounds": 2 if quick else 9, "flat_window": 500,
-        "history_depth": 10_000, "history_reps": 3 if quick else 15,
-        "search_messages": 100_000 if quick else 1_000_000, "search_reps": 5 if quick else 21,
+        "append_rounds": 3 if quick else 9,
+        "append_per_round": 300 if quick else 1000,
+        "flat_small": 1_000,
+        "flat_large": 20_000 if quick else 100_000,
+        "flat_rounds": 2 if quick else 9,
+        "flat_window": 500,
+        "history_depth": 10_000,
+        "history_reps": 3 if quick else 15,
+        "search_messages": 100_000 if quick else 1_000_000,
+        "search_reps": 5 if quick else 21,
         "index_size_messages": 100_000,
     }
     index_size: dict[str, Any] | None = None
     only = set(args.only or ["append", "flatness", "history", "search"])
-    print(f"session-memory core benchmark ({'quick' if quick else 'full'}): sessions_core {sessions_core.__version__}, "
-          f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {os.cpu_count()} cores", flush=True)
+    print(
+        f"session-memory core benchmark ({'quick' if quick else 'full'}): sessions_core {sessions_core.__version__}, "
+        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {os.cpu_count()} cores",
+        flush=True,
+    )
     load_start = os.getloadavg()
     if load_start[0] > 0.5:
         print(f"  note: load average {load_start[0]:.2f} at start; other work on the machine skews the figures")
@@ -938,8 +1057,11 @@ def main(argv: list[str] | None = None) -> int:
             figures.append(bench_append(tmp, sizes["append_rounds"], sizes["append_per_round"], args.profile))
         if "flatness" in only:
             print("[2/4] append flatness ...", flush=True)
-            figures.append(bench_flatness(tmp, sizes["flat_small"], sizes["flat_large"], sizes["flat_rounds"],
-                                          sizes["flat_window"]))
+            figures.append(
+                bench_flatness(
+                    tmp, sizes["flat_small"], sizes["flat_large"], sizes["flat_rounds"], sizes["flat_window"]
+                )
+            )
         if "history" in only:
             print("[3/4] get_history ...", flush=True)
             figures.append(bench_history(tmp, sizes["history_depth"], sizes["history_reps"], args.profile))
@@ -959,43 +1081,59 @@ def main(argv: list[str] | None = None) -> int:
         if "ours_explicit_parent_us" in f:
             prep = f.get("ours_prepare_us")
             store = f.get("ours_store_insert_only_us")
-            print(f"  (append parts: ours with an explicit parent {fmt(f['ours_explicit_parent_us'])} us; the store's"
-                  f" insert_message alone (record prepared) {fmt(store) if store else '?'} us; Python before SQL:"
-                  f" ours {fmt(prep) if prep else '?'} us vs floor {fmt(f['floor_prepare_us'])} us)")
+            print(
+                f"  (append parts: ours with an explicit parent {fmt(f['ours_explicit_parent_us'])} us; the store's"
+                f" insert_message alone (record prepared) {fmt(store) if store else '?'} us; Python before SQL:"
+                f" ours {fmt(prep) if prep else '?'} us vs floor {fmt(f['floor_prepare_us'])} us)"
+            )
         if "fts_matches" in f:
-            print(f"  ({f['figure']}: query {f['query']!r}, {f['fts_matches']:,} FTS matches;"
-                  f" ours - floor = {(f['ours'] - f['baseline']) * 1000:+,.0f} us; ranking every match by hand:"
-                  f" {fmt(f['full_ranking_floor_ms'])} ms, whose top 20 share {f['overlap_with_full_ranking_top20']}"
-                  f" ids with ours)")
+            print(
+                f"  ({f['figure']}: query {f['query']!r}, {f['fts_matches']:,} FTS matches;"
+                f" ours - floor = {(f['ours'] - f['baseline']) * 1000:+,.0f} us; ranking every match by hand:"
+                f" {fmt(f['full_ranking_floor_ms'])} ms, whose top 20 share {f['overlap_with_full_ranking_top20']}"
+                f" ids with ours)"
+            )
         if "parse_only_pydantic_ms" in f:
             print(
                 f"  (get_history parts: id walk {fmt(f['ours_path_walk_ms'])} ms; parsing {f['depth']:,} stored rows: "
                 f"pydantic {fmt(f['parse_only_pydantic_ms'])} ms vs json.loads {fmt(f['parse_only_json_loads_ms'])} ms)"
             )
     if index_size:
-        print(f"  (search index over {index_size['messages']:,} messages ({format_bytes(index_size['text_bytes'])}"
-              f" of text): {format_bytes(index_size['index_bytes'])} of FTS index plus"
-              f" {format_bytes(index_size['search_terms_column_bytes'])} of stored terms, against"
-              f" {format_bytes(index_size['previous_index_bytes'])} for the previous porter unicode61 index:"
-              f" {index_size['growth_index_only']:.2f}x the index alone,"
-              f" {index_size['growth_with_terms_column']:.2f}x with the terms; the whole database"
-              f" {format_bytes(index_size['database_bytes'])}, {index_size['growth_database']:.2f}x)")
+        print(
+            f"  (search index over {index_size['messages']:,} messages ({format_bytes(index_size['text_bytes'])}"
+            f" of text): {format_bytes(index_size['index_bytes'])} of FTS index plus"
+            f" {format_bytes(index_size['search_terms_column_bytes'])} of stored terms, against"
+            f" {format_bytes(index_size['previous_index_bytes'])} for the previous porter unicode61 index:"
+            f" {index_size['growth_index_only']:.2f}x the index alone,"
+            f" {index_size['growth_with_terms_column']:.2f}x with the terms; the whole database"
+            f" {format_bytes(index_size['database_bytes'])}, {index_size['growth_database']:.2f}x)"
+        )
     out = args.out or RESULTS / ("core-quick.json" if quick else "core.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     report = {
-        "benchmark": "bench/bench_core.py", "mode": "quick" if quick else "full",
+        "benchmark": "bench/bench_core.py",
+        "mode": "quick" if quick else "full",
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cores": os.cpu_count(), "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
-                    "platform": platform.platform()},
-        "durability": "file database, WAL, synchronous=NORMAL", "data_version": DATA_VERSION, "schema_key": SCHEMA_KEY,
-        "sizes": sizes, "elapsed_s": round(time.perf_counter() - started, 1),
+        "machine": {
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+            "sqlite": sqlite3.sqlite_version,
+            "platform": platform.platform(),
+        },
+        "durability": "file database, WAL, synchronous=NORMAL",
+        "data_version": DATA_VERSION,
+        "schema_key": SCHEMA_KEY,
+        "sizes": sizes,
+        "elapsed_s": round(time.perf_counter() - started, 1),
         "load_average": {"start": load_start, "end": os.getloadavg()},
         "figures": [{k: v for k, v in f.items() if k != "profile"} for f in figures],
         "index_size": index_size,
     }
     out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nresults written to {out.relative_to(HERE.parent) if out.is_relative_to(HERE.parent) else out}"
-          f" ({report['elapsed_s']} s)")
+    print(
+        f"\nresults written to {out.relative_to(HERE.parent) if out.is_relative_to(HERE.parent) else out}"
+        f" ({report['elapsed_s']} s)"
+    )
     return 0 if all(f["pass"] for f in figures) else 1
 
 

@@ -91,8 +91,13 @@ def measure(backend: str, kind: str, size: int) -> dict[str, float]:
         with store._pool.connection() as conn:  # type: ignore[attr-defined]
             conn.execute(f'DROP SCHEMA "bench_large_{os.getpid()}" CASCADE')
         store.close()  # type: ignore[attr-defined]
-    return {"text_utf8_bytes": utf8, "text_in_memory_bytes": sys.getsizeof(text), "seconds": seconds,
-            "allocated_x": allocated / utf8, "rss_x": risen / utf8}
+    return {
+        "text_utf8_bytes": utf8,
+        "text_in_memory_bytes": sys.getsizeof(text),
+        "seconds": seconds,
+        "allocated_x": allocated / utf8,
+        "rss_x": risen / utf8,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
             for kind in WORDS:
                 out = subprocess.run(
                     [sys.executable, __file__, "--mb", str(args.mb), "--case", backend, kind],
-                    check=True, capture_output=True, text=True, env={**os.environ, "BENCH_TMP": tmp},
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    env={**os.environ, "BENCH_TMP": tmp},
                 )
                 figures = json.loads(out.stdout)
                 results.append({"backend": backend, "text": kind, **figures})

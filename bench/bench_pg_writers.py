@@ -36,8 +36,13 @@ def writer(url: str, schema: str, session_id: str, appends: int, tag: str, ready
     go.wait()
     started = time.perf_counter()
     for i in range(appends):
-        session.append_message({"id": f"{tag}-{i}", "role": "user" if i % 2 == 0 else "assistant",
-                                "parts": [{"type": "text", "text": text}]})
+        session.append_message(
+            {
+                "id": f"{tag}-{i}",
+                "role": "user" if i % 2 == 0 else "assistant",
+                "parts": [{"type": "text", "text": text}],
+            }
+        )
     out.put(time.perf_counter() - started)
     store.close()
 
@@ -46,8 +51,9 @@ def run(url: str, schema: str, processes: int, appends: int, one_session: bool) 
     ctx = mp.get_context("spawn")
     ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
     workers = [
-        ctx.Process(target=writer, args=(url, schema, "shared" if one_session else f"own-{p}", appends, f"p{p}",
-                                         ready, go, out))
+        ctx.Process(
+            target=writer, args=(url, schema, "shared" if one_session else f"own-{p}", appends, f"p{p}", ready, go, out)
+        )
         for p in range(processes)
     ]
     for worker in workers:
@@ -60,8 +66,14 @@ def run(url: str, schema: str, processes: int, appends: int, one_session: bool) 
         worker.join()
     elapsed = time.perf_counter() - started
     per_process = [out.get() for _ in workers]
-    return {"processes": processes, "one_session": one_session, "appends": processes * appends,
-            "seconds": elapsed, "appends_per_s": processes * appends / elapsed, "per_process_s": per_process}
+    return {
+        "processes": processes,
+        "one_session": one_session,
+        "appends": processes * appends,
+        "seconds": elapsed,
+        "appends_per_s": processes * appends / elapsed,
+        "per_process_s": per_process,
+    }
 
 
 def check_one_chain(url: str, schema: str, expected: int) -> None:
@@ -103,11 +115,24 @@ def main(argv: list[str] | None = None) -> int:
             figures["speedup"] = figures["appends_per_s"] / base
             results.append(figures)
             where = "one session" if one_session else "own sessions"
-            print(f"  {processes} writer(s), {where:12s} {figures['appends_per_s']:8.0f}/s"
-                  f"  ({figures['speedup']:.2f}x one process)", flush=True)
+            print(
+                f"  {processes} writer(s), {where:12s} {figures['appends_per_s']:8.0f}/s"
+                f"  ({figures['speedup']:.2f}x one process)",
+                flush=True,
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"appends_per_process": args.appends, "cpus": os.cpu_count(),
-                                    "results": results, "load_average": os.getloadavg()}, indent=2) + "\n")
+    args.out.write_text(
+        json.dumps(
+            {
+                "appends_per_process": args.appends,
+                "cpus": os.cpu_count(),
+                "results": results,
+                "load_average": os.getloadavg(),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     return 0
 
 

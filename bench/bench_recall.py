@@ -33,13 +33,25 @@ HERE = Path(__file__).resolve().parent
 
 from sessions_core import SemanticRecall, Session, SqliteStore  # noqa: E402
 
-TURN = ("Could you check whether the automobile lease we signed in March covers winter tyres, and if not "
-        "what it would cost to add them before the first snow?")
-DROP_TRIGGERS_SQLITE = [f"DROP TRIGGER IF EXISTS {name}" for name in (
-    "recall_message_insert", "recall_message_update", "recall_message_delete",
-    "recall_entry_insert", "recall_entry_update", "recall_entry_delete")]
-DROP_TRIGGERS_PG = ["DROP TRIGGER IF EXISTS recall_message ON {schema}.session_messages",
-                    "DROP TRIGGER IF EXISTS recall_entry ON {schema}.search_entries"]
+TURN = (
+    "Could you check whether the automobile lease we signed in March covers winter tyres, and if not "
+    "what it would cost to add them before the first snow?"
+)
+DROP_TRIGGERS_SQLITE = [
+    f"DROP TRIGGER IF EXISTS {name}"
+    for name in (
+        "recall_message_insert",
+        "recall_message_update",
+        "recall_message_delete",
+        "recall_entry_insert",
+        "recall_entry_update",
+        "recall_entry_delete",
+    )
+]
+DROP_TRIGGERS_PG = [
+    "DROP TRIGGER IF EXISTS recall_message ON {schema}.session_messages",
+    "DROP TRIGGER IF EXISTS recall_entry ON {schema}.search_entries",
+]
 PG_URL = os.environ.get("SESSIONS_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
 
@@ -57,8 +69,11 @@ class NoIndex:
 
 
 def message(n: int) -> dict[str, Any]:
-    return {"id": f"m{n}", "role": "user" if n % 2 == 0 else "assistant",
-            "parts": [{"type": "text", "text": f"{TURN} (turn {n})"}]}
+    return {
+        "id": f"m{n}",
+        "role": "user" if n % 2 == 0 else "assistant",
+        "parts": [{"type": "text", "text": f"{TURN} (turn {n})"}],
+    }
 
 
 def appends(store: Any, n: int, recall: bool) -> float:
@@ -83,9 +98,13 @@ def append_series(open_store: Callable[[str], Any], n: int, rounds: int) -> dict
             bucket.append(appends(store, n, recall))
     for store in (on_store, off_store, bare_store):
         store.close()
-    result = {"on_us": on, "off_us": off, "no_triggers_us": bare,
-              "on_vs_off": statistics.median(on) / statistics.median(off),
-              "off_vs_no_triggers": statistics.median(off) / statistics.median(bare)}
+    result = {
+        "on_us": on,
+        "off_us": off,
+        "no_triggers_us": bare,
+        "on_vs_off": statistics.median(on) / statistics.median(off),
+        "off_vs_no_triggers": statistics.median(off) / statistics.median(bare),
+    }
     return result
 
 
@@ -109,6 +128,7 @@ def postgres_opener() -> Callable[[str], Any] | None:
         import psycopg
 
         from sessions_core import PostgresStore
+
         psycopg.connect(PG_URL, connect_timeout=3).close()
     except Exception as error:  # no server here: the PostgreSQL series is left out, and said so
         print(f"PostgreSQL series left out: {error}")
@@ -153,7 +173,9 @@ def indexes() -> dict[str, tuple[Callable[[], Any], Callable[[Any, list[str], li
             index.vector_store.add_texts(texts, metadatas=metadatas, ids=ids)
 
         found["langchain InMemoryVectorStore"] = (
-            lambda: VectorStoreRecall(InMemoryVectorStore(SynonymEmbeddings())), lc_floor)
+            lambda: VectorStoreRecall(InMemoryVectorStore(SynonymEmbeddings())),
+            lc_floor,
+        )
     except ImportError as error:
         print(f"LangChain left out: {error}")
     try:
@@ -165,8 +187,12 @@ def indexes() -> dict[str, tuple[Callable[[], Any], Callable[[Any, list[str], li
 
         def li_floor(index: Any, ids: list[str], texts: list[str], metadatas: list[dict]) -> None:
             embeddings = index.embed_model.get_text_embedding_batch(texts)
-            index.vector_store.add([TextNode(id_=i, text=t, metadata=m, embedding=e)
-                                    for i, t, m, e in zip(ids, texts, metadatas, embeddings)])
+            index.vector_store.add(
+                [
+                    TextNode(id_=i, text=t, metadata=m, embedding=e)
+                    for i, t, m, e in zip(ids, texts, metadatas, embeddings)
+                ]
+            )
 
         found["llamaindex SimpleVectorStore"] = (lambda: LlamaRecall(SimpleVectorStore(), SynonymEmbedding()), li_floor)
     except ImportError as error:
@@ -196,8 +222,13 @@ def drain_series(folder: Path, n: int) -> dict[str, Any]:
             floor(bare, ids[start:end], texts[start:end], metadatas[start:end])
         alone = time.perf_counter() - started
         store.close()
-        results[name] = {"messages": n, "drain_s": drained, "messages_per_s": n / drained,
-                         "framework_alone_s": alone, "ratio_to_framework": drained / alone}
+        results[name] = {
+            "messages": n,
+            "drain_s": drained,
+            "messages_per_s": n / drained,
+            "framework_alone_s": alone,
+            "ratio_to_framework": drained / alone,
+        }
     return results
 
 
@@ -224,15 +255,19 @@ def main(argv: list[str] | None = None) -> int:
                     drop_schemas(pg.schemas)
             passed = found["on_vs_off"] <= 1.2
             ok &= passed
-            print(f"{label}: append {statistics.median(found['on_us']):.0f} µs with recall on,"
-                  f" {statistics.median(found['off_us']):.0f} µs off: {found['on_vs_off']:.2f}x"
-                  f" (target <= 1.2x: {'PASS' if passed else 'FAIL'}); off vs no recall triggers at all:"
-                  f" {found['off_vs_no_triggers']:.2f}x")
+            print(
+                f"{label}: append {statistics.median(found['on_us']):.0f} µs with recall on,"
+                f" {statistics.median(found['off_us']):.0f} µs off: {found['on_vs_off']:.2f}x"
+                f" (target <= 1.2x: {'PASS' if passed else 'FAIL'}); off vs no recall triggers at all:"
+                f" {found['off_vs_no_triggers']:.2f}x"
+            )
         results["drain"] = drain_series(folder, args.drain)
     for label, found in results["drain"].items():
-        print(f"drain into {label}: {found['messages']} messages in {found['drain_s']:.2f} s"
-              f" ({found['messages_per_s']:.0f}/s); the framework alone adds them in"
-              f" {found['framework_alone_s']:.2f} s ({found['ratio_to_framework']:.2f}x)")
+        print(
+            f"drain into {label}: {found['messages']} messages in {found['drain_s']:.2f} s"
+            f" ({found['messages_per_s']:.0f}/s); the framework alone adds them in"
+            f" {found['framework_alone_s']:.2f} s ({found['ratio_to_framework']:.2f}x)"
+        )
     results["load_average"] = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")

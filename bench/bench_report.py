@@ -175,10 +175,12 @@ class Floor:
     def _fetch(self, seqs: list[int], chunk: int = 200) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for i in range(0, len(seqs), chunk):
-            part = seqs[i:i + chunk]
-            rows = dict(self.conn.execute(
-                f"SELECT seq, content FROM session_messages WHERE seq IN ({','.join('?' * len(part))})", part
-            ).fetchall())
+            part = seqs[i : i + chunk]
+            rows = dict(
+                self.conn.execute(
+                    f"SELECT seq, content FROM session_messages WHERE seq IN ({','.join('?' * len(part))})", part
+                ).fetchall()
+            )
             out.extend(json.loads(rows[s]) for s in part)
         return out
 
@@ -298,11 +300,12 @@ def run_cell(tmp: Path, n: int, sessions: int, with_postgres: bool, log: Callabl
         started = time.perf_counter()
         for sid, msgs in converted.items():
             for i in range(0, per, batch):
-                subject.append_batch(sid, msgs[i:i + batch])
+                subject.append_batch(sid, msgs[i : i + batch])
         row["append_batched_us"] = (time.perf_counter() - started) / n * 1e6
         # Kept back for the single appends, round-robin over the sessions.
-        singles[subject.name] = iter([(sid, msgs[i]) for i in range(per, per + extra_per_session(sessions))
-                                      for sid, msgs in converted.items()])
+        singles[subject.name] = iter(
+            [(sid, msgs[i]) for i in range(per, per + extra_per_session(sessions)) for sid, msgs in converted.items()]
+        )
         if subject.kind == "peer" and sessions == 1 and n == 1_000:
             row["append_one_us_as_shipped"] = as_shipped_append_us(tmp, subject.name, converted[sids[0]][:40])
         del converted
@@ -322,7 +325,7 @@ def run_cell(tmp: Path, n: int, sessions: int, with_postgres: bool, log: Callabl
     # One commit per message, into the filled stores.
     times: dict[str, list[float]] = {subject.name: [] for subject in subjects}
     for r in range(APPEND_ROUNDS):
-        for subject in subjects[r % len(subjects):] + subjects[:r % len(subjects)]:
+        for subject in subjects[r % len(subjects) :] + subjects[: r % len(subjects)]:
             taken = times[subject.name]
             quota = len(taken) + APPEND_SAMPLES // APPEND_ROUNDS
             started = time.perf_counter()
@@ -353,8 +356,10 @@ def run_cell(tmp: Path, n: int, sessions: int, with_postgres: bool, log: Callabl
 
 def path_read(tmp: Path, depth: int, log: Callable[[str], None]) -> dict[str, Any]:
     figure = core.bench_history(tmp, depth, reps=11, do_profile=False)
-    log(f"    path read at depth {depth:,}: ours {figure['ours']:.1f} ms, floor {figure['baseline']:.1f} ms,"
-        f" {figure['ratio']:.2f}x")
+    log(
+        f"    path read at depth {depth:,}: ours {figure['ours']:.1f} ms, floor {figure['baseline']:.1f} ms,"
+        f" {figure['ratio']:.2f}x"
+    )
     return figure
 
 
@@ -385,19 +390,26 @@ def search(tmp: Path, n: int, log: Callable[[str], None]) -> list[dict[str, Any]
     floor = core.FloorSearch(conn)
     for figure in figures:
         expression = floor.expression(figure["query"])
-        ours_seqs = [conn.execute("SELECT seq FROM session_messages WHERE session_id = ? AND id = ?",
-                                  (core.SESSION, r.id)).fetchone()[0]
-                     for r in session.search(figure["query"], limit=10)]
+        ours_seqs = [
+            conn.execute(
+                "SELECT seq FROM session_messages WHERE session_id = ? AND id = ?", (core.SESSION, r.id)
+            ).fetchone()[0]
+            for r in session.search(figure["query"], limit=10)
+        ]
         ideal = conn.execute(
             "SELECT rowid, bm25(session_messages_fts) FROM session_messages_fts WHERE session_messages_fts MATCH ?"
-            " ORDER BY rank LIMIT 10", (expression,)).fetchall()
+            " ORDER BY rank LIMIT 10",
+            (expression,),
+        ).fetchall()
         scores = dict(conn.execute(BM25_OF.format(",".join("?" * len(ours_seqs))), (expression, *ours_seqs)).fetchall())
         figure["ndcg10_bm25"] = ndcg([-scores[s] for s in ours_seqs], [-s for _, s in ideal])
         figure["overlap_top10_with_full_ranking"] = len(set(ours_seqs) & {r for r, _ in ideal})
         figure["ratio_to_full_ranking"] = figure["ours"] / figure["full_ranking_floor_ms"]
-        log(f"    search {n:,} {figure['figure'].split(': ')[-1]:13s} ours {figure['ours']:7.2f} ms | same plan by hand"
+        log(
+            f"    search {n:,} {figure['figure'].split(': ')[-1]:13s} ours {figure['ours']:7.2f} ms | same plan by hand"
             f" {figure['baseline']:7.2f} ms | naive full ranking {figure['full_ranking_floor_ms']:7.2f} ms"
-            f" | nDCG@10 {figure['ndcg10_bm25']:.3f} ({figure['overlap_top10_with_full_ranking']}/10 shared)")
+            f" | nDCG@10 {figure['ndcg10_bm25']:.3f} ({figure['overlap_top10_with_full_ranking']}/10 shared)"
+        )
     session.close()
     conn.close()
     return figures
@@ -413,13 +425,20 @@ def search_postgres(n: int, log: Callable[[str], None]) -> list[dict[str, Any]]:
     session = subject.session(core.SESSION)
     started = time.perf_counter()
     for i in range(0, len(rows), 5_000):
-        session.append_messages([json.loads(c) for c, _ in rows[i:i + 5_000]])
+        session.append_messages([json.loads(c) for c, _ in rows[i : i + 5_000]])
     log(f"    PostgreSQL: {n:,} messages loaded in {time.perf_counter() - started:.0f} s")
     out = []
     for kind, query in queries.items():
         times = repeat(lambda q=query: session.search(q, limit=20), reps=15, budget_s=5.0)
-        out.append({"figure": f"search {n // 1000:,}k msgs (PostgreSQL): {kind}", "query": query,
-                    "ours": median(times) * 1000, "unit": "ms", "returned": len(session.search(query, limit=20))})
+        out.append(
+            {
+                "figure": f"search {n // 1000:,}k msgs (PostgreSQL): {kind}",
+                "query": query,
+                "ours": median(times) * 1000,
+                "unit": "ms",
+                "returned": len(session.search(query, limit=20)),
+            }
+        )
         log(f"    PostgreSQL search {n:,} {kind:13s} {out[-1]['ours']:7.2f} ms")
     subject.close()
     return out
@@ -445,7 +464,8 @@ def token_counting(n: int, log: Callable[[str], None]) -> dict[str, Any]:
         "ours tiktoken (TiktokenCounter)": lambda: counter(ours),
         "llamaindex Memory._estimate_token_count (tiktoken)": lambda: llamaindex_token_count(llamaindex),
         "floor: tiktoken encode of text and tool JSON": lambda: sum(
-            len(encoding.encode(t, disallowed_special=())) for t in texts),
+            len(encoding.encode(t, disallowed_special=())) for t in texts
+        ),
     }
     result: dict[str, Any] = {"messages": n}
     for name, fn in contenders.items():
@@ -503,15 +523,18 @@ def memory(tmp: Path, n: int, with_postgres: bool, log: Callable[[str], None]) -
         contents = [c for (c,) in conn.execute("SELECT content FROM session_messages ORDER BY seq")]
         conn.close()
         for i in range(0, len(contents), 5_000):
-            session.append_messages([json.loads(c) for c in contents[i:i + 5_000]])
+            session.append_messages([json.loads(c) for c in contents[i : i + 5_000]])
         targets.append(("postgres", subject.schema))
     for mode, target in targets:
-        proc = subprocess.run([sys.executable, "-c", script, mode, target, POSTGRES_URL],
-                              capture_output=True, text=True, check=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", script, mode, target, POSTGRES_URL], capture_output=True, text=True, check=True
+        )
         out[mode] = json.loads(proc.stdout)
-        log(f"    streaming {n:,} messages ({mode}): peak {out[mode]['stream_peak_python_mb']:.1f} MB of Python"
+        log(
+            f"    streaming {n:,} messages ({mode}): peak {out[mode]['stream_peak_python_mb']:.1f} MB of Python"
             f" allocations, max RSS +{out[mode]['stream_peak_rss_delta_mb']:.1f} MB"
-            f" (get_history() holding them all: {out[mode]['get_history_peak_python_mb']:.0f} MB)")
+            f" (get_history() holding them all: {out[mode]['get_history_peak_python_mb']:.0f} MB)"
+        )
     if with_postgres:
         subject.close()
     return out
@@ -559,23 +582,37 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         ratios = [
             by[("ours: SQLite", n, s)]["append_one_us"] / by[(Floor.name, n, s)]["append_one_us"] for n, s in layouts
         ]
-        check("append (a commit per message) within 1.5x of the floor", ", ".join(f"{r:.2f}x" for r in ratios),
-              max(ratios) <= 1.5)
+        check(
+            "append (a commit per message) within 1.5x of the floor",
+            ", ".join(f"{r:.2f}x" for r in ratios),
+            max(ratios) <= 1.5,
+        )
         reads = [by[("ours: SQLite", n, s)]["read_all_ms"] / by[(Floor.name, n, s)]["read_all_ms"] for n, s in layouts]
         check("full-history read within 1.5x of the floor", ", ".join(f"{r:.2f}x" for r in reads), max(reads) <= 1.5)
         for peer in ("langchain-sql", "llamaindex-sqlalchemy"):
-            shipped = [(n, r["append_one_us_as_shipped"]) for (name, n, s), r in by.items()
-                       if name == peer and s == 1 and "append_one_us_as_shipped" in r]
+            shipped = [
+                (n, r["append_one_us_as_shipped"])
+                for (name, n, s), r in by.items()
+                if name == peer and s == 1 and "append_one_us_as_shipped" in r
+            ]
             for n, peer_us in shipped:
                 ours_us = by[("ours: SQLite", n, 1)]["append_one_us"]
-                check(f"append as shipped at least 5x faster than {peer} ({n:,} stored)",
-                      f"{peer_us:.0f} / {ours_us:.0f} µs = {peer_us / ours_us:.1f}x", peer_us / ours_us >= 5)
+                check(
+                    f"append as shipped at least 5x faster than {peer} ({n:,} stored)",
+                    f"{peer_us:.0f} / {ours_us:.0f} µs = {peer_us / ours_us:.1f}x",
+                    peer_us / ours_us >= 5,
+                )
         for peer in ("langchain-sql", "llamaindex-sqlalchemy"):
-            for metric, goal, label in (("append_one_us", 5, "append at equal durability"),
-                                        ("read_all_ms", 3, "full-history read")):
+            for metric, goal, label in (
+                ("append_one_us", 5, "append at equal durability"),
+                ("read_all_ms", 3, "full-history read"),
+            ):
                 speedups = [by[(peer, n, s)][metric] / by[("ours: SQLite", n, s)][metric] for n, s in layouts]
-                check(f"{label} at least {goal}x faster than {peer}", ", ".join(f"{x:.1f}x" for x in speedups),
-                      min(speedups) >= goal)
+                check(
+                    f"{label} at least {goal}x faster than {peer}",
+                    ", ".join(f"{x:.1f}x" for x in speedups),
+                    min(speedups) >= goal,
+                )
         sizes = sorted({n for n, s in layouts if s == 1})
         flat = by[("ours: SQLite", sizes[-1], 1)]["append_one_us"] / by[("ours: SQLite", sizes[0], 1)]["append_one_us"]
         check(f"append flat from {sizes[0]:,} to {sizes[-1]:,} stored (within 1.2x)", f"{flat:.2f}x", flat <= 1.2)
@@ -583,16 +620,23 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     if searches:
         largest = max(f["messages"] for f in searches)
         for f in (f for f in searches if f["messages"] == largest):
-            check(f"search over {largest:,}: {f['figure'].split(': ')[-1]} at or below the floor (naive full ranking)",
-                  f"{f['ours']:.2f} ms vs {f['full_ranking_floor_ms']:.2f} ms; nDCG@10 {f['ndcg10_bm25']:.3f}",
-                  f["ours"] <= f["full_ranking_floor_ms"] * 1.05)
-        check(f"search over {largest:,}: p50 across query kinds under 20 ms", f"{report['search_p50_ms']:.2f} ms",
-              report["search_p50_ms"] < 20)
+            check(
+                f"search over {largest:,}: {f['figure'].split(': ')[-1]} at or below the floor (naive full ranking)",
+                f"{f['ours']:.2f} ms vs {f['full_ranking_floor_ms']:.2f} ms; nDCG@10 {f['ndcg10_bm25']:.3f}",
+                f["ours"] <= f["full_ranking_floor_ms"] * 1.05,
+            )
+        check(
+            f"search over {largest:,}: p50 across query kinds under 20 ms",
+            f"{report['search_p50_ms']:.2f} ms",
+            report["search_p50_ms"] < 20,
+        )
     for mode, figures in report.get("memory", {}).items():
         peak = max(figures["stream_peak_python_mb"], figures["stream_peak_rss_delta_mb"])
-        check(f"streaming {figures['messages']:,} messages ({mode}) under 50 MB above the baseline",
-              f"{figures['stream_peak_python_mb']:.1f} MB Python, +{figures['stream_peak_rss_delta_mb']:.1f} MB RSS",
-              peak < 50)
+        check(
+            f"streaming {figures['messages']:,} messages ({mode}) under 50 MB above the baseline",
+            f"{figures['stream_peak_python_mb']:.1f} MB Python, +{figures['stream_peak_rss_delta_mb']:.1f} MB RSS",
+            peak < 50,
+        )
     return out
 
 
@@ -603,9 +647,11 @@ def plot(cells: list[dict[str, Any]], target: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
-    panels = [("append_one_us", "append, one commit per message (µs)"),
-              ("append_batched_us", "append, batched (µs per message)"),
-              ("read_all_us_per_message", "full-history read (µs per message)")]
+    panels = [
+        ("append_one_us", "append, one commit per message (µs)"),
+        ("append_batched_us", "append, batched (µs per message)"),
+        ("read_all_us_per_message", "full-history read (µs per message)"),
+    ]
     names = list(dict.fromkeys(r["subject"] for r in cells))
     colours = {name: f"C{i}" for i, name in enumerate(names)}  # one colour per subject, a line style per layout
     for ax, (metric, title) in zip(axes, panels):
@@ -615,8 +661,12 @@ def plot(cells: list[dict[str, Any]], target: Path) -> None:
                     (r["messages"], r[metric]) for r in cells if r["subject"] == name and r["sessions"] == sessions
                 )
                 if points:
-                    ax.plot(*zip(*points), style, color=colours[name],
-                            label=f"{name} ({sessions} session{'s' if sessions > 1 else ''})")
+                    ax.plot(
+                        *zip(*points),
+                        style,
+                        color=colours[name],
+                        label=f"{name} ({sessions} session{'s' if sessions > 1 else ''})",
+                    )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("messages stored")
@@ -645,8 +695,12 @@ def markdown(report: dict[str, Any]) -> str:
     layouts = sorted({(r["messages"], r["sessions"]) for r in cells}, key=lambda k: (k[1], k[0]))
     by = {(r["subject"], r["messages"], r["sessions"]): r for r in cells}
     for metric, title, unit in METRICS:
-        lines += [f"**{title}** ({unit}; in brackets: ours on SQLite over the floor, and each peer over ours)", "",
-                  "| workload | " + " | ".join(subjects) + " |", "|---" * (len(subjects) + 1) + "|"]
+        lines += [
+            f"**{title}** ({unit}; in brackets: ours on SQLite over the floor, and each peer over ours)",
+            "",
+            "| workload | " + " | ".join(subjects) + " |",
+            "|---" * (len(subjects) + 1) + "|",
+        ]
         for n, sessions in layouts:
             ours = by.get(("ours: SQLite", n, sessions))
             cols = []
@@ -689,7 +743,7 @@ def run_part(part: str, args: argparse.Namespace, log: Callable[[str], None]) ->
         if part == "search-postgres":
             return search_postgres(100_000, log)
         if part.startswith("search"):
-            return search(tmp, int(part[len("search"):]), log)
+            return search(tmp, int(part[len("search") :]), log)
         if part == "tokens":
             return token_counting(10_000, log)
         if part == "memory":
@@ -701,8 +755,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="1k and 10k only, search over 100k")
     parser.add_argument("--no-postgres", action="store_true", help="skip ours on PostgreSQL")
-    parser.add_argument("--only", action="append", choices=["matrix", "path", "search", "tokens", "memory"],
-                        help="run these parts and update them in an existing results file")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=["matrix", "path", "search", "tokens", "memory"],
+        help="run these parts and update them in an existing results file",
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--table", type=Path, default=None, help="print the README tables of a results file and exit")
     parser.add_argument("--part", help=argparse.SUPPRESS)
@@ -730,8 +788,12 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = json.loads(out_path.read_text()) if args.only and out_path.exists() else {}
     report |= {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": {"python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
-                    "cpus": os.cpu_count(), "platform": platform.platform()},
+        "machine": {
+            "python": platform.python_version(),
+            "sqlite": sqlite3.sqlite_version,
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+        },
     }
     for n in search_sizes:  # built once, outside any timing
         core.cached_db(n, label=f"{n:,}-message search database")
@@ -754,8 +816,11 @@ def main(argv: list[str] | None = None) -> int:
             report["search"] += isolated(["--part", f"search{n}", *common])
         if with_postgres:
             report["search"] += isolated(["--part", "search-postgres", *common])
-        kinds = [f["ours"] for f in report["search"] if "(PostgreSQL)" not in f["figure"]
-                 and f["messages"] == search_sizes[-1]]
+        kinds = [
+            f["ours"]
+            for f in report["search"]
+            if "(PostgreSQL)" not in f["figure"] and f["messages"] == search_sizes[-1]
+        ]
         report["search_p50_ms"] = median(kinds)
     if "tokens" in only:
         log("token counting")

@@ -105,8 +105,11 @@ class Conversation:
         return [turn for _, turns in self.sessions.values() for turn in turns]
 
     def message(self, turn: Turn) -> dict[str, Any]:
-        return {"id": turn.dia_id, "role": "user" if turn.speaker == self.speaker_a else "assistant",
-                "parts": [{"type": "text", "text": turn.content}]}
+        return {
+            "id": turn.dia_id,
+            "role": "user" if turn.speaker == self.speaker_a else "assistant",
+            "parts": [{"type": "text", "text": turn.content}],
+        }
 
 
 def data_folder(given: str | Path | None = None) -> Path:
@@ -141,8 +144,10 @@ def load_conversation(path: Path) -> Conversation:
     for k in keys:
         written = data[f"session_{k}_date_time"]
         start = parse_date(written)
-        turns = [Turn(t["dia_id"], t["speaker"], t["text"], t.get("blip_caption"), k, start + timedelta(seconds=i))
-                 for i, t in enumerate(data[f"session_{k}"])]
+        turns = [
+            Turn(t["dia_id"], t["speaker"], t["text"], t.get("blip_caption"), k, start + timedelta(seconds=i))
+            for i, t in enumerate(data[f"session_{k}"])
+        ]
         sessions[k] = (written, turns)
     conversation = Conversation(path.stem, data["speaker_a"], data["speaker_b"], sessions, [])
     known = {turn.dia_id for turn in conversation.turns}
@@ -158,8 +163,11 @@ def load_conversation(path: Path) -> Conversation:
 
 
 def load(folder: Path, names: list[str] | None = None, limit_questions: int | None = None) -> list[Conversation]:
-    paths = [folder / f"{name}.json" for name in names] if names else sorted(
-        folder.glob("conv-*.json"), key=lambda p: int(re.sub(r"\D", "", p.stem) or 0))
+    paths = (
+        [folder / f"{name}.json" for name in names]
+        if names
+        else sorted(folder.glob("conv-*.json"), key=lambda p: int(re.sub(r"\D", "", p.stem) or 0))
+    )
     missing = [str(p) for p in paths if not p.is_file()]
     if missing or not paths:
         raise FileNotFoundError(f"LoCoMo conversations not found: {', '.join(missing) or folder}")
@@ -214,6 +222,7 @@ def postgres_unavailable() -> str | None:
         import psycopg
 
         from sessions_core import PostgresStore  # noqa: F401
+
         psycopg.connect(PG_URL, connect_timeout=3).close()
     except Exception as error:
         return f"{type(error).__name__}: {error}".strip()
@@ -289,8 +298,10 @@ def score_ranked(ranked: list[str], evidence: list[str]) -> dict[str, float]:
 
 
 def score_tool(output: str, evidence: list[str], texts: dict[str, str]) -> dict[str, float]:
-    return {"hit": float(any(texts[e] in output for e in evidence)),
-            "no_result": float(output.strip() == "No results found.")}
+    return {
+        "hit": float(any(texts[e] in output for e in evidence)),
+        "no_result": float(output.strip() == "No results found."),
+    }
 
 
 @dataclass
@@ -309,10 +320,13 @@ class Tally:
         for number, name in CATEGORIES.items():
             rows = [r for c, r in self.rows if c == number]
             by_category[f"{number} {name}"] = {"questions": len(rows), **mean(rows)}
-        return {"questions": len(self.rows), "overall": mean([r for _, r in self.rows]),
-                "by_category": by_category,
-                "p50_ms": statistics.median(self.seconds) * 1e3 if self.seconds else None,
-                "build_s": self.build_s}
+        return {
+            "questions": len(self.rows),
+            "overall": mean([r for _, r in self.rows]),
+            "by_category": by_category,
+            "p50_ms": statistics.median(self.seconds) * 1e3 if self.seconds else None,
+            "build_s": self.build_s,
+        }
 
 
 def ask(tally: Tally, conversation: Conversation, rank: Ranker, tool: bool = False) -> None:
@@ -325,8 +339,12 @@ def ask(tally: Tally, conversation: Conversation, rank: Ranker, tool: bool = Fal
         tally.rows.append((q.category, figures))
 
 
-def run(conversations: list[Conversation], backends: Iterable[str] = ("sqlite", "postgresql"),
-        bm25: bool = True, folder: Path | None = None) -> dict[str, dict[str, Any]]:
+def run(
+    conversations: list[Conversation],
+    backends: Iterable[str] = ("sqlite", "postgresql"),
+    bm25: bool = True,
+    folder: Path | None = None,
+) -> dict[str, dict[str, Any]]:
     """Every retriever over every conversation: ``{retriever: summary}`` (``Tally.summary``)."""
     tallies: dict[str, Tally] = {}
     with tempfile.TemporaryDirectory(prefix="bench_retrieval_") as name:
@@ -364,8 +382,10 @@ def pct(value: float | None) -> str:
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    line = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)  # noqa: E731
-                                   for i, (c, w) in enumerate(zip(cells, widths)))
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
 
@@ -394,8 +414,10 @@ def category_table(results: dict[str, dict[str, Any]]) -> str:
                 cells.append(" / ".join(pct(figures[metric]) for metric in shown))
         rows.append([label, *cells])
     counts = ", ".join(f"{name}: {figures['questions']}" for name, figures in first.items())
-    return (f"cells: recall_any@5 / recall_any@10 / recall_all@10 (the tool: its hit share)\n"
-            f"questions per category: {counts}\n" + table(headers, rows))
+    return (
+        f"cells: recall_any@5 / recall_any@10 / recall_all@10 (the tool: its hit share)\n"
+        f"questions per category: {counts}\n" + table(headers, rows)
+    )
 
 
 def check_targets(results: dict[str, dict[str, Any]], backends: Iterable[str]) -> list[dict[str, Any]]:
@@ -405,8 +427,9 @@ def check_targets(results: dict[str, dict[str, Any]], backends: Iterable[str]) -
             label = f"{backend} {retriever}"
             if label in results:
                 value = results[label]["overall"][metric]
-                checks.append({"retriever": label, "metric": metric, "target": floor, "value": value,
-                               "pass": value >= floor})
+                checks.append(
+                    {"retriever": label, "metric": metric, "target": floor, "value": value, "pass": value >= floor}
+                )
     return checks
 
 
@@ -417,8 +440,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit-questions", type=int, help="the first N questions of each conversation")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     parser.add_argument("--out", type=Path, default=RESULTS / "retrieval.json")
-    parser.add_argument("--speed", action="store_true",
-                        help="also time 10-word questions over 1,000,000 messages (bench_search_speed.py)")
+    parser.add_argument(
+        "--speed",
+        action="store_true",
+        help="also time 10-word questions over 1,000,000 messages (bench_search_speed.py)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     folder = data_folder(args.data)
@@ -429,9 +455,11 @@ def main(argv: list[str] | None = None) -> int:
         print(error, file=sys.stderr)
         return 2
     questions = sum(len(c.questions) for c in conversations)
-    print(f"LoCoMo at {folder}: {len(conversations)} conversations, {sum(len(c.turns) for c in conversations)}"
-          f" turns, {questions} questions (category 5 left out; {sum(c.left_out for c in conversations)}"
-          f" without evidence left out)")
+    print(
+        f"LoCoMo at {folder}: {len(conversations)} conversations, {sum(len(c.turns) for c in conversations)}"
+        f" turns, {questions} questions (category 5 left out; {sum(c.left_out for c in conversations)}"
+        f" without evidence left out)"
+    )
     for conversation in conversations:
         for note in conversation.mended:
             print(f"  {conversation.name} evidence: {note}")
@@ -452,11 +480,15 @@ def main(argv: list[str] | None = None) -> int:
     print()
     checks = check_targets(results, backends)
     for check in checks:
-        print(f"target {check['retriever']} {check['metric']} >= {check['target'] * 100:.0f}%:"
-              f" {check['value'] * 100:.1f}% {'PASS' if check['pass'] else 'FAIL'}")
+        print(
+            f"target {check['retriever']} {check['metric']} >= {check['target'] * 100:.0f}%:"
+            f" {check['value'] * 100:.1f}% {'PASS' if check['pass'] else 'FAIL'}"
+        )
     bm25 = results["bm25"]["overall"]
-    print(f"anchor: bm25 recall_any@5 {bm25['recall_any@5'] * 100:.1f}%, @10 {bm25['recall_any@10'] * 100:.1f}%"
-          " (the data's README: 50.4%, 58.8% over all six)")
+    print(
+        f"anchor: bm25 recall_any@5 {bm25['recall_any@5'] * 100:.1f}%, @10 {bm25['recall_any@10'] * 100:.1f}%"
+        " (the data's README: 50.4%, 58.8% over all six)"
+    )
     speed = None
     if args.speed:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -467,12 +499,25 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     print(f"run time: {elapsed:.1f} s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "data": str(folder), "conversations": [c.name for c in conversations], "questions": questions,
-        "limit_questions": args.limit_questions, "backends": backends,
-        "evidence_notes": {c.name: c.mended for c in conversations if c.mended},
-        "retrievers": results, "targets": checks, "speed": speed, "run_s": elapsed, "load_average": os.getloadavg(),
-    }, indent=2) + "\n")
+    args.out.write_text(
+        json.dumps(
+            {
+                "data": str(folder),
+                "conversations": [c.name for c in conversations],
+                "questions": questions,
+                "limit_questions": args.limit_questions,
+                "backends": backends,
+                "evidence_notes": {c.name: c.mended for c in conversations if c.mended},
+                "retrievers": results,
+                "targets": checks,
+                "speed": speed,
+                "run_s": elapsed,
+                "load_average": os.getloadavg(),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     return 0
 
 

@@ -83,8 +83,20 @@ def rows(n: int = TOTAL):
         depth, path_tokens, path_bytes = depth + 1, path_tokens + tokens, path_bytes + size
         last[session] = (message["id"], depth, path_tokens, path_bytes)
         text = text_of(message)
-        yield (session, message["id"], parent, message["role"], BASE_TIME_US + index * 1_000_000, tokens, size,
-               depth, path_tokens, path_bytes, text, text)
+        yield (
+            session,
+            message["id"],
+            parent,
+            message["role"],
+            BASE_TIME_US + index * 1_000_000,
+            tokens,
+            size,
+            depth,
+            path_tokens,
+            path_bytes,
+            text,
+            text,
+        )
 
 
 def build_sqlite() -> Path:
@@ -132,8 +144,10 @@ def build_postgres(schema: str) -> PostgresStore:
         print(f"  loading PostgreSQL schema {schema}: {TOTAL:,} messages", flush=True)
         started = time.perf_counter()
         conn.execute(f'TRUNCATE "{schema}".session_messages CASCADE')
-        columns = ("session_id, id, parent_id, role, created_at, tokens, bytes, depth, path_tokens, path_bytes,"
-                   " text_content, search_terms, content")
+        columns = (
+            "session_id, id, parent_id, role, created_at, tokens, bytes, depth, path_tokens, path_bytes,"
+            " text_content, search_terms, content"
+        )
         with conn.cursor() as cursor, cursor.copy(f'COPY "{schema}".session_messages ({columns}) FROM STDIN') as copy:
             for row in rows():
                 *head, text, _ = row
@@ -164,16 +178,23 @@ def timings(fn, queries: list[str]) -> dict[str, float]:
         fn(query)
         times.append((time.perf_counter() - started) * 1000)
     times.sort()
-    return {"p50_ms": round(statistics.median(times), 2), "p90_ms": round(times[int(len(times) * 0.9)], 2),
-            "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))], 2), "queries": len(times)}
+    return {
+        "p50_ms": round(statistics.median(times), 2),
+        "p90_ms": round(times[int(len(times) * 0.9)], 2),
+        "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))], 2),
+        "queries": len(times),
+    }
 
 
 def fts5_or(conn: sqlite3.Connection):
     def run(query: str) -> list[Any]:
         words = [w for w in index_text(query).split()]
         expression = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
-        return conn.execute("SELECT rowid FROM session_messages_fts WHERE session_messages_fts MATCH ?"
-                            " ORDER BY rank LIMIT 20", (f"search_terms : ({expression})",)).fetchall()
+        return conn.execute(
+            "SELECT rowid FROM session_messages_fts WHERE session_messages_fts MATCH ? ORDER BY rank LIMIT 20",
+            (f"search_terms : ({expression})",),
+        ).fetchall()
+
     return run
 
 
@@ -202,8 +223,16 @@ def check(results: dict[str, Any]) -> list[dict[str, Any]]:
             if "match=any" not in name:
                 continue
             for stat, limit in (("p50_ms", 20 * factor), ("p99_ms", 100 * factor)):
-                checks.append({"backend": backend, "scope": name, "stat": stat, "value": figures[stat],
-                               "limit": limit, "pass": figures[stat] <= limit})
+                checks.append(
+                    {
+                        "backend": backend,
+                        "scope": name,
+                        "stat": stat,
+                        "value": figures[stat],
+                        "limit": limit,
+                        "pass": figures[stat] <= limit,
+                    }
+                )
     return checks
 
 
@@ -228,8 +257,10 @@ def run(count: int = 200, postgres: bool = True) -> dict[str, Any]:
         pg.close()
     results["targets"] = check(results)
     for target in results["targets"]:
-        print(f"target {target['backend']} {target['scope']} {target['stat']} <= {target['limit']} ms:"
-              f" {target['value']} {'PASS' if target['pass'] else 'FAIL'}")
+        print(
+            f"target {target['backend']} {target['scope']} {target['stat']} <= {target['limit']} ms:"
+            f" {target['value']} {'PASS' if target['pass'] else 'FAIL'}"
+        )
     return results
 
 

@@ -142,8 +142,9 @@ def compact_middle(path: Path) -> str:
     while end > 4 and rows[end][1] != "user":
         end -= 1
     session = Session(str(path)).for_session(core.SESSION)
-    session.add_compaction("Summary: the user and the assistant went through the project plan.", rows[3][0],
-                           rows[end - 1][0])
+    session.add_compaction(
+        "Summary: the user and the assistant went through the project plan.", rows[3][0], rows[end - 1][0]
+    )
     visible = len(session.get_history())
     session.store.close()
     return f"{visible} messages visible"
@@ -185,8 +186,11 @@ def as_langchain(messages: list[dict[str, Any]]) -> list[Any]:
             part = message["parts"][0]
             out.append(ToolMessage(json.dumps(part["output"]), tool_call_id=part["toolCallId"], id=message["id"]))
         else:
-            calls = [{"name": p["toolName"], "args": p["input"], "id": p["toolCallId"]}
-                     for p in message["parts"] if p["type"] == "tool-call"]
+            calls = [
+                {"name": p["toolName"], "args": p["input"], "id": p["toolCallId"]}
+                for p in message["parts"]
+                if p["type"] == "tool-call"
+            ]
             out.append(AIMessage(text, tool_calls=calls, id=message["id"]))
     return out
 
@@ -252,8 +256,9 @@ def langgraph_postgres(n: int, turns: Turns, *, summarization: bool) -> float:
     with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
         admin.execute(f'CREATE SCHEMA "{schema}"')
     try:
-        with psycopg.connect(POSTGRES_URL, autocommit=True, prepare_threshold=0,
-                             options=f"-c search_path={schema}") as conn:
+        with psycopg.connect(
+            POSTGRES_URL, autocommit=True, prepare_threshold=0, options=f"-c search_path={schema}"
+        ) as conn:
             saver = PostgresSaver(conn)
             saver.setup()
             middleware = [SummarizationMiddleware(Replier(), trigger=("messages", n * 10))] if summarization else []
@@ -275,7 +280,8 @@ def llama_agent() -> Any:
     from llama_index.core.llms.mock import MockFunctionCallingLLM
 
     llm = MockFunctionCallingLLM(
-        response_generator=lambda messages, **kwargs: ChatMessage(role="assistant", content="Noted."))
+        response_generator=lambda messages, **kwargs: ChatMessage(role="assistant", content="Noted.")
+    )
     return FunctionAgent(tools=[], llm=llm)
 
 
@@ -317,8 +323,9 @@ def llamaindex_memory(n: int, tmp: Path, turns: Turns) -> float:
     from sessions_core import SessionMessage
 
     async def run() -> float:
-        memory = Memory.from_defaults(session_id="bench", token_limit=30_000,
-                                      async_database_uri=f"sqlite+aiosqlite:///{tmp}/llama-{n}.db")
+        memory = Memory.from_defaults(
+            session_id="bench", token_limit=30_000, async_database_uri=f"sqlite+aiosqlite:///{tmp}/llama-{n}.db"
+        )
         stored = [SessionMessage.model_validate(m) for m in core.take(core.ChatGenerator(core.SEED), n)]
         chat = [ChatMessage(role=m.role, content=m.content) for m in to_chat_messages(stored)]
         for start in range(0, len(chat), 1000):
@@ -341,8 +348,13 @@ def plot(results: list[dict[str, Any]], target: Path) -> None:
     for index, subject in enumerate(subjects):
         points = [(r["messages"], max(r["overhead_ms"], 0.05)) for r in results if r["subject"] == subject]
         ours_ = subject.startswith("session-memory")
-        axes.plot(*zip(*points), marker="o" if ours_ else "s", linestyle="-" if ours_ else "--",
-                  color=colours[(2 * index) % 20 + (index * 2 >= 20)], label=subject)
+        axes.plot(
+            *zip(*points),
+            marker="o" if ours_ else "s",
+            linestyle="-" if ours_ else "--",
+            color=colours[(2 * index) % 20 + (index * 2 >= 20)],
+            label=subject,
+        )
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_xlabel("stored messages")
@@ -368,19 +380,31 @@ SUBJECTS: dict[str, tuple[str, Any]] = {
     "session-memory middleware, uncompacted": ("langchain", _sqlite_subject(ours, compacted=False)),
     "session-memory middleware, compacted": ("langchain", _sqlite_subject(ours, compacted=True)),
     "session-memory middleware, compacted, async": (
-        "langchain", _sqlite_subject(lambda path, turns: ours(path, turns, use_async=True), compacted=True)),
+        "langchain",
+        _sqlite_subject(lambda path, turns: ours(path, turns, use_async=True), compacted=True),
+    ),
     "session-memory SessionMemory, compacted": ("llamaindex", _sqlite_subject(ours_llamaindex, compacted=True)),
     "session-memory middleware on PostgreSQL, uncompacted": (
-        "langchain", lambda n, tmp, turns: (ours_postgres(n, turns)[0], "")),
+        "langchain",
+        lambda n, tmp, turns: (ours_postgres(n, turns)[0], ""),
+    ),
     "session-memory middleware on PostgreSQL, compacted": (
-        "langchain", lambda n, tmp, turns: ours_postgres(n, turns)[1:]),
-    "LangGraph PostgresSaver": ("langchain", lambda n, tmp, turns: (
-        langgraph_postgres(n, turns, summarization=False), "")),
-    "LangGraph PostgresSaver + SummarizationMiddleware": ("langchain", lambda n, tmp, turns: (
-        langgraph_postgres(n, turns, summarization=True), "")),
+        "langchain",
+        lambda n, tmp, turns: ours_postgres(n, turns)[1:],
+    ),
+    "LangGraph PostgresSaver": (
+        "langchain",
+        lambda n, tmp, turns: (langgraph_postgres(n, turns, summarization=False), ""),
+    ),
+    "LangGraph PostgresSaver + SummarizationMiddleware": (
+        "langchain",
+        lambda n, tmp, turns: (langgraph_postgres(n, turns, summarization=True), ""),
+    ),
     "LangGraph SqliteSaver": ("langchain", lambda n, tmp, turns: (langgraph(n, tmp, turns, summarization=False), "")),
-    "LangGraph SqliteSaver + SummarizationMiddleware": ("langchain", lambda n, tmp, turns: (
-        langgraph(n, tmp, turns, summarization=True), "")),
+    "LangGraph SqliteSaver + SummarizationMiddleware": (
+        "langchain",
+        lambda n, tmp, turns: (langgraph(n, tmp, turns, summarization=True), ""),
+    ),
     "LlamaIndex Memory (SQL chat store)": ("llamaindex", lambda n, tmp, turns: (llamaindex_memory(n, tmp, turns), "")),
 }
 
@@ -393,8 +417,15 @@ def measure_case(subject: str, n: int, count: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench_turns_") as name:
         total, note = measure(n, Path(name), turns)
     floor = statistics.median(turns.bare_ms)
-    return {"subject": subject, "framework": framework, "messages": n, "turn_ms": total, "floor_ms": floor,
-            "overhead_ms": total - floor, "note": note}
+    return {
+        "subject": subject,
+        "framework": framework,
+        "messages": n,
+        "turn_ms": total,
+        "floor_ms": floor,
+        "overhead_ms": total - floor,
+        "note": note,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -416,27 +447,40 @@ def main(argv: list[str] | None = None) -> int:
         plot(json.loads(args.out.read_text())["results"], args.plot)
         return 0
     sizes = [int(size) for size in args.sizes.split(",")]
-    print("per-turn overhead of memory, ms (each figure in a fresh process, less the same agent's turn"
-          " without memory there)")
+    print(
+        "per-turn overhead of memory, ms (each figure in a fresh process, less the same agent's turn"
+        " without memory there)"
+    )
     results: list[dict[str, Any]] = []
     for n in sizes:
         core.cached_db(n, label=f"{n:,}-message database")  # built once, before the cases copy it
         for subject in SUBJECTS:
-            if ("uncompacted" in subject and n > args.uncompacted_up_to) or (
-                "PostgreSQL" in subject or "PostgresSaver" in subject) and n > args.postgres_up_to or (
-                not subject.startswith("session-memory") and n > args.peers_up_to):
+            if (
+                ("uncompacted" in subject and n > args.uncompacted_up_to)
+                or ("PostgreSQL" in subject or "PostgresSaver" in subject)
+                and n > args.postgres_up_to
+                or (not subject.startswith("session-memory") and n > args.peers_up_to)
+            ):
                 continue
-            done = subprocess.run([sys.executable, __file__, "--turns", str(args.turns), "--case", subject, str(n)],
-                                  check=True, capture_output=True, text=True)
+            done = subprocess.run(
+                [sys.executable, __file__, "--turns", str(args.turns), "--case", subject, str(n)],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             figure = json.loads(done.stdout.strip().splitlines()[-1])
             results.append(figure)
-            print(f"  {subject:52s} {n:>9,}  {figure['overhead_ms']:9.2f}  (floor {figure['floor_ms']:.2f})"
-                  f"  {figure['note']}", flush=True)
+            print(
+                f"  {subject:52s} {n:>9,}  {figure['overhead_ms']:9.2f}  (floor {figure['floor_ms']:.2f})"
+                f"  {figure['note']}",
+                flush=True,
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.plot is not None:
         plot(results, args.plot)
-    args.out.write_text(json.dumps({"turns": args.turns, "results": results, "load_average": os.getloadavg()},
-                                   indent=2) + "\n")
+    args.out.write_text(
+        json.dumps({"turns": args.turns, "results": results, "load_average": os.getloadavg()}, indent=2) + "\n"
+    )
     return 0
 
 

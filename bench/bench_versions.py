@@ -50,8 +50,16 @@ class WithoutVersions(_Sqlite):
         super().setup(*args, **kwargs)
         self._execute(BEFORE_VERSIONS_TABLE, {})
 
-    def write_block(self, session_id: str, label: str, content: str, *, key: str | None = None,
-                    at_us: int | None = None, **_ignored: Any) -> None:
+    def write_block(
+        self,
+        session_id: str,
+        label: str,
+        content: str,
+        *,
+        key: str | None = None,
+        at_us: int | None = None,
+        **_ignored: Any,
+    ) -> None:
         params = {"s": session_id, "label": label, "now": at_us or time.time_ns() // 1000, "content": content}
         self._execute(UNVERSIONED_SET_BLOCK, params)
 
@@ -98,13 +106,21 @@ def main(argv: list[str] | None = None) -> int:
         plain.close()
         one, many = current_read(tmp / "read.db", 1), current_read(tmp / "read.db", 10_000)
     write_ratio = statistics.median(ours) / statistics.median(before)
-    print(f"set_context write: {statistics.median(ours):.0f} µs with versions, {statistics.median(before):.0f} µs"
-          f" without: {write_ratio:.2f}x (target <= 1.3x: {'PASS' if write_ratio <= 1.3 else 'FAIL'})")
-    print(f"reading the current block: {one:.0f} µs with 1 version, {many:.0f} µs with 10,000"
-          f" ({many / one:.2f}x)")
-    results = {"writes": args.writes, "rounds": args.rounds, "write_us_with": ours, "write_us_without": before,
-               "write_ratio": write_ratio, "read_us_1_version": one, "read_us_10000_versions": many,
-               "load_average": os.getloadavg()}
+    print(
+        f"set_context write: {statistics.median(ours):.0f} µs with versions, {statistics.median(before):.0f} µs"
+        f" without: {write_ratio:.2f}x (target <= 1.3x: {'PASS' if write_ratio <= 1.3 else 'FAIL'})"
+    )
+    print(f"reading the current block: {one:.0f} µs with 1 version, {many:.0f} µs with 10,000 ({many / one:.2f}x)")
+    results = {
+        "writes": args.writes,
+        "rounds": args.rounds,
+        "write_us_with": ours,
+        "write_us_without": before,
+        "write_ratio": write_ratio,
+        "read_us_1_version": one,
+        "read_us_10000_versions": many,
+        "load_average": os.getloadavg(),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     return 0 if write_ratio <= 1.3 else 1

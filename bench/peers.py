@@ -461,10 +461,14 @@ def _smoke() -> int:
     total, singles, recent, deep = 2_000, 200, 50, 20
     sessions = {"s1": take(ChatGenerator(1, "a"), total + deep), "s2": take(ChatGenerator(2, "b"), total + deep)}
 
-    print(f"{total:,} messages per session, 2 sessions; append_one x{singles}, append_batch x{total - singles}, "
-          f"then append_one x{deep} at depth {total:,}")
-    print(f"{'peer':24} {'pragmas':14} {'append_one µs':>14} {'batched µs/msg':>15} {'read_all ms':>12} "
-          f"{'read_recent ms':>15} {'append_one@2k µs':>17}")
+    print(
+        f"{total:,} messages per session, 2 sessions; append_one x{singles}, append_batch x{total - singles}, "
+        f"then append_one x{deep} at depth {total:,}"
+    )
+    print(
+        f"{'peer':24} {'pragmas':14} {'append_one µs':>14} {'batched µs/msg':>15} {'read_all ms':>12} "
+        f"{'read_recent ms':>15} {'append_one@2k µs':>17}"
+    )
     with tempfile.TemporaryDirectory(prefix="peers-smoke-") as tmp:
         for name, cls in PEERS.items():
             peer = cls(Path(tmp) / f"{name}.db")
@@ -500,8 +504,10 @@ def _smoke() -> int:
                     assert peer.count(sid) == total + deep
                 assert sum(peer.count(s) for s in sessions) == 2 * (total + deep)
                 pr = f"{mode['journal_mode']}/{mode['synchronous']}"
-                print(f"{name:24} {pr:14} {1e6 * sum(one) / 2:14.0f} {1e6 * sum(batch) / 2:15.1f} "
-                      f"{1e3 * sum(read) / 2:12.1f} {1e3 * sum(rec) / 2:15.1f} {1e6 * sum(one_deep) / 2:17.0f}")
+                print(
+                    f"{name:24} {pr:14} {1e6 * sum(one) / 2:14.0f} {1e6 * sum(batch) / 2:15.1f} "
+                    f"{1e3 * sum(read) / 2:12.1f} {1e3 * sum(rec) / 2:15.1f} {1e6 * sum(one_deep) / 2:17.0f}"
+                )
             finally:
                 peer.close()
     print("round trips ok: counts, roles and tool-call ids (synchronous: 0=OFF 1=NORMAL 2=FULL)")

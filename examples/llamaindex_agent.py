@@ -38,8 +38,9 @@ def scripted_model() -> Any:
         fact = re.search(r"my name is (\w+)[^.]*?(?:and )?I (love \w+)", text, re.IGNORECASE)
         if fact:
             note = f"The user's name is {fact.group(1)}. They {fact.group(2)}."
-            call = ToolCallBlock(tool_call_id="call_1", tool_name="set_context",
-                                 tool_kwargs={"label": "memory", "content": note})
+            call = ToolCallBlock(
+                tool_call_id="call_1", tool_name="set_context", tool_kwargs={"label": "memory", "content": note}
+            )
             return ChatMessage(role="assistant", blocks=[call])
         system = "\n".join(m.content or "" for m in messages if m.role == MessageRole.SYSTEM)
         known = re.search(r"The user's name is (\w+)\. They (love \w+)\.", system)
@@ -60,7 +61,8 @@ def make_llm() -> Any:
 
 def open_session(db_path: Path) -> Session:
     return (
-        Session(db_path).for_session("user-42")
+        Session(db_path)
+        .for_session("user-42")
         .with_context("soul", provider=StaticContext("You are a friendly assistant. Keep answers short."))
         .with_context("memory", description="Facts about the user; save new ones with set_context", max_tokens=200)
     )

@@ -37,22 +37,26 @@ def model_and_embeddings() -> tuple[Any, Any]:
         from langchain_openai import ChatOpenAI, OpenAIEmbeddings
 
         return ChatOpenAI(model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini")), OpenAIEmbeddings()
-    return ScriptedModel(responses=[
-        AIMessage("Noted: a three-year lease on the automobile, signed in March."),
-        AIMessage("", tool_calls=[{"name": "session_search", "args": {"query": QUESTION}, "id": "call_1"}]),
-        AIMessage("In March you agreed on a three-year automobile lease."),
-    ]), SynonymEmbeddings()
+    return ScriptedModel(
+        responses=[
+            AIMessage("Noted: a three-year lease on the automobile, signed in March."),
+            AIMessage("", tool_calls=[{"name": "session_search", "args": {"query": QUESTION}, "id": "call_1"}]),
+            AIMessage("In March you agreed on a three-year automobile lease."),
+        ]
+    ), SynonymEmbeddings()
 
 
 def langchain(db_path: Path) -> None:
     model, embeddings = model_and_embeddings()
-    recall = VectorStoreRecall(InMemoryVectorStore(embeddings))   # or Chroma, PGVector, Qdrant, ...
+    recall = VectorStoreRecall(InMemoryVectorStore(embeddings))  # or Chroma, PGVector, Qdrant, ...
     manager = SessionManager(db_path, namespace="langchain").with_semantic_recall(recall)
     agent = create_agent(model, middleware=[SessionMemoryMiddleware(manager)])
 
-    agent.invoke({"messages": [HumanMessage("We signed the automobile lease for three years.")]},
-                 {"configurable": {"thread_id": "march"}})
-    manager.drain_recall()   # the background sender does it anyway; now, so the next run sees it
+    agent.invoke(
+        {"messages": [HumanMessage("We signed the automobile lease for three years.")]},
+        {"configurable": {"thread_id": "march"}},
+    )
+    manager.drain_recall()  # the background sender does it anyway; now, so the next run sees it
 
     print(f"word search for {QUESTION!r}: {manager.search(QUESTION)}")
     result = agent.invoke({"messages": [HumanMessage(QUESTION)]}, {"configurable": {"thread_id": "june"}})
@@ -70,13 +74,20 @@ def llamaindex(db_path: Path) -> None:
     from llamaindex_sessions import SynonymEmbedding
     from llamaindex_sessions import VectorStoreRecall as LlamaIndexRecall
 
-    recall = LlamaIndexRecall(SimpleVectorStore(), SynonymEmbedding())   # any vector store + embed model
+    recall = LlamaIndexRecall(SimpleVectorStore(), SynonymEmbedding())  # any vector store + embed model
     manager = SessionManager(db_path, namespace="llamaindex").with_semantic_recall(recall, min_score=0.05)
     trip = manager.create("trip")
-    manager.append(trip.id, {"id": "t1", "role": "user", "parts": [
-        {"type": "text", "text": "We rented a vehicle for the holiday in Portugal."}]})
-    manager.append(trip.id, {"id": "t2", "role": "user", "parts": [
-        {"type": "text", "text": "The dog stays with my sister."}]})
+    manager.append(
+        trip.id,
+        {
+            "id": "t1",
+            "role": "user",
+            "parts": [{"type": "text", "text": "We rented a vehicle for the holiday in Portugal."}],
+        },
+    )
+    manager.append(
+        trip.id, {"id": "t2", "role": "user", "parts": [{"type": "text", "text": "The dog stays with my sister."}]}
+    )
     manager.drain_recall()
     for mode in ("text", "semantic", "hybrid"):
         hits = manager.search("car hire on our vacation", mode=mode)

@@ -46,7 +46,7 @@ class SessionSource:
             self.kind = "factory"
         else:
             raise TypeError(
-                "expected a store's path or URL (such as \"chat.db\" or \"postgresql://...\"), a Session,"
+                'expected a store\'s path or URL (such as "chat.db" or "postgresql://..."), a Session,'
                 f" a SessionManager or a function session_id -> Session, not {type(target).__name__}"
             )
         self.target = target

@@ -96,7 +96,12 @@ _ROLES = {
     "FunctionMessageChunk": "tool",
 }
 _CHAT_ROLES = {
-    "user": "user", "human": "user", "assistant": "assistant", "ai": "assistant", "system": "system", "tool": "tool"
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "system": "system",
+    "tool": "tool",
 }
 _FILE_BLOCKS = ("image", "audio", "video", "file")
 _CORE_TYPES = {"text", "reasoning", "file", "tool-call", "tool-result"}
@@ -254,8 +259,7 @@ def to_langchain_message(message: SessionMessage | Mapping[str, Any]) -> BaseMes
     converted = to_langchain_messages([message])
     if len(converted) != 1:
         raise ValueError(
-            f"message {_id_of(message)!r} converts to {len(converted)} LangChain messages;"
-            " use to_langchain_messages"
+            f"message {_id_of(message)!r} converts to {len(converted)} LangChain messages; use to_langchain_messages"
         )
     return converted[0]
 

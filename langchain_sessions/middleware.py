@@ -537,8 +537,7 @@ def _invalid_call_answers(message: AIMessage) -> list[ToolMessage]:
         answers.append(
             ToolMessage(
                 content=(
-                    f"Tool call {name} with id {call_id} could not be executed - "
-                    "arguments were malformed or truncated."
+                    f"Tool call {name} with id {call_id} could not be executed - arguments were malformed or truncated."
                 ),
                 name=name,
                 tool_call_id=call_id,

@@ -40,8 +40,9 @@ def qdrant_filter(where: Where) -> Any:
     def match(value: Any) -> Any:
         return models.MatchAny(any=list(value)) if isinstance(value, (list, tuple)) else models.MatchValue(value=value)
 
-    return models.Filter(must=[models.FieldCondition(key=f"metadata.{key}", match=match(value))
-                               for key, value in where.items()])
+    return models.Filter(
+        must=[models.FieldCondition(key=f"metadata.{key}", match=match(value)) for key, value in where.items()]
+    )
 
 
 def python_filter(where: Where) -> Callable[[Any], bool]:

@@ -76,7 +76,7 @@ def chat_model_summarizer(
 ) -> ChatModelSummarizer:
     """Any ``BaseChatModel`` as the summariser of ``create_compact_function(summarize=...)``::
 
-        session.on_compaction(create_compact_function(summarize=chat_model_summarizer(model)))
+    session.on_compaction(create_compact_function(summarize=chat_model_summarizer(model)))
     """
     return ChatModelSummarizer(model, max_retries=max_retries, retry_wait=retry_wait)
 

@@ -123,9 +123,7 @@ class SessionToolkit(BaseToolkit):
         default_session_id: str | None = None,
     ) -> None:
         super().__init__(context_key=context_key, default_session_id=default_session_id)
-        self._source = SessionSource(
-            session_or_manager, context_key=context_key, default_session_id=default_session_id
-        )
+        self._source = SessionSource(session_or_manager, context_key=context_key, default_session_id=default_session_id)
 
     @property
     def source(self) -> SessionSource:

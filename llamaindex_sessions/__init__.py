@@ -9,9 +9,7 @@ on any vector store with an embed model.
 try:
     import llama_index.core  # noqa: F401
 except ModuleNotFoundError as error:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "llamaindex_sessions needs LlamaIndex: pip install 'session-memory[llamaindex]'"
-    ) from error
+    raise ImportError("llamaindex_sessions needs LlamaIndex: pip install 'session-memory[llamaindex]'") from error
 
 from .chat_store import SessionChatStore
 from .conversion import from_chat_message, from_chat_messages, to_chat_message, to_chat_messages

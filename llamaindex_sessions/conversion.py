@@ -227,9 +227,7 @@ def from_chat_message(
             for i, (call_id, name, arguments) in enumerate(_kwargs_tool_calls(kwargs)):
                 if call_id in known:
                     continue
-                part = ToolCallPart(
-                    tool_call_id=call_id or f"{message_id}-kwcall-{i}", tool_name=name, input=arguments
-                )
+                part = ToolCallPart(tool_call_id=call_id or f"{message_id}-kwcall-{i}", tool_name=name, input=arguments)
                 setattr(part, LLAMAINDEX_KEY, {"source": "additional_kwargs"})
                 parts.append(part)
     return SessionMessage(

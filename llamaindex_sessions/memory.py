@@ -118,8 +118,16 @@ class _Window:
 
     __slots__ = ("leaf", "depth", "budget", "generation", "messages", "complete", "counts")
 
-    def __init__(self, leaf: str, depth: int, budget: int, generation: int, messages: list[SessionMessage],
-                 complete: bool, counts: dict[str, int]) -> None:
+    def __init__(
+        self,
+        leaf: str,
+        depth: int,
+        budget: int,
+        generation: int,
+        messages: list[SessionMessage],
+        complete: bool,
+        counts: dict[str, int],
+    ) -> None:
         self.leaf, self.depth, self.budget, self.generation = leaf, depth, budget, generation
         self.messages = messages
         self.complete = complete
@@ -469,8 +477,12 @@ class SessionMemory(BaseMemory):
         depth = self.session.get_path_length(leaf.id) if leaf is not None else 0
         last = self._last
         if (
-            last is not None and leaf is not None and last.leaf == leaf.id and last.depth == depth
-            and last.generation == self._handle.generation and budget <= last.budget
+            last is not None
+            and leaf is not None
+            and last.leaf == leaf.id
+            and last.depth == depth
+            and last.generation == self._handle.generation
+            and budget <= last.budget
             and self._counted_with is self.tokenizer_fn
         ):
             newest_first: Iterable[Any] = reversed(last.messages)
@@ -478,13 +490,15 @@ class SessionMemory(BaseMemory):
                 newest_first = itertools.chain(newest_first, [_OLDER])
             return recent_window(newest_first, self._counter(last.counts), budget)
         generation = self._handle.generation
-        read = _Exhausted(m for m in self.session.history(leaf.id if leaf else None, newest_first=True)
-                          if not is_marker(m))
+        read = _Exhausted(
+            m for m in self.session.history(leaf.id if leaf else None, newest_first=True) if not is_marker(m)
+        )
         counts: dict[str, int] = {}
         window = recent_window(read, self._counter(counts), budget)
         self._counted_with = self.tokenizer_fn
-        self._last = None if leaf is None else _Window(leaf.id, depth, budget, generation, window, read.exhausted,
-                                                       counts)
+        self._last = (
+            None if leaf is None else _Window(leaf.id, depth, budget, generation, window, read.exhausted, counts)
+        )
         return window
 
     def _counter(self, counts: dict[str, int]) -> Callable[[Any], int]:

@@ -31,11 +31,14 @@ Where = Mapping[str, Any]
 
 def metadata_filters(where: Where) -> MetadataFilters:
     """``where`` as LlamaIndex ``MetadataFilters`` (each key equal, or in a list)."""
-    return MetadataFilters(filters=[
-        MetadataFilter(key=key, value=list(value), operator=FilterOperator.IN)
-        if isinstance(value, (list, tuple)) else MetadataFilter(key=key, value=value, operator=FilterOperator.EQ)
-        for key, value in where.items()
-    ])
+    return MetadataFilters(
+        filters=[
+            MetadataFilter(key=key, value=list(value), operator=FilterOperator.IN)
+            if isinstance(value, (list, tuple))
+            else MetadataFilter(key=key, value=value, operator=FilterOperator.EQ)
+            for key, value in where.items()
+        ]
+    )
 
 
 class VectorStoreRecall:
@@ -69,11 +72,21 @@ class VectorStoreRecall:
         return f"VectorStoreRecall({type(self.vector_store).__name__}, {type(self.embed_model).__name__})"
 
     @staticmethod
-    def _nodes(ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Mapping[str, Any]],
-               embeddings: Sequence[list[float]]) -> list[TextNode]:
+    def _nodes(
+        ids: Sequence[str],
+        texts: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any]],
+        embeddings: Sequence[list[float]],
+    ) -> list[TextNode]:
         return [
-            TextNode(id_=vid, text=text, metadata=dict(metadata), embedding=embedding,
-                     excluded_embed_metadata_keys=list(metadata), excluded_llm_metadata_keys=list(metadata))
+            TextNode(
+                id_=vid,
+                text=text,
+                metadata=dict(metadata),
+                embedding=embedding,
+                excluded_embed_metadata_keys=list(metadata),
+                excluded_llm_metadata_keys=list(metadata),
+            )
             for vid, text, metadata, embedding in zip(ids, texts, metadatas, embeddings)
         ]
 

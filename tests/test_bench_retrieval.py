@@ -69,8 +69,13 @@ def test_the_session_holds_the_conversation_in_order(bench, conversations):
 
 
 def test_figures_are_shares_and_consistent(bench, results):
-    assert set(results) == {"sqlite search all", "sqlite search any", "sqlite manager.search",
-                            "sqlite session_search", "bm25"}
+    assert set(results) == {
+        "sqlite search all",
+        "sqlite search any",
+        "sqlite manager.search",
+        "sqlite session_search",
+        "bm25",
+    }
     for label, found in results.items():
         assert found["questions"] == QUESTIONS
         assert found["p50_ms"] is not None and found["p50_ms"] >= 0
@@ -116,5 +121,8 @@ def test_scoring(bench):
     assert bench.score_ranked([], ["D1:1"])["no_result"] == 1.0
     notes: list[str] = []
     assert bench.evidence_ids(["D8:6; D9:17", "D:1:2", "D", "D8:6"], {"D8:6", "D9:17", "D1:2"}, notes) == [
-        "D8:6", "D9:17", "D1:2"]
+        "D8:6",
+        "D9:17",
+        "D1:2",
+    ]
     assert len(notes) == 3

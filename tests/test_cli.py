@@ -113,13 +113,8 @@ def snapshot(store, session_id: str) -> dict:
     for message_id in ids:
         if not store.children(session_id, message_id):
             leaves.append(message_id)
-    histories = {
-        leaf: [m.model_dump(mode="json", by_alias=True) for m in session.get_history(leaf)] for leaf in leaves
-    }
-    messages = {
-        message_id: store.get_message(session_id, message_id)
-        for message_id in ids
-    }
+    histories = {leaf: [m.model_dump(mode="json", by_alias=True) for m in session.get_history(leaf)] for leaf in leaves}
+    messages = {message_id: store.get_message(session_id, message_id) for message_id in ids}
     entries = []
     after = 0
     while page := store.search_entry_rows(session_id, after, 2):
@@ -276,8 +271,15 @@ def test_export_format(db):
     path, facts = db
     records = export_lines(path)
     kinds = [r["kind"] for r in records]
-    assert kinds == ["session"] + ["message"] * 9 + ["compaction"] + ["block_version"] * 3 + ["block", "prompt"] + [
-        "search_entry"] * 2
+    assert (
+        kinds
+        == ["session"]
+        + ["message"] * 9
+        + ["compaction"]
+        + ["block_version"] * 3
+        + ["block", "prompt"]
+        + ["search_entry"] * 2
+    )
     assert records[0]["format"] == "session-memory/1" and records[0]["registry"] is None
     written: set[str] = set()
     for record in records[1:10]:  # parents before children
@@ -296,8 +298,10 @@ def test_export_format(db):
     )
     versions = records[11:14]  # every kept version of the blocks and entries, by label and key
     assert [(v["kind"], v["label"], v["key"] != "", v["version"], v["source"]) for v in versions] == [
-        ("block_version", "knowledge", True, 1, "tool"), ("block_version", "knowledge", True, 1, "tool"),
-        ("block_version", "memory", False, 1, "code")]
+        ("block_version", "knowledge", True, 1, "tool"),
+        ("block_version", "knowledge", True, 1, "tool"),
+        ("block_version", "memory", False, 1, "code"),
+    ]
     assert records[14]["label"] == "memory" and records[14]["content"] == "User likes coffee."
     assert [r["content"] for r in records[16:]] == ["Lisbon trams are yellow.", "Porto has port wine."]
     manager = export_lines(path, facts["manager_session"])
@@ -416,6 +420,7 @@ def test_import_into_another_session_of_the_same_store(db, tmp_path):
     assert "nothing new" in second.stdout
     store = SqliteStore(path)
     original, copy = snapshot(store, SESSION), snapshot(store, "copy")
+
     def without_overlay_ids(histories):
         return {
             leaf: [{**m, "id": "compaction_*"} if m["id"].startswith("compaction_") else m for m in messages]
@@ -558,7 +563,12 @@ def sessions(*args: str, input: str | None = None, env: dict | None = None) -> s
     environment.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "sessions_core", *args],
-        capture_output=True, text=True, input=input, env=environment, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        input=input,
+        env=environment,
+        timeout=120,
+        check=False,
     )
 
 
@@ -701,7 +711,9 @@ def test_export_carries_file_payloads(tmp_path):
     assert "sessions-blob:" not in (tmp_path / "x.jsonl").read_text()
     subprocess.run(
         [sys.executable, "-m", "sessions_core", "--store", str(tmp_path / "b.db"), "import", str(tmp_path / "x.jsonl")],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     with Session(tmp_path / "b.db").for_session("x") as copy:
         first, second = copy.get_history()
@@ -747,8 +759,9 @@ def test_blocks_history_and_restore(tmp_path):
     session = Session(path).for_session("u1").with_context("memory", description="Facts")
     session.replace_context_block("memory", "User likes tea. Lives in Porto.")
     session.replace_context_block("memory", "User likes tea. Lives in Lisbon.")
-    {t.name: t for t in session.tools()}["set_context"].invoke({"label": "memory", "content": "User is Bob."},
-                                                               tool_call_id="call_1")
+    {t.name: t for t in session.tools()}["set_context"].invoke(
+        {"label": "memory", "content": "User is Bob."}, tool_call_id="call_1"
+    )
     session.store.close()
     listed = run("--store", path, "blocks", "u1", "--history", "memory")
     assert listed.exit_code == 0, listed.output
@@ -760,7 +773,8 @@ def test_blocks_history_and_restore(tmp_path):
     ]
     restored = run("--store", path, "blocks", "u1", "--restore", "memory", "2")
     assert restored.exit_code == 0 and restored.stdout.strip() == (
-        "Restored block 'memory' of session u1 to version 2, as version 4.")
+        "Restored block 'memory' of session u1 to version 2, as version 4."
+    )
     assert SqliteStore(path).get_block("u1", "memory") == "User likes tea. Lives in Lisbon."
     assert_error(run("--store", path, "blocks", "u1", "--restore", "memory", "9"), 1, "has no version 9")
     assert_error(run("--store", path, "blocks", "u1", "--restore", "memory", "x"), 2, "version number")

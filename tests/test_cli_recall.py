@@ -89,11 +89,14 @@ def test_a_failing_index_keeps_the_backlog_and_says_why(db, vector_store):
     assert "vector store unreachable" in data["last_error"]
 
 
-@pytest.mark.parametrize("spec, fragment", [
-    ("no_colon", "MODULE:NAME"),
-    ("no_such_module_xyz:index", "No module named"),
-    (f"{INDEX_MODULE}:missing", "has no attribute"),
-    (f"{INDEX_MODULE}:not_an_index", "must have add, delete and search"),
-])
+@pytest.mark.parametrize(
+    "spec, fragment",
+    [
+        ("no_colon", "MODULE:NAME"),
+        ("no_such_module_xyz:index", "No module named"),
+        (f"{INDEX_MODULE}:missing", "has no attribute"),
+        (f"{INDEX_MODULE}:not_an_index", "must have add, delete and search"),
+    ],
+)
 def test_a_bad_index_is_a_usage_error(db, vector_store, spec, fragment):
     assert_error(run("--store", db, "recall", "send", "--index", spec), 2, fragment)

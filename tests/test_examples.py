@@ -29,6 +29,11 @@ def test_quickstart_output(tmp_path):
     assert result.stdout.rstrip().endswith("look inside: sessions --store chat.db show user-42")
     again = subprocess.run([sys.executable, quickstart], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert again.stdout == result.stdout  # it leaves chat.db, and a second run stores nothing twice
-    shown = subprocess.run([sys.executable, "-m", "sessions_core", "--store", "chat.db", "show", "user-42"],
-                           cwd=tmp_path, capture_output=True, text=True, check=True)
+    shown = subprocess.run(
+        [sys.executable, "-m", "sessions_core", "--store", "chat.db", "show", "user-42"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "a2-retry" in shown.stdout

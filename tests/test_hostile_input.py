@@ -69,8 +69,27 @@ def refused_nul(error: BaseException) -> bool:
 
 # -- strategies -------------------------------------------------------------------------------
 
-SQL_BITS = ["'", '"', "';--", "'; DROP TABLE session_messages;--", '"); DELETE FROM sessions; --',
-            "\x00", "a\x00b", "%s", "%(q)s", "{s}", "?", "\\", "*", "NEAR(", "OR 1=1", "/*", "$1", "😀", "\u202e"]
+SQL_BITS = [
+    "'",
+    '"',
+    "';--",
+    "'; DROP TABLE session_messages;--",
+    '"); DELETE FROM sessions; --',
+    "\x00",
+    "a\x00b",
+    "%s",
+    "%(q)s",
+    "{s}",
+    "?",
+    "\\",
+    "*",
+    "NEAR(",
+    "OR 1=1",
+    "/*",
+    "$1",
+    "😀",
+    "\u202e",
+]
 HOSTILE = st.one_of(
     st.text(max_size=20),
     st.sampled_from(SQL_BITS),
@@ -79,15 +98,32 @@ HOSTILE = st.one_of(
 NONEMPTY = HOSTILE.filter(lambda s: s != "")
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**53), 2**53)
-    | st.floats(allow_nan=False, allow_infinity=False) | HOSTILE,
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | HOSTILE,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(HOSTILE, inner, max_size=3),
     max_leaves=8,
 )
 
 PART_FIELDS = {
-    "type", "text", "toolCallId", "tool_call_id", "toolName", "tool_name", "input", "output",
-    "isError", "is_error", "mediaType", "media_type", "data", "url", "filename", "state",
+    "type",
+    "text",
+    "toolCallId",
+    "tool_call_id",
+    "toolName",
+    "tool_name",
+    "input",
+    "output",
+    "isError",
+    "is_error",
+    "mediaType",
+    "media_type",
+    "data",
+    "url",
+    "filename",
+    "state",
 }
 MESSAGE_FIELDS = {"id", "role", "parts", "createdAt", "created_at", "metadata"}
 PART_EXTRAS = st.dictionaries(HOSTILE.filter(lambda k: k not in PART_FIELDS), JSON, max_size=2)
@@ -105,17 +141,20 @@ def _optional(**fields: Any) -> st.SearchStrategy[dict[str, Any]]:
 
 TEXT_PART = st.builds(_with, PART_EXTRAS, st.fixed_dictionaries({"type": st.just("text"), "text": HOSTILE}))
 REASONING_PART = st.builds(
-    _with, PART_EXTRAS,
+    _with,
+    PART_EXTRAS,
     st.fixed_dictionaries({"type": st.just("reasoning")}, optional={"text": st.none() | HOSTILE}),
 )
 TOOL_CALL_PART = st.builds(
-    _with, PART_EXTRAS,
+    _with,
+    PART_EXTRAS,
     st.fixed_dictionaries(
         {"type": st.just("tool-call"), "toolCallId": HOSTILE, "toolName": HOSTILE}, optional={"input": JSON}
     ),
 )
 TOOL_RESULT_PART = st.builds(
-    _with, PART_EXTRAS,
+    _with,
+    PART_EXTRAS,
     st.fixed_dictionaries(
         {"type": st.just("tool-result"), "toolCallId": HOSTILE},
         optional={"toolName": st.none() | HOSTILE, "output": JSON, "isError": st.booleans()},
@@ -126,7 +165,8 @@ FILE_DATA = st.one_of(
     B64, B64.map(lambda b: "data:application/octet-stream;base64," + b), HOSTILE, st.just("sessions-blob:abc")
 )
 FILE_PART = st.builds(
-    _with, PART_EXTRAS,
+    _with,
+    PART_EXTRAS,
     st.one_of(
         st.fixed_dictionaries(
             {"type": st.just("file"), "mediaType": HOSTILE, "data": FILE_DATA},
@@ -136,25 +176,38 @@ FILE_PART = st.builds(
     ),
 )
 UI_TOOL_PART = st.builds(
-    _with, PART_EXTRAS,
+    _with,
+    PART_EXTRAS,
     st.fixed_dictionaries(
-        {"type": st.one_of(st.just("dynamic-tool"), HOSTILE.map(lambda s: "tool-" + s).filter(
-            lambda t: t not in ("tool-call", "tool-result")))},
+        {
+            "type": st.one_of(
+                st.just("dynamic-tool"),
+                HOSTILE.map(lambda s: "tool-" + s).filter(lambda t: t not in ("tool-call", "tool-result")),
+            )
+        },
         optional={
-            "toolCallId": st.none() | HOSTILE, "toolName": st.none() | HOSTILE,
+            "toolCallId": st.none() | HOSTILE,
+            "toolName": st.none() | HOSTILE,
             "state": st.none() | st.sampled_from(["input-available", "output-available", "output-error"]) | HOSTILE,
-            "input": JSON, "output": JSON,
+            "input": JSON,
+            "output": JSON,
         },
     ),
 )
 UNKNOWN_TYPES = st.one_of(
     st.sampled_from(["step-start", "source-url", "data-weather", "data-", "x"]),
-    HOSTILE.filter(lambda t: t not in ("text", "reasoning", "tool-call", "tool-result", "file")
-                   and t != "dynamic-tool" and not t.startswith("tool-")),
+    HOSTILE.filter(
+        lambda t: (
+            t not in ("text", "reasoning", "tool-call", "tool-result", "file")
+            and t != "dynamic-tool"
+            and not t.startswith("tool-")
+        )
+    ),
 )
 UNKNOWN_PART = st.builds(
     lambda extras, kind: {**extras, "type": kind},
-    st.dictionaries(HOSTILE.filter(lambda k: k != "type"), JSON, max_size=3), UNKNOWN_TYPES,
+    st.dictionaries(HOSTILE.filter(lambda k: k != "type"), JSON, max_size=3),
+    UNKNOWN_TYPES,
 )
 PART = st.one_of(TEXT_PART, REASONING_PART, TOOL_CALL_PART, TOOL_RESULT_PART, FILE_PART, UI_TOOL_PART, UNKNOWN_PART)
 
@@ -179,14 +232,33 @@ NOT_A_LIST = st.one_of(st.none(), st.integers(), HOSTILE, st.dictionaries(HOSTIL
 def invalid_message(draw: st.DrawFn) -> Any:
     """A valid message with one defect, or something that is not a message at all."""
     message = dict(draw(VALID_MESSAGE))
-    defect = draw(st.sampled_from(
-        ["role", "no-id", "empty-id", "id-type", "no-role", "no-parts", "parts", "part-no-type",
-         "part-not-dict", "tool-call-no-id", "text-not-str", "file-no-source", "metadata", "created",
-         "not-a-dict"]
-    ))
+    defect = draw(
+        st.sampled_from(
+            [
+                "role",
+                "no-id",
+                "empty-id",
+                "id-type",
+                "no-role",
+                "no-parts",
+                "parts",
+                "part-no-type",
+                "part-not-dict",
+                "tool-call-no-id",
+                "text-not-str",
+                "file-no-source",
+                "metadata",
+                "created",
+                "not-a-dict",
+            ]
+        )
+    )
     if defect == "role":
-        message["role"] = draw(st.one_of(HOSTILE.filter(lambda r: r not in ("system", "user", "assistant", "tool")),
-                                         st.none(), st.integers()))
+        message["role"] = draw(
+            st.one_of(
+                HOSTILE.filter(lambda r: r not in ("system", "user", "assistant", "tool")), st.none(), st.integers()
+            )
+        )
     elif defect == "no-id":
         del message["id"]
     elif defect == "empty-id":
@@ -295,8 +367,37 @@ def check_invalid(session: Session, message: Any) -> None:
 
 # -- (b) arbitrary search queries -------------------------------------------------------------
 
-OPERATORS = st.sampled_from(['"', "'", "(", ")", "AND", "OR", "NOT", "NEAR", "NEAR(", "*", ":", "^", "-", "+",
-                             "{", "}", "\x00", ";", "--", "%", "_", "\\", "&", "|", "!", "<->", ":*"])
+OPERATORS = st.sampled_from(
+    [
+        '"',
+        "'",
+        "(",
+        ")",
+        "AND",
+        "OR",
+        "NOT",
+        "NEAR",
+        "NEAR(",
+        "*",
+        ":",
+        "^",
+        "-",
+        "+",
+        "{",
+        "}",
+        "\x00",
+        ";",
+        "--",
+        "%",
+        "_",
+        "\\",
+        "&",
+        "|",
+        "!",
+        "<->",
+        ":*",
+    ]
+)
 QUERIES = st.one_of(
     st.text(),
     HOSTILE,
@@ -334,8 +435,7 @@ def test_search_queries_never_raise_in_any_mode(store: Any) -> None:
     from langchain_sessions import SynonymEmbeddings, VectorStoreRecall
 
     index = VectorStoreRecall(InMemoryVectorStore(SynonymEmbeddings()))
-    manager = SessionManager(store, namespace=f"ns{uuid.uuid4().hex[:8]}").with_semantic_recall(
-        index, background=False)
+    manager = SessionManager(store, namespace=f"ns{uuid.uuid4().hex[:8]}").with_semantic_recall(index, background=False)
     one, two = manager.create("one").id, manager.create("two").id
     for i, text in enumerate(["We agreed on the automobile lease", "deploy production tonight", "NEAR( \" ' ;-- x"]):
         manager.append(
@@ -388,14 +488,26 @@ ARG_DICT = st.one_of(
     st.dictionaries(st.one_of(st.sampled_from(KNOWN_KEYS), HOSTILE), ARG_VALUE, max_size=5),
     st.fixed_dictionaries(
         {"label": LABELS},
-        optional={"content": HOSTILE, "action": st.sampled_from(["replace", "append", "x"]) | JSON,
-                  "metadata": ARG_VALUE, "key": HOSTILE | st.just("intro"), "query": QUERIES},
+        optional={
+            "content": HOSTILE,
+            "action": st.sampled_from(["replace", "append", "x"]) | JSON,
+            "metadata": ARG_VALUE,
+            "key": HOSTILE | st.just("intro"),
+            "query": QUERIES,
+        },
     ),
 )
 TOOL_ARGS = st.one_of(
-    st.none(), ARG_DICT, ARG_DICT.map(lambda d: json.dumps(d, ensure_ascii=False)),
-    ARG_DICT.map(lambda d: json.dumps(d).encode()), HOSTILE, st.text(), JSON,
-    st.lists(JSON, max_size=3), st.lists(JSON, max_size=3).map(json.dumps), st.just("{not json"),
+    st.none(),
+    ARG_DICT,
+    ARG_DICT.map(lambda d: json.dumps(d, ensure_ascii=False)),
+    ARG_DICT.map(lambda d: json.dumps(d).encode()),
+    HOSTILE,
+    st.text(),
+    JSON,
+    st.lists(JSON, max_size=3),
+    st.lists(JSON, max_size=3).map(json.dumps),
+    st.just("{not json"),
 )
 MAX_TOKENS = 40
 
@@ -430,7 +542,7 @@ def expected_after(before: dict[str, Any], tool: str, args: Any, result: str) ->
         after["notes"] = content
     else:
         assert result.startswith('Indexed "') and result.endswith(f'" in {label}.'), result
-        key = result[len('Indexed "'): -len(f'" in {label}.')]
+        key = result[len('Indexed "') : -len(f'" in {label}.')]
         after["kb" if label == "kb" else "skills"][key] = content
     return after
 
@@ -540,8 +652,12 @@ def test_session_ids_and_namespaces(store: Any) -> None:
             return
         manager = SessionManager(store, namespace=namespace)
         other = SessionManager(store, namespace=namespace + "-other")
-        message = {"id": message_id, "role": "user", "parts": [{"type": "text", "text": text + " marmalade"}],
-                   "metadata": {"k'\x00": "v\";--\x00"}}
+        message = {
+            "id": message_id,
+            "role": "user",
+            "parts": [{"type": "text", "text": text + " marmalade"}],
+            "metadata": {"k'\x00": 'v";--\x00'},
+        }
         try:
             manager.create("named " + text)
             manager.append(session_id, message)
@@ -650,8 +766,12 @@ def test_deeply_nested_messages_round_trip_or_are_refused(store: Any, depth: int
     for odd in (object(), 10**5000):
         with pytest.raises(MessageValidationError, match="cannot be stored as JSON"):
             session.append_message({"id": "odd", "role": "user", "parts": [], "metadata": {"x": odd}})
-    message = {"id": "deep", "role": "user", "parts": [{"type": "data-x", "data": nested(depth)}],
-               "metadata": {"x": nested(depth)}}
+    message = {
+        "id": "deep",
+        "role": "user",
+        "parts": [{"type": "data-x", "data": nested(depth)}],
+        "metadata": {"x": nested(depth)},
+    }
     try:
         session.append_message(message)
     except MessageValidationError as error:
@@ -667,8 +787,12 @@ def test_long_digit_runs_and_lone_surrogates(store: Any) -> None:
     """A 10,000-digit string is text like any other and reads back; an unpaired surrogate cannot
     be written as UTF-8 and is refused with ``MessageValidationError``, storing nothing."""
     session = seeded_session(store)
-    digits = {"id": "digits", "role": "user", "parts": [{"type": "text", "text": "7" * 10_000}],
-              "metadata": {"n": "1" * 5_000, "small": 12345}}
+    digits = {
+        "id": "digits",
+        "role": "user",
+        "parts": [{"type": "text", "text": "7" * 10_000}],
+        "metadata": {"n": "1" * 5_000, "small": 12345},
+    }
     session.append_message(digits)
     stored = session.get_message("digits")
     assert stored is not None and stored.to_dict() == {**digits, "createdAt": stored.to_dict()["createdAt"]}
@@ -688,14 +812,26 @@ def test_a_text_over_a_mebibyte_keeps_every_odd_value_or_is_refused(store: Any) 
     text): every value reads back exactly as with pydantic's writer, and what that writer refuses
     (a lone surrogate, an integer too long to read back) is refused too, storing nothing."""
     session = seeded_session(store)
-    long_text = "東京 \"quoted\" \\ \t\n 🙂 " + "word " * 250_000
-    odd = {"nan": float("nan"), "inf": float("inf"), "ninf": float("-inf"), "big": 10**300, "tiny": 5e-324,
-           "nested": [{"k": [1, 2.5, None, True]}], "emoji 🙂": "\u0001\u001f"}
-    message = {"id": "long", "role": "user", "metadata": odd, "parts": [
-        {"type": "text", "text": long_text},
-        {"type": "tool-call", "toolCallId": "c1", "toolName": "t", "input": odd},
-        {"type": "step-start"},
-    ]}
+    long_text = '東京 "quoted" \\ \t\n 🙂 ' + "word " * 250_000
+    odd = {
+        "nan": float("nan"),
+        "inf": float("inf"),
+        "ninf": float("-inf"),
+        "big": 10**300,
+        "tiny": 5e-324,
+        "nested": [{"k": [1, 2.5, None, True]}],
+        "emoji 🙂": "\u0001\u001f",
+    }
+    message = {
+        "id": "long",
+        "role": "user",
+        "metadata": odd,
+        "parts": [
+            {"type": "text", "text": long_text},
+            {"type": "tool-call", "toolCallId": "c1", "toolName": "t", "input": odd},
+            {"type": "step-start"},
+        ],
+    }
     session.append_message(message)
     stored = session.get_message("long").to_dict()
     del stored["createdAt"]
@@ -784,8 +920,14 @@ WILD_TEXT = st.one_of(
     st.sampled_from(["\ud800", "a\udfffb", "\x00", "\ufffd", "\ud83d\ude00"]),
 )
 WILD_VALUE = st.recursive(
-    st.none() | st.booleans() | st.floats() | st.sampled_from([float("nan"), float("inf"), -float("inf"), -0.0])
-    | st.integers() | st.sampled_from([2**64, -(2**63)]) | st.integers(4290, 4310).map(lambda n: 10**n) | WILD_TEXT,
+    st.none()
+    | st.booleans()
+    | st.floats()
+    | st.sampled_from([float("nan"), float("inf"), -float("inf"), -0.0])
+    | st.integers()
+    | st.sampled_from([2**64, -(2**63)])
+    | st.integers(4290, 4310).map(lambda n: 10**n)
+    | WILD_TEXT,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(WILD_TEXT, inner, max_size=3),
     max_leaves=10,
 )
@@ -806,8 +948,12 @@ WILD_MESSAGE = st.fixed_dictionaries(
             st.one_of(
                 st.fixed_dictionaries({"type": st.just("text"), "text": WILD_TEXT}),
                 st.fixed_dictionaries(
-                    {"type": st.just("tool-call"), "toolCallId": WILD_TEXT, "toolName": st.just("t"),
-                     "input": st.one_of(WILD_VALUE, st.integers(1, 400).map(deeply_nested))}
+                    {
+                        "type": st.just("tool-call"),
+                        "toolCallId": WILD_TEXT,
+                        "toolName": st.just("t"),
+                        "input": st.one_of(WILD_VALUE, st.integers(1, 400).map(deeply_nested)),
+                    }
                 ),
                 st.dictionaries(WILD_TEXT.filter(lambda k: k != "type"), WILD_VALUE, max_size=2).map(
                     lambda extra: {**extra, "type": "data-x"}
@@ -849,8 +995,10 @@ def test_odd_values_read_back_exactly_or_are_refused(store: Any) -> None:
         dumped = stored.model_dump(by_alias=True, exclude_unset=True, mode="json")
         dumped.pop("createdAt")
         assert same_json(dumped, message), (dumped, message)
-        assert same_json(session.get_history()[-1].model_dump(by_alias=True, exclude_unset=True, mode="json"),
-                         stored.model_dump(by_alias=True, exclude_unset=True, mode="json"))
+        assert same_json(
+            session.get_history()[-1].model_dump(by_alias=True, exclude_unset=True, mode="json"),
+            stored.model_dump(by_alias=True, exclude_unset=True, mode="json"),
+        )
         session.delete_messages([message["id"]])
 
     run()
@@ -864,9 +1012,13 @@ def test_nan_and_infinities_round_trip_everywhere(store: Any, value: float) -> N
 
     session = seeded_session(store)
     message = {
-        "id": "odd", "role": "assistant", "metadata": {"score": value, "nested": {"v": [value]}},
-        "parts": [{"type": "tool-call", "toolCallId": "c1", "toolName": "t", "input": {"x": value}},
-                  {"type": "data-metric", "value": value}],
+        "id": "odd",
+        "role": "assistant",
+        "metadata": {"score": value, "nested": {"v": [value]}},
+        "parts": [
+            {"type": "tool-call", "toolCallId": "c1", "toolName": "t", "input": {"x": value}},
+            {"type": "data-metric", "value": value},
+        ],
     }
     session.append_message(message)
     for stored in (session.get_message("odd"), session.get_history()[-1]):
@@ -909,8 +1061,12 @@ def test_lone_surrogates_outside_messages_are_refused_naming_the_field(store: An
     for field, call in calls:
         with pytest.raises(InvalidTextError, match=f"^{re.escape(field)} holds a lone surrogate"):
             call()
-    for lookup in (lambda: session.get_message(bad), lambda: session.get_history(bad),
-                   lambda: session.delete_messages([bad]), lambda: session.get_branches(bad)):
+    for lookup in (
+        lambda: session.get_message(bad),
+        lambda: session.get_history(bad),
+        lambda: session.delete_messages([bad]),
+        lambda: session.get_branches(bad),
+    ):
         with pytest.raises(InvalidTextError, match="a value holds a lone surrogate"):
             lookup()  # an id no store can hold, reaching the store: its driver's error, as ours
     assert [i.name for i in manager.list()] == ["fine"]

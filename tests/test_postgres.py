@@ -204,14 +204,19 @@ def test_blocks_stored_before_versions_become_version_1_on_postgres():
             conn.execute(f'CREATE SCHEMA "{schema}"')
             for script in postgres_module._qualified(list(postgres_module.MIGRATIONS[:4]), schema):
                 conn.execute(script)
-            conn.execute(f'INSERT INTO "{schema}".context_blocks VALUES (%s, %s, %s, %s)',
-                         ("s", "memory", 1_700_000_000_000_000, "likes tea"))
-            conn.execute(f'INSERT INTO "{schema}".search_entries (session_id, label, key, created_at, updated_at,'
-                         " content) VALUES ('s', 'kb', 'paris', 1, 2, 'Paris is in France')")
+            conn.execute(
+                f'INSERT INTO "{schema}".context_blocks VALUES (%s, %s, %s, %s)',
+                ("s", "memory", 1_700_000_000_000_000, "likes tea"),
+            )
+            conn.execute(
+                f'INSERT INTO "{schema}".search_entries (session_id, label, key, created_at, updated_at,'
+                " content) VALUES ('s', 'kb', 'paris', 1, 2, 'Paris is in France')"
+            )
         store = PostgresStore(postgres_url(), schema=schema)
         try:
             assert [(v.version, v.content, v.source) for v in store.block_versions("s", "memory")] == [
-                (1, "likes tea", "code")]
+                (1, "likes tea", "code")
+            ]
             assert [v.content for v in store.block_versions("s", "kb", "paris")] == ["Paris is in France"]
             session = Session(store).for_session("s").with_context("memory", description="m")
             session.replace_context_block("memory", "likes coffee")
@@ -238,19 +243,28 @@ def test_blocks_become_their_versions_on_postgres():
                 conn.execute(script)
             conn.execute(f'DROP TRIGGER context_blocks_version ON "{schema}".context_blocks')
             for label, (version, content), versions in BLOCKS_AT_SCHEMA_9:
-                conn.execute(f'INSERT INTO "{schema}".context_blocks VALUES (%s, %s, 5, %s, %s, %s, NULL)',
-                             ("s", label, content, version, "code"))
+                conn.execute(
+                    f'INSERT INTO "{schema}".context_blocks VALUES (%s, %s, 5, %s, %s, %s, NULL)',
+                    ("s", label, content, version, "code"),
+                )
                 for number, text in versions:
-                    conn.execute(f'INSERT INTO "{schema}".context_block_versions'
-                                 " VALUES (%s, %s, %s, %s, 1, %s, NULL, %s)", ("s", label, "", number, "code", text))
+                    conn.execute(
+                        f'INSERT INTO "{schema}".context_block_versions VALUES (%s, %s, %s, %s, 1, %s, NULL, %s)',
+                        ("s", label, "", number, "code", text),
+                    )
         store = PostgresStore(postgres_url(), schema=schema)
         try:
             labels = [label for label, _, _ in BLOCKS_AT_SCHEMA_9]
             assert store.get_blocks("s", labels) == {label: row[1] for label, row, _ in BLOCKS_AT_SCHEMA_9}
             assert [(v.version, v.content) for v in store.block_versions("s", "later")] == [
-                (3, "current"), (2, "imported later"), (1, "current")]
+                (3, "current"),
+                (2, "imported later"),
+                (1, "current"),
+            ]
             assert [(v.version, v.content) for v in store.block_versions("s", "other")] == [
-                (4, "shown"), (3, "another text")]
+                (4, "shown"),
+                (3, "another text"),
+            ]
             assert [(v.version, v.content) for v in store.block_versions("s", "none")] == [(1, "alone")]
             assert store.stats().blocks == 4
             assert store.write_block("s", "kept", "likes water") == 3
@@ -267,8 +281,10 @@ def test_ranked_search_skips_what_the_statistics_call_frequent_and_ranks_alike(s
     from sessions_core.stores.sql import SearchScope
 
     monkeypatch.setattr(ranking, "POSTINGS", 20)
-    messages = [{"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": f"common filler {i % 7}"}]}
-                for i in range(400)]
+    messages = [
+        {"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": f"common filler {i % 7}"}]}
+        for i in range(400)
+    ]
     messages[150]["parts"][0]["text"] = "common kestrel sighting"
     stores = [_store(schema), SqliteStore()]
     sessions = [Session(store).for_session("s") for store in stores]

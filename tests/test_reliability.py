@@ -76,9 +76,7 @@ _APPEND_WORKER = textwrap.dedent(
 
 def _rows(path: Path, session_id: str) -> list[tuple[str, str | None]]:
     with sqlite3.connect(path) as conn:
-        return conn.execute(
-            "SELECT id, parent_id FROM session_messages WHERE session_id = ?", (session_id,)
-        ).fetchall()
+        return conn.execute("SELECT id, parent_id FROM session_messages WHERE session_id = ?", (session_id,)).fetchall()
 
 
 def _assert_one_chain(path: Path, session_id: str, expected: set[str], *, raw: bool = False) -> list[str]:
@@ -461,8 +459,18 @@ def million_message_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
             path_tokens += tokens
             path_bytes += size
             yield (
-                "big", f"m{i}", f"m{i - 1}" if i else None, role, start_us + i, tokens, size,
-                i + 1, path_tokens, path_bytes, text, content,
+                "big",
+                f"m{i}",
+                f"m{i - 1}" if i else None,
+                role,
+                start_us + i,
+                tokens,
+                size,
+                i + 1,
+                path_tokens,
+                path_bytes,
+                text,
+                content,
             )
 
     conn = sqlite3.connect(path, isolation_level=None)
@@ -502,8 +510,12 @@ def test_million_message_history_opens_and_appends_without_reading_it(million_me
         leaf, leafed = _timed(session.get_latest_leaf)
         assert leaf is not None and leaf.id == "newest"
     figures = {
-        "open": opened, "append": appended, "get_path_length": counted,
-        "get_recent_history(10_000)": windowed, "get_message": fetched, "get_latest_leaf": leafed,
+        "open": opened,
+        "append": appended,
+        "get_path_length": counted,
+        "get_recent_history(10_000)": windowed,
+        "get_message": fetched,
+        "get_latest_leaf": leafed,
     }
     print({name: f"{seconds * 1000:.1f} ms" for name, seconds in figures.items()})
     slow = {name: seconds for name, seconds in figures.items() if seconds >= FAST}
@@ -518,11 +530,17 @@ def test_compactions_from_two_sessions_on_one_file_keep_one_overlay_chain(tmp_pa
         assert other_done.wait(30)
         return "the slow summary"
 
-    slow = Session(path).for_session("s").on_compaction(
-        create_compact_function(summarize=slow_summary, protect_head=2, keep_recent_tokens=150)
+    slow = (
+        Session(path)
+        .for_session("s")
+        .on_compaction(create_compact_function(summarize=slow_summary, protect_head=2, keep_recent_tokens=150))
     )
-    fast = Session(path).for_session("s").on_compaction(
-        create_compact_function(summarize=lambda prompt: "the fast summary", protect_head=2, keep_recent_tokens=150)
+    fast = (
+        Session(path)
+        .for_session("s")
+        .on_compaction(
+            create_compact_function(summarize=lambda prompt: "the fast summary", protect_head=2, keep_recent_tokens=150)
+        )
     )
     with slow, fast:
         for n in range(12):
@@ -554,8 +572,10 @@ def test_compactions_by_sessions_on_one_file_alongside_appends_keep_one_overlay_
         return "a summary"
 
     def opened() -> Session:
-        return Session(path).for_session("s").on_compaction(
-            create_compact_function(summarize=summarize, protect_head=2, keep_recent_tokens=200)
+        return (
+            Session(path)
+            .for_session("s")
+            .on_compaction(create_compact_function(summarize=summarize, protect_head=2, keep_recent_tokens=200))
         )
 
     writer, compactors = opened(), [opened() for _ in range(3)]
@@ -598,7 +618,6 @@ def test_compactions_by_sessions_on_one_file_alongside_appends_keep_one_overlay_
     finally:
         for session in (writer, *compactors):
             session.close()
-
 
 
 @pytest.mark.slow

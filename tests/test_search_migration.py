@@ -28,9 +28,7 @@ OLD_MESSAGE = (
     "INSERT INTO {p}session_messages (session_id, id, parent_id, role, created_at, tokens, bytes, depth,"
     " path_tokens, path_bytes, text_content, content) VALUES ({v})"
 )
-OLD_ENTRY = (
-    "INSERT INTO {p}search_entries (session_id, label, key, created_at, updated_at, content) VALUES ({v})"
-)
+OLD_ENTRY = "INSERT INTO {p}search_entries (session_id, label, key, created_at, updated_at, content) VALUES ({v})"
 
 
 def _old_rows(count: int = 1) -> list[tuple]:
@@ -99,8 +97,9 @@ def test_an_interrupted_sqlite_backfill_resumes_where_it_stopped(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         store.setup(progress=interrupt)
     store.close()
-    assert sqlite3.connect(path).execute("SELECT next_seq FROM search_backfill WHERE source = 'session_messages'"
-                                         ).fetchone() == (61,)
+    assert sqlite3.connect(path).execute(
+        "SELECT next_seq FROM search_backfill WHERE source = 'session_messages'"
+    ).fetchone() == (61,)
     calls = []
     reopened = SqliteStore(path)
     reopened.setup(progress=lambda done, total: calls.append((done, total)))

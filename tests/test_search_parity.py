@@ -15,11 +15,50 @@ from sessions_core.fts import parse_query, tsquery_literal
 from .postgres import postgres_url, require_postgres, temporary_schema
 
 PIECES = [
-    "deploy", "deploying", "deployment", "Deployed", "café", "CAFE", "naïve", "getUserById", "user_service.py",
-    "ERR_CONN_RESET", "v1.2.3", "HTTPServer", "cat", "category", "我们", "周五", "部署", "生产环境", "東京", "で",
-    "ラーメン", "を", "食べました", "금요일에", "배포합니다", "새", "버전을",
-    "Straße", "Ωmega", "данные", "à", "x86_64",
-    "don't", "e.g.", "—", "!", "?", " ", "  ", "\n", "。", "、", "1.5", "42",
+    "deploy",
+    "deploying",
+    "deployment",
+    "Deployed",
+    "café",
+    "CAFE",
+    "naïve",
+    "getUserById",
+    "user_service.py",
+    "ERR_CONN_RESET",
+    "v1.2.3",
+    "HTTPServer",
+    "cat",
+    "category",
+    "我们",
+    "周五",
+    "部署",
+    "生产环境",
+    "東京",
+    "で",
+    "ラーメン",
+    "を",
+    "食べました",
+    "금요일에",
+    "배포합니다",
+    "새",
+    "버전을",
+    "Straße",
+    "Ωmega",
+    "данные",
+    "à",
+    "x86_64",
+    "don't",
+    "e.g.",
+    "—",
+    "!",
+    "?",
+    " ",
+    "  ",
+    "\n",
+    "。",
+    "、",
+    "1.5",
+    "42",
 ]
 
 
@@ -84,8 +123,10 @@ def test_ranked_search_orders_the_same_on_both(both):
 
 QUERIES = st.one_of(
     st.text(),
-    st.lists(st.sampled_from(["'", "\\", ":*", "<->", "&", "|", "!", "(", ")", "''", "\\'", "*", "deploy", "東京"]),
-             max_size=20).map(" ".join),
+    st.lists(
+        st.sampled_from(["'", "\\", ":*", "<->", "&", "|", "!", "(", ")", "''", "\\'", "*", "deploy", "東京"]),
+        max_size=20,
+    ).map(" ".join),
     st.lists(st.sampled_from(PIECES), max_size=8).map("".join),
 )
 

@@ -318,8 +318,12 @@ def _corrupt_tables(path: Path) -> None:
     """Overwrite the first bytes of the root page of the messages table and its indexes."""
     conn = sqlite3.connect(path)
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-    roots = [row[0] for row in conn.execute(
-        "SELECT rootpage FROM sqlite_master WHERE tbl_name = 'session_messages' AND rootpage > 1")]
+    roots = [
+        row[0]
+        for row in conn.execute(
+            "SELECT rootpage FROM sqlite_master WHERE tbl_name = 'session_messages' AND rootpage > 1"
+        )
+    ]
     conn.close()
     assert roots
     with open(path, "r+b") as file:
@@ -404,8 +408,9 @@ DISK_FULL = textwrap.dedent(
 def test_a_full_disk_raises_and_the_store_writes_again_once_there_is_room(tmp_path):
     path = tmp_path / "a.db"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, "-c", DISK_FULL, str(path)], capture_output=True, text=True, env=env,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", DISK_FULL, str(path)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     error = report["error"]
@@ -437,8 +442,15 @@ def test_the_cli_read_commands_read_a_read_only_folder(tmp_path):
     runner = CliRunner()
     with read_only_folder(folder, tmp_path / "mnt") as snapshot:
         store = str(snapshot / "a.db")
-        commands = [["list"], ["list", "--json"], ["show", "s"], ["search", "lisbon"], ["export", "s"],
-                    ["blocks", "s"], ["stats"]]
+        commands = [
+            ["list"],
+            ["list", "--json"],
+            ["show", "s"],
+            ["search", "lisbon"],
+            ["export", "s"],
+            ["blocks", "s"],
+            ["stats"],
+        ]
         for command in commands:
             result = runner.invoke(build_cli(), ["--store", store, *command])
             assert result.exit_code == 0, (command, result.output)

@@ -126,8 +126,14 @@ def test_a_round_trip_reads_back_equal_bytes_and_times_included(new_store):
     populate(source)
     image = bytes(range(256)) * 4
     Session(source).for_session(SESSION).append_message(
-        {"id": "f1", "role": "user", "parts": [{"type": "file", "mediaType": "image/png", "data": image},
-                                               {"type": "file", "mediaType": "text/plain", "data": "aGVsbG8="}]}
+        {
+            "id": "f1",
+            "role": "user",
+            "parts": [
+                {"type": "file", "mediaType": "image/png", "data": image},
+                {"type": "file", "mediaType": "text/plain", "data": "aGVsbG8="},
+            ],
+        }
     )
     import_records(target, export_lines(source, SESSION))
     stored = Session(target).for_session(SESSION).get_message("f1")
@@ -138,15 +144,21 @@ def test_a_round_trip_reads_back_equal_bytes_and_times_included(new_store):
     ]
     times = lambda store: [(e.key, e.created_at_us, e.updated_at_us) for e in store.search_entry_rows(SESSION)]  # noqa: E731
     assert times(target) == times(source)
-    without_export_time = lambda store: [{k: v for k, v in r.items() if k != "exported_at"}  # noqa: E731
-                                         for r in export_session(store, SESSION)]
+
+    def without_export_time(store):
+        return [{k: v for k, v in r.items() if k != "exported_at"} for r in export_session(store, SESSION)]
+
     assert without_export_time(target) == without_export_time(source)
 
 
 def test_binary_parts_are_checked(new_store):
     store = new_store()
-    record = {"kind": "message", "session_id": "s", "created_at": "2026-01-01T00:00:00+00:00",
-              "message": {"id": "m", "role": "user", "parts": [{"type": "text", "text": "x"}]}}
+    record = {
+        "kind": "message",
+        "session_id": "s",
+        "created_at": "2026-01-01T00:00:00+00:00",
+        "message": {"id": "m", "role": "user", "parts": [{"type": "text", "text": "x"}]},
+    }
     for binary, why in [([0], "not a file part"), ("0", "list of part indexes"), ([3], "not a file part")]:
         with pytest.raises(InvalidRecordError, match=why):
             import_records(store, [{**record, "binary_parts": binary}])
@@ -230,7 +242,12 @@ def test_export_records_and_lines(new_store):
     populate(store)
     records = list(export_session(store, SESSION))
     assert [r["kind"] for r in records] == ["session"] + ["message"] * 5 + [
-        "compaction", "block_version", "block_version", "block", "prompt", "search_entry"
+        "compaction",
+        "block_version",
+        "block_version",
+        "block",
+        "prompt",
+        "search_entry",
     ]
     assert records[0]["format"] == EXPORT_FORMAT and records[0]["registry"] is None
     lines = list(export_lines(store, SESSION))

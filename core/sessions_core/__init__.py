@@ -50,6 +50,7 @@ def __getattr__(name: str) -> object:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'sessions_core' has no attribute {name!r}")
 
+
 __all__ = [
     "AppendResult",
     "CompactContext",

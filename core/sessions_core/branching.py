@@ -37,6 +37,7 @@ __all__ = [
     "without_markers",
 ]
 
+
 def head_marker(kind: str = "head") -> SessionMessage:
     """A new head marker (``kind`` is ``"reset"`` for a new empty root, else ``"head"``)."""
     return SessionMessage(id=f"marker_{uuid.uuid4().hex}", role="system", parts=[], metadata={MARKER_KEY: kind})
@@ -131,8 +132,19 @@ def ensure_session(manager: Any, session_id: str, *, name: str | None = None) ->
         return info
     moment = now_us()
     row = SessionRow(
-        manager.namespace, session_id, manager.storage_id(session_id), name or session_id,
-        None, None, None, 0, 0, 0.0, None, moment, moment,
+        manager.namespace,
+        session_id,
+        manager.storage_id(session_id),
+        name or session_id,
+        None,
+        None,
+        None,
+        0,
+        0,
+        0.0,
+        None,
+        moment,
+        moment,
     )
     try:
         manager.store.register_session(row)

@@ -135,9 +135,7 @@ def create_compact_function(
     ``None`` and so hid it); exceptions from ``summarize`` propagate.
     """
 
-    def compact(
-        messages: Sequence[SessionMessage], context: CompactContext | None = None
-    ) -> CompactResult | None:
+    def compact(messages: Sequence[SessionMessage], context: CompactContext | None = None) -> CompactResult | None:
         messages = list(messages)
         if len(messages) <= protect_head + min_tail_messages:
             return None
@@ -147,9 +145,7 @@ def create_compact_function(
         if counter is None:
             counter = estimate_message_tokens
         start = align_boundary_forward(messages, protect_head)
-        end = find_tail_cut(
-            messages, start, lambda message: counter([message]), keep_recent_tokens, min_tail_messages
-        )
+        end = find_tail_cut(messages, start, lambda message: counter([message]), keep_recent_tokens, min_tail_messages)
         middle = [m for m in messages[start:end] if not m.id.startswith(COMPACTION_ID_PREFIX)]
         if not middle:
             return None
@@ -219,9 +215,7 @@ def compute_summary_budget(middle: Sequence[SessionMessage]) -> int:
     return max(100, math.floor(estimate_message_tokens(middle) * 0.2))
 
 
-def build_summary_prompt(
-    messages: Sequence[SessionMessage], previous_summary: str | None, budget: int
-) -> str:
+def build_summary_prompt(messages: Sequence[SessionMessage], previous_summary: str | None, budget: int) -> str:
     """The summarisation prompt: an update of ``previous_summary`` when it is non-empty.
 
     Each message renders as ``[role]`` then its text parts, then one entry per tool part:
@@ -248,9 +242,7 @@ def sanitize_tool_pairs(messages: Sequence[SessionMessage]) -> list[SessionMessa
     missing = calls - _ids(messages, _is_result)
     sanitized: list[SessionMessage] = []
     for message in messages:
-        parts = [
-            p for p in message.parts if not (isinstance(p, ToolResultPart) and p.tool_call_id not in calls)
-        ]
+        parts = [p for p in message.parts if not (isinstance(p, ToolResultPart) and p.tool_call_id not in calls)]
         if len(parts) < len(message.parts):
             message = message.model_copy(update={"parts": parts})
         if parts:
@@ -284,8 +276,7 @@ def truncate_older_messages(
     """
     cutoff = len(messages) - keep_recent
     return [
-        _truncate_message(m, max_tool_output_chars, max_text_chars) if i < cutoff else m
-        for i, m in enumerate(messages)
+        _truncate_message(m, max_tool_output_chars, max_text_chars) if i < cutoff else m for i, m in enumerate(messages)
     ]
 
 
@@ -304,12 +295,7 @@ def _is_result(part: _ToolPart) -> bool:
 
 
 def _ids(messages: Sequence[SessionMessage], keep: Callable[[_ToolPart], bool]) -> set[str]:
-    return {
-        p.tool_call_id
-        for m in messages
-        for p in _tool_parts(m)
-        if p.tool_call_id is not None and keep(p)
-    }
+    return {p.tool_call_id for m in messages for p in _tool_parts(m) if p.tool_call_id is not None and keep(p)}
 
 
 def _tool_spans(messages: Sequence[SessionMessage]) -> list[tuple[int, int]]:
@@ -449,9 +435,7 @@ def _shrink_list(items: list[Any], limit: int, share: int, size: int, depth: int
     return result if _json_len(result) <= limit else [_omission_marker(limit - 2, size)]
 
 
-def _shrink_dict(
-    obj: dict[str, Any], limit: int, share: int, size: int, depth: int
-) -> dict[str, Any]:
+def _shrink_dict(obj: dict[str, Any], limit: int, share: int, size: int, depth: int) -> dict[str, Any]:
     shrunk = {key: _shrink(item, share, depth + 1) for key, item in obj.items()}
     for key in sorted((k for k, v in obj.items() if isinstance(v, str)), key=lambda k: -len(shrunk[k])):
         excess = _json_len(shrunk) - limit

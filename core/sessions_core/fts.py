@@ -63,8 +63,9 @@ _ASCII_BOUNDARY = re.compile(
 _DIACRITICS = regex.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 _NOT_TERM = regex.compile(r"[^\p{L}\p{N}\p{M}]")
 # Letters that carry their accent in the letter itself (no decomposition), folded as unaccent does.
-_LETTERS = str.maketrans({"ø": "o", "đ": "d", "ð": "d", "ħ": "h", "ı": "i", "ł": "l", "ŧ": "t",
-                          "æ": "ae", "œ": "oe", "þ": "th"})
+_LETTERS = str.maketrans(
+    {"ø": "o", "đ": "d", "ð": "d", "ħ": "h", "ı": "i", "ł": "l", "ŧ": "t", "æ": "ae", "œ": "oe", "þ": "th"}
+)
 
 _stem = Stemmer.Stemmer("english", 0).stemWord  # no cache of its own: index_terms keeps one
 

@@ -143,8 +143,9 @@ class SessionManager(RecallOwner, StoreOwner):
         """A context block for every session (store-backed blocks are kept per session, with
         their versions; an explicit provider object is shared by all)."""
         return self._configure(
-            lambda s: s.with_context(label, description=description, max_tokens=max_tokens, provider=provider,
-                                     keep_versions=keep_versions)
+            lambda s: s.with_context(
+                label, description=description, max_tokens=max_tokens, provider=provider, keep_versions=keep_versions
+            )
         )
 
     def with_edit_tool(self) -> SessionManager:
@@ -208,14 +209,29 @@ class SessionManager(RecallOwner, StoreOwner):
         source: str | None = None,
     ) -> SessionInfo:
         """Register a new session with a random id and return it."""
-        for value, what in ((name, "name"), (parent_session_id, "parent_session_id"), (model, "model"),
-                            (source, "source")):
+        for value, what in (
+            (name, "name"),
+            (parent_session_id, "parent_session_id"),
+            (model, "model"),
+            (source, "source"),
+        ):
             check_text(value, what)
         session_id = str(uuid.uuid4())
         moment = now_us()
         row = SessionRow(
-            self.namespace, session_id, self.storage_id(session_id), name, parent_session_id,
-            model, source, 0, 0, 0.0, None, moment, moment,
+            self.namespace,
+            session_id,
+            self.storage_id(session_id),
+            name,
+            parent_session_id,
+            model,
+            source,
+            0,
+            0,
+            0.0,
+            None,
+            moment,
+            moment,
         )
         self.store.register_session(row)
         return _info(row)
@@ -285,9 +301,7 @@ class SessionManager(RecallOwner, StoreOwner):
         return parsed.id
 
     @io
-    def append_all(
-        self, session_id: str, messages: Iterable[MessageInput], parent_id: str | None = None
-    ) -> str | None:
+    def append_all(self, session_id: str, messages: Iterable[MessageInput], parent_id: str | None = None) -> str | None:
         """Append messages as a chain starting under ``parent_id`` (``None``: a new root); each
         becomes the parent of the next, all in one transaction (``Session.append_messages``).
         Returns the last id (``parent_id`` for none)."""
@@ -331,8 +345,19 @@ class SessionManager(RecallOwner, StoreOwner):
         new_id = str(uuid.uuid4())
         moment = now_us()
         row = SessionRow(
-            self.namespace, new_id, self.storage_id(new_id), name, session_id,
-            None, None, 0, 0, 0.0, None, moment, moment,
+            self.namespace,
+            new_id,
+            self.storage_id(new_id),
+            name,
+            session_id,
+            None,
+            None,
+            0,
+            0,
+            0.0,
+            None,
+            moment,
+            moment,
         )
         self.store.fork_session(self.storage_id(session_id), at_message_id, row)
         if self._recall is not None:  # a source without recall yet: the whole fork is queued
@@ -386,8 +411,7 @@ class SessionManager(RecallOwner, StoreOwner):
     # -- search and tools ------------------------------------------------------------------
 
     @io
-    def search(self, query: str, *, limit: int = 20, mode: str = "text", match: str = "any"
-               ) -> list[SearchResult]:
+    def search(self, query: str, *, limit: int = 20, mode: str = "text", match: str = "any") -> list[SearchResult]:
         """Messages of every session of this manager matching ``query``, best first, each once
         and naming its session: ``mode`` as in ``Session.search`` (``"semantic"`` and
         ``"hybrid"`` with ``with_semantic_recall``)."""
@@ -399,7 +423,7 @@ class SessionManager(RecallOwner, StoreOwner):
     def _registry_id(self, storage_id: str) -> str:
         """The session id a storage id was made from (the inverse of ``storage_id``)."""
         if self.namespace:
-            return storage_id[len(self.namespace) + 1:]
+            return storage_id[len(self.namespace) + 1 :]
         return storage_id[1:] if storage_id.startswith(":") else storage_id
 
     def _recall_sessions(self) -> list[str]:

@@ -126,8 +126,7 @@ class UnknownPart(_PartBase):
 
 def is_tool_ui_type(part_type: Any) -> bool:
     return isinstance(part_type, str) and (
-        part_type == "dynamic-tool"
-        or (part_type.startswith("tool-") and part_type not in ("tool-call", "tool-result"))
+        part_type == "dynamic-tool" or (part_type.startswith("tool-") and part_type not in ("tool-call", "tool-result"))
     )
 
 
@@ -305,8 +304,11 @@ def recall_text(message: SessionMessage) -> str:
     for part in message.parts:
         if isinstance(part, TextPart):
             pieces.append(part.text)
-        elif (isinstance(part, (ToolResultPart, ToolUIPart)) and part.output is not None
-              and _tool_of(part) not in SEARCH_TOOLS):
+        elif (
+            isinstance(part, (ToolResultPart, ToolUIPart))
+            and part.output is not None
+            and _tool_of(part) not in SEARCH_TOOLS
+        ):
             output = part.output
             pieces.append(output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, default=str))
     return "\n\n".join(piece for piece in pieces if piece.strip())

@@ -45,8 +45,9 @@ class SearchResults(list[SearchResult]):
     was ranked. ``text_only``: by words alone (``mode="text"``, or ``"hybrid"`` whose vector
     index failed: ``recall_error`` then names the index's error)."""
 
-    def __init__(self, results: Iterable[SearchResult] = (), *, text_only: bool = False,
-                 recall_error: str | None = None) -> None:
+    def __init__(
+        self, results: Iterable[SearchResult] = (), *, text_only: bool = False, recall_error: str | None = None
+    ) -> None:
         super().__init__(results)
         self.text_only = text_only
         self.recall_error = recall_error

@@ -44,9 +44,7 @@ def _user_content(message: SessionMessage) -> str | list[dict[str, Any]]:
     files = [p for p in message.parts if isinstance(p, FilePart) and p.media_type.startswith("image/")]
     if not files:
         return message.text
-    content: list[dict[str, Any]] = [
-        {"type": "text", "text": p.text} for p in message.parts if isinstance(p, TextPart)
-    ]
+    content: list[dict[str, Any]] = [{"type": "text", "text": p.text} for p in message.parts if isinstance(p, TextPart)]
     for part in files:
         url = part.url or (part.data if part.data.startswith("data:") else f"data:{part.media_type};base64,{part.data}")
         content.append({"type": "image_url", "image_url": {"url": url}})
@@ -58,9 +56,7 @@ def _tool_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": encoded}}
 
 
-def to_openai_messages(
-    history: Iterable[SessionMessage], *, system_prompt: str | None = None
-) -> list[dict[str, Any]]:
+def to_openai_messages(history: Iterable[SessionMessage], *, system_prompt: str | None = None) -> list[dict[str, Any]]:
     """Chat Completions messages for a history (the system prompt first when given and non-empty).
 
     Tool calls become ``tool_calls`` of the assistant message, tool results ``tool`` messages;

@@ -23,8 +23,12 @@ class _StoreBound:
     a keyed one), the newest ``keep_versions`` kept (all by default)."""
 
     def __init__(
-        self, store: Store | None = None, session_id: str = "", label: str | None = None,
-        keep_versions: int | None = None, recall: SemanticRecall | None = None,
+        self,
+        store: Store | None = None,
+        session_id: str = "",
+        label: str | None = None,
+        keep_versions: int | None = None,
+        recall: SemanticRecall | None = None,
     ) -> None:
         self.store = store
         self.session_id = session_id
@@ -36,13 +40,18 @@ class _StoreBound:
         """The version the last write through this provider recorded."""
 
     def bind(
-        self, store: Store, session_id: str, label: str, keep_versions: int | None = None,
+        self,
+        store: Store,
+        session_id: str,
+        label: str,
+        keep_versions: int | None = None,
         recall: SemanticRecall | None = None,
     ) -> _StoreBound:
         """A copy of this provider on ``store`` for ``session_id``; explicit settings win."""
         keep = self.keep_versions if self.keep_versions is not None else keep_versions
-        return type(self)(self.store or store, self.session_id or session_id, self.label or label, keep,
-                          self.recall or recall)
+        return type(self)(
+            self.store or store, self.session_id or session_id, self.label or label, keep, self.recall or recall
+        )
 
     def versions(self, key: str | None = None, limit: int | None = None) -> list[BlockVersionRow]:
         """The block's (``key``: the entry's) versions, newest first."""
@@ -52,8 +61,9 @@ class _StoreBound:
     def _write(self, content: str, key: str | None = None) -> None:
         store, session_id, label = self._where()
         source, tool_call_id = write_source()
-        self.last_version = store.write_block(session_id, label, content, key=key, source=source,
-                                              tool_call_id=tool_call_id, keep=self.keep_versions)
+        self.last_version = store.write_block(
+            session_id, label, content, key=key, source=source, tool_call_id=tool_call_id, keep=self.keep_versions
+        )
 
     def init(self, label: str) -> None:
         if self.label is None:
@@ -134,7 +144,11 @@ class StorePromptCache:
 
 
 def bind_provider(
-    provider: Any, store: Store, session_id: str, label: str, keep_versions: int | None = None,
+    provider: Any,
+    store: Store,
+    session_id: str,
+    label: str,
+    keep_versions: int | None = None,
     recall: SemanticRecall | None = None,
 ) -> Any:
     """The provider a session uses for a block: store-backed ones bound to it, others as given."""

@@ -59,6 +59,8 @@ class Estimated(list[int]):
     def __init__(self, frequency: float) -> None:
         super().__init__()
         self.frequency = frequency
+
+
 Terms = Callable[[Sequence[int]], dict[int, list[str]]]
 """``terms(ids)``: each row's indexed terms in order (:func:`sessions_core.fts.index_terms`)."""
 

@@ -179,10 +179,10 @@ class ReadPlan:
             while start < end:
                 count = min(end - start, room - len(seqs))
                 if newest_first:
-                    taken = self.seqs[end - count:end][::-1]
+                    taken = self.seqs[end - count : end][::-1]
                     end -= count
                 else:
-                    taken = self.seqs[start:start + count]
+                    taken = self.seqs[start : start + count]
                     start += count
                 items += taken
                 seqs += taken

@@ -48,10 +48,15 @@ def search_messages(
         return SearchResults(text_only=mode == "text")
     text: list[SearchResult] = []
     if mode != "semantic":
-        rows = (store.search_messages(scope.session_ids, query, limit, match) if scope.namespace is None
-                else store.search_sessions(scope.namespace, query, limit, match))
-        text = [SearchResult(id_, role, content, from_us(created), session_id)
-                for session_id, id_, role, content, created in rows]
+        rows = (
+            store.search_messages(scope.session_ids, query, limit, match)
+            if scope.namespace is None
+            else store.search_sessions(scope.namespace, query, limit, match)
+        )
+        text = [
+            SearchResult(id_, role, content, from_us(created), session_id)
+            for session_id, id_, role, content, created in rows
+        ]
     if mode == "text":
         return SearchResults(mark_compacted(store, text, scope), text_only=True)
     assert recall is not None
@@ -65,12 +70,21 @@ def search_messages(
     refs: dict[str, list[str]] = defaultdict(list)
     for hit in hits:
         refs[hit.session_id].append(hit.ref)
-    sources = {(session_id, ref): source for session_id, wanted in refs.items()
-               for ref, source in store.recall_sources(session_id, MESSAGE, wanted).items()}
+    sources = {
+        (session_id, ref): source
+        for session_id, wanted in refs.items()
+        for ref, source in store.recall_sources(session_id, MESSAGE, wanted).items()
+    }
     semantic = [
-        SearchResult(source.ref, source.role, source_text(MESSAGE, source), from_us(source.created_at_us),
-                     scope.shown(hit.session_id))
-        for hit in hits if (source := sources.get((hit.session_id, hit.ref))) is not None
+        SearchResult(
+            source.ref,
+            source.role,
+            source_text(MESSAGE, source),
+            from_us(source.created_at_us),
+            scope.shown(hit.session_id),
+        )
+        for hit in hits
+        if (source := sources.get((hit.session_id, hit.ref))) is not None
     ]
     if mode == "semantic":
         return SearchResults(mark_compacted(store, semantic, scope))
@@ -123,6 +137,7 @@ def mark_compacted(store: Store, results: list[SearchResult], scope: Scope) -> l
 
 # -- what a tool shows of a hit ----------------------------------------------------------------
 
+
 def hit_neighbours(store: Store, results: Sequence[SearchResult], scope: Scope) -> dict[tuple[str, str], HitTurn]:
     """For each user or assistant hit, the turn that completes it: a question's reply (its first
     child written by the assistant), a reply's question (its parent, when a user wrote it); none
@@ -149,11 +164,13 @@ def hit_neighbours(store: Store, results: Sequence[SearchResult], scope: Scope) 
     return turns
 
 
-def tool_hits(store: Store, results: Sequence[SearchResult], scope: Scope,
-              session_label: Callable[[str], str]) -> list[ToolHit]:
+def tool_hits(
+    store: Store, results: Sequence[SearchResult], scope: Scope, session_label: Callable[[str], str]
+) -> list[ToolHit]:
     """``results`` as a search tool shows them (``tools.format_hits``): each with its session's
     ``session_label`` and the turn that completes it."""
     turns = hit_neighbours(store, results, scope)
     labels = {r.session_id: session_label(r.session_id) for r in results}
-    return [ToolHit(r.created_at, labels[r.session_id], r.role, r.content, turns.get((r.session_id, r.id)))
-            for r in results]
+    return [
+        ToolHit(r.created_at, labels[r.session_id], r.role, r.content, turns.get((r.session_id, r.id))) for r in results
+    ]

@@ -288,8 +288,13 @@ class SemanticRecall:
         attempts = max(row.attempts for row in rows) + 1
         delay = min(self.max_retry_seconds, self.retry_seconds * 2 ** (attempts - 1))
         message = f"{type(error).__name__}: {error}"
-        logger.warning("semantic recall: sending %d change(s) failed (attempt %d, retry in %.1fs): %s",
-                       len(rows), attempts, delay, message)
+        logger.warning(
+            "semantic recall: sending %d change(s) failed (attempt %d, retry in %.1fs): %s",
+            len(rows),
+            attempts,
+            delay,
+            message,
+        )
         self.store.recall_retry([row.seq for row in rows], message, now_us() + int(delay * 1e6))
         report.failed += len(rows)
         report.errors.append(message)
@@ -341,8 +346,10 @@ class SemanticRecall:
             chunks = chunk_text(text, self.chunk_chars, self.chunk_overlap)
             if len(previous) == len(chunks) and all(row.digest == text_digest for row in previous):
                 continue
-            rows = [VectorRow(vector_id(session_id, kind, ref, n), session_id, kind, ref, n, text_digest)
-                    for n in range(len(chunks))]
+            rows = [
+                VectorRow(vector_id(session_id, kind, ref, n), session_id, kind, ref, n, text_digest)
+                for n in range(len(chunks))
+            ]
             kept = {row.vector_id for row in rows}
             removed += [row.vector_id for row in previous if row.vector_id not in kept]
             added += rows
@@ -361,8 +368,12 @@ class SemanticRecall:
     @staticmethod
     def _metadata(session_id: str, kind: str, source: Any, chunk: int, vid: str) -> dict[str, Any]:
         metadata: dict[str, Any] = {
-            "session_id": session_id, "namespace": _namespace_of(session_id), "kind": kind,
-            "created_at": source.created_at_us, "chunk": chunk, "vector_id": vid,
+            "session_id": session_id,
+            "namespace": _namespace_of(session_id),
+            "kind": kind,
+            "created_at": source.created_at_us,
+            "chunk": chunk,
+            "vector_id": vid,
         }
         if kind == ENTRY:
             metadata["label"], metadata["key"] = split_entry_ref(source.ref)
@@ -446,12 +457,20 @@ class SemanticRecall:
                 found = self._call_index("search", query, _nearest(limit), where)
             hits = [VectorHit(str(hit.id), float(hit.score)) for hit in found]
         except Exception as error:  # the index's failure (or a malformed answer), whatever its type
-            raise RecallError(f"semantic recall: the vector index failed to search: "
-                              f"{type(error).__name__}: {error}") from error
+            raise RecallError(
+                f"semantic recall: the vector index failed to search: {type(error).__name__}: {error}"
+            ) from error
         return self._resolve(hits, limit, session_ids, namespace, kind, label)
 
-    def _resolve(self, hits: Sequence[VectorHit], limit: int, session_ids: Sequence[str] | None, namespace: str | None,
-                 kind: str, label: str | None) -> list[RecallHit]:
+    def _resolve(
+        self,
+        hits: Sequence[VectorHit],
+        limit: int,
+        session_ids: Sequence[str] | None,
+        namespace: str | None,
+        kind: str,
+        label: str | None,
+    ) -> list[RecallHit]:
         """Hits (best first) the store confirms as vectors of the allowed sessions, each
         reference once at its best chunk's place."""
         found = self.store.recall_lookup([hit.id for hit in hits], session_ids=session_ids, namespace=namespace)

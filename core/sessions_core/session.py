@@ -400,8 +400,7 @@ class Session(RecallOwner, StoreOwner):
         return reads.recent_history(self.store, self.session_id, max_bytes, leaf_id, min_recent_messages)
 
     @io
-    def search(self, query: str, *, limit: int = 20, mode: str = "text", match: str = "any"
-               ) -> list[SearchResult]:
+    def search(self, query: str, *, limit: int = 20, mode: str = "text", match: str = "any") -> list[SearchResult]:
         """Messages of this session (every branch) matching ``query``, best first, each once.
 
         ``mode="text"``: by words. ``match="any"`` (the default) finds messages containing any
@@ -429,8 +428,11 @@ class Session(RecallOwner, StoreOwner):
     @io
     def add_compaction(self, summary: str, from_message_id: str, to_message_id: str) -> Compaction:
         """Store an overlay that shows ``summary`` instead of ``from .. to`` on every read."""
-        for value, what in ((summary, "summary"), (from_message_id, "from_message_id"),
-                            (to_message_id, "to_message_id")):
+        for value, what in (
+            (summary, "summary"),
+            (from_message_id, "from_message_id"),
+            (to_message_id, "to_message_id"),
+        ):
             check_text(value, what)
         row = CompactionRow(str(uuid.uuid4()), summary, from_message_id, to_message_id, now_us())
         self.store.add_compaction(self.session_id, row)
@@ -530,8 +532,10 @@ class Session(RecallOwner, StoreOwner):
         versions = getattr(self._provider_of(label), "versions", None)
         if versions is None:
             return []
-        return [ContextVersion(row.version, row.content, from_us(row.created_at_us), row.source, row.tool_call_id)
-                for row in versions(key, limit)]
+        return [
+            ContextVersion(row.version, row.content, from_us(row.created_at_us), row.source, row.tool_call_id)
+            for row in versions(key, limit)
+        ]
 
     @io
     def restore_context(self, label: str, version: int, key: str | None = None) -> ContextVersion:
@@ -540,8 +544,9 @@ class Session(RecallOwner, StoreOwner):
         write; the new version. ``ContextError`` for an unknown block or version."""
         found = next((v for v in self.get_context_history(label, key) if v.version == version), None)
         if found is None:
-            raise ContextError(f'Block "{label}"' + (f' entry "{key}"' if key is not None else "")
-                               + f" has no version {version}")
+            raise ContextError(
+                f'Block "{label}"' + (f' entry "{key}"' if key is not None else "") + f" has no version {version}"
+            )
         blocks = self._blocks.get()
         block = blocks.get_block(label)
         if key is None:

@@ -85,8 +85,14 @@ class SessionBlocks:
 
     def bound(self, config: ContextConfig) -> ContextConfig:
         """``config`` with its provider bound to this session's store and id."""
-        provider = bind_provider(config.provider, self._session.store, self._session.session_id, config.label,
-                                 config.keep_versions, self._session.recall)
+        provider = bind_provider(
+            config.provider,
+            self._session.store,
+            self._session.session_id,
+            config.label,
+            config.keep_versions,
+            self._session.recall,
+        )
         return ContextConfig(config.label, config.description, config.max_tokens, provider, config.keep_versions)
 
     def _restore_skills(self, blocks: ContextBlocks) -> None:

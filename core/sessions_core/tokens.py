@@ -132,9 +132,7 @@ class TiktokenCounter:
         try:
             import tiktoken
         except ImportError as error:  # pragma: no cover - depends on the environment
-            raise ImportError(
-                "TiktokenCounter needs tiktoken: pip install 'session-memory[tiktoken]'"
-            ) from error
+            raise ImportError("TiktokenCounter needs tiktoken: pip install 'session-memory[tiktoken]'") from error
         self.name = model_or_encoding
         self._encoding = _load_encoding(tiktoken, model_or_encoding)
 

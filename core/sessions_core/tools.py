@@ -280,13 +280,17 @@ def _edit_context(blocks: ContextBlocks, writable: list[ContextBlock]) -> Tool:
     keyed = [b.label for b in writable if b.is_skill or b.is_searchable]
     properties: dict[str, Any] = {
         "label": {"type": "string", "enum": [b.label for b in writable], "description": "Block label to edit"},
-        "old_text": {"type": "string",
-                     "description": "The exact text to replace. It must occur exactly once in the block (or entry)."},
+        "old_text": {
+            "type": "string",
+            "description": "The exact text to replace. It must occur exactly once in the block (or entry).",
+        },
         "new_text": {"type": "string", "description": "The text to put in its place (empty to delete old_text)."},
     }
     if keyed:
-        properties["key"] = {"type": "string",
-                             "description": f"The entry to edit, in a keyed block ({_quoted(keyed)})."}
+        properties["key"] = {
+            "type": "string",
+            "description": f"The entry to edit, in a keyed block ({_quoted(keyed)}).",
+        }
     description = (
         "Edit a context block in place: replace the one occurrence of old_text with new_text. Prefer it to"
         " set_context for a change to part of a block: the rest stays as it is."
@@ -315,14 +319,18 @@ def _edit_context(blocks: ContextBlocks, writable: list[ContextBlock]) -> Tool:
         if count == 0:
             return f"Error: old_text does not occur in {where}; nothing changed"
         if count > 1:
-            return (f"Error: old_text occurs {count} times in {where}; nothing changed"
-                    " (pass a longer old_text, one that occurs once)")
+            return (
+                f"Error: old_text occurs {count} times in {where}; nothing changed"
+                " (pass a longer old_text, one that occurs once)"
+            )
         edited = current.replace(old, new, 1)
         if not keyed_block:
             tokens = estimate_tokens(edited)
             if block.max_tokens is not None and tokens > block.max_tokens:
-                return (f'Error: the edit would take block "{label}" to {tokens} tokens, over its limit of'
-                        f" {block.max_tokens}; nothing changed")
+                return (
+                    f'Error: the edit would take block "{label}" to {tokens} tokens, over its limit of'
+                    f" {block.max_tokens}; nothing changed"
+                )
             updated = blocks.set_block(label, edited)
             return f"Edited {label}. Usage: {_usage(updated)}"
         if block.is_skill:

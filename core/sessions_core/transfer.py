@@ -72,9 +72,7 @@ def record_line(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
-def export_lines(
-    store: Store, session_id: str, *, on_skipped: Callable[[str], None] | None = None
-) -> Iterator[str]:
+def export_lines(store: Store, session_id: str, *, on_skipped: Callable[[str], None] | None = None) -> Iterator[str]:
     """:func:`export_session` as the lines of the file (what ``sessions export`` writes)."""
     return map(record_line, export_session(store, session_id, on_skipped=on_skipped))
 
@@ -194,8 +192,9 @@ def _message_records(
                 "created_at": _iso(current.created_at_us),
                 "message": data,
             }
-            binary = [i for i, part in enumerate(message.parts) if isinstance(part, FilePart)
-                      and isinstance(part.data, bytes)]
+            binary = [
+                i for i, part in enumerate(message.parts) if isinstance(part, FilePart) and isinstance(part.data, bytes)
+            ]
             if binary:  # JSON has no bytes: these parts' base64 data is bytes again on import
                 record["binary_parts"] = binary
             yield record

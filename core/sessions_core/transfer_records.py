@@ -330,10 +330,18 @@ class RecordWriter:
             return False
         self.store.register_session(
             SessionRow(
-                namespace, ident, target, registry["name"], registry.get("parent_session_id"),
-                registry.get("model"), registry.get("source"), int(registry.get("input_tokens", 0)),
-                int(registry.get("output_tokens", 0)), float(registry.get("estimated_cost", 0.0)),
-                registry.get("end_reason"), to_us(parse_time(registry["created_at"], "created_at")),
+                namespace,
+                ident,
+                target,
+                registry["name"],
+                registry.get("parent_session_id"),
+                registry.get("model"),
+                registry.get("source"),
+                int(registry.get("input_tokens", 0)),
+                int(registry.get("output_tokens", 0)),
+                float(registry.get("estimated_cost", 0.0)),
+                registry.get("end_reason"),
+                to_us(parse_time(registry["created_at"], "created_at")),
                 to_us(parse_time(registry["updated_at"], "updated_at")),
             )
         )
@@ -363,8 +371,9 @@ class RecordWriter:
     def _write_block_version(self, record: Record) -> bool:
         data = record.data
         assert record.created_at is not None
-        row = BlockVersionRow(data["version"], data["content"], to_us(record.created_at), data["source"],
-                              data.get("tool_call_id"))
+        row = BlockVersionRow(
+            data["version"], data["content"], to_us(record.created_at), data["source"], data.get("tool_call_id")
+        )
         where = (record.session_id, data["label"], data["key"])
         if self.store.import_block_version(*where, row):
             self.imported_versions[where] = max(self.imported_versions.get(where, 0), row.version)
@@ -408,8 +417,16 @@ class RecordWriter:
         if version is None:
             self.store.import_search_entry(target, data["label"], data["key"], data["content"], created, updated)
         else:
-            self.store.write_block(target, data["label"], data["content"], key=data["key"], source="import",
-                                   at_us=updated, created_at_us=created, version=version)
+            self.store.write_block(
+                target,
+                data["label"],
+                data["content"],
+                key=data["key"],
+                source="import",
+                at_us=updated,
+                created_at_us=created,
+                version=version,
+            )
         entries[key] = digest
         return True
 

@@ -50,18 +50,28 @@ def test_another_process_sees_every_session_block_and_counter(tmp_path, drive):
         mine = []
         for info in m.list():
             s = m.get_session(info.id)
-            mine.append({
-                "info": [info.id, info.name, info.parent_session_id, info.model, info.source, info.input_tokens,
-                         info.output_tokens, info.estimated_cost, info.end_reason,
-                         info.created_at.isoformat(), info.updated_at.isoformat()],
-                "history": [[x.id, x.role, x.text] for x in m.get_history(info.id)],
-                "memory": s.get_context_block("memory").content,
-                "notes": s.get_context_block("notes").content,
-                "prompt": s.freeze_system_prompt(),
-            })
-        done = subprocess.run(
-            [sys.executable, "-c", _READER, str(path)], capture_output=True, text=True, timeout=120
-        )
+            mine.append(
+                {
+                    "info": [
+                        info.id,
+                        info.name,
+                        info.parent_session_id,
+                        info.model,
+                        info.source,
+                        info.input_tokens,
+                        info.output_tokens,
+                        info.estimated_cost,
+                        info.end_reason,
+                        info.created_at.isoformat(),
+                        info.updated_at.isoformat(),
+                    ],
+                    "history": [[x.id, x.role, x.text] for x in m.get_history(info.id)],
+                    "memory": s.get_context_block("memory").content,
+                    "notes": s.get_context_block("notes").content,
+                    "prompt": s.freeze_system_prompt(),
+                }
+            )
+        done = subprocess.run([sys.executable, "-c", _READER, str(path)], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         seen = json.loads(done.stdout)
         assert seen["other_namespace"] == 0

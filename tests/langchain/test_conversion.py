@@ -103,7 +103,9 @@ usage = st.none() | st.builds(
 invalid_calls = st.lists(
     st.builds(
         lambda n, a, i: {"type": "invalid_tool_call", "name": n, "args": a, "id": i, "error": "bad json"},
-        st.none() | ids, st.none() | text, st.none() | ids,
+        st.none() | ids,
+        st.none() | text,
+        st.none() | ids,
     ),
     max_size=2,
 )
@@ -112,12 +114,20 @@ messages = st.one_of(
     st.builds(HumanMessage, content=content, **common),
     st.builds(SystemMessage, content=content, **common),
     st.builds(
-        AIMessage, content=content, tool_calls=tool_calls, usage_metadata=usage,
-        invalid_tool_calls=invalid_calls, **common,
+        AIMessage,
+        content=content,
+        tool_calls=tool_calls,
+        usage_metadata=usage,
+        invalid_tool_calls=invalid_calls,
+        **common,
     ),
     st.builds(
-        ToolMessage, content=content, tool_call_id=ids, artifact=json_values,
-        status=st.sampled_from(["success", "error"]), **common,
+        ToolMessage,
+        content=content,
+        tool_call_id=ids,
+        artifact=json_values,
+        status=st.sampled_from(["success", "error"]),
+        **common,
     ),
     st.builds(ChatMessage, content=content, role=st.sampled_from(["user", "assistant", "critic", "tool"]), **common),
     st.builds(FunctionMessage, content=content, name=ids, id=ids),
@@ -168,7 +178,11 @@ def test_typed_parts_carry_what_other_readers_need():
     assert result.role == "tool"
     (part,) = result.parts
     assert (part.type, part.tool_call_id, part.tool_name, part.output, part.is_error) == (
-        "tool-result", "call_1", "lookup", "42", True,
+        "tool-result",
+        "call_1",
+        "lookup",
+        "42",
+        True,
     )
 
     image = to_session_message(
@@ -252,7 +266,8 @@ def test_messages_written_by_other_frameworks_become_valid_langchain_messages():
     ]
     assert ai.content == "Checking."
     assert [(c["name"], c["args"], c["id"]) for c in ai.tool_calls] == [
-        ("weather", {"city": "Paris"}, "w1"), ("news", {"q": "x"}, "w2"),
+        ("weather", {"city": "Paris"}, "w1"),
+        ("news", {"q": "x"}, "w2"),
     ]
     assert (weather.tool_call_id, json.loads(weather.content), weather.status) == ("w1", {"temp": 21}, "success")
     assert source_id(weather) == "a1" and weather.id != "a1"

@@ -57,8 +57,10 @@ def test_runnable_with_message_history_sync():
     assert [m.text for m in model.calls[1]] == ["You are helpful.", "Hi, I'm Alice.", "Hello Alice.", "What's my name?"]
     stored = manager.get_history("alice")
     assert [(m.role, m.text) for m in stored] == [
-        ("user", "Hi, I'm Alice."), ("assistant", "Hello Alice."),
-        ("user", "What's my name?"), ("assistant", "Your name is Alice."),
+        ("user", "Hi, I'm Alice."),
+        ("assistant", "Hello Alice."),
+        ("user", "What's my name?"),
+        ("assistant", "Your name is Alice."),
     ]
     assert {hit.session_id for hit in manager.search("alice")} == {"alice"}  # registered, so searchable
     assert SessionChatMessageHistory(manager.get_session("alice")).messages[-1] == AIMessage(

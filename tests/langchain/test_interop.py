@@ -20,9 +20,19 @@ def llama_conversation():
     ChatMessage, Role = llama.ChatMessage, llama.MessageRole
     return [
         ChatMessage(role=Role.USER, content="What's the weather in Paris?"),
-        ChatMessage(role=Role.ASSISTANT, content="", additional_kwargs={"tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}
-        ]}),
+        ChatMessage(
+            role=Role.ASSISTANT,
+            content="",
+            additional_kwargs={
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "weather", "arguments": '{"city": "Paris"}'},
+                    }
+                ]
+            },
+        ),
         ChatMessage(role=Role.TOOL, content="21C", additional_kwargs={"tool_call_id": "call_1", "name": "weather"}),
         ChatMessage(role=Role.ASSISTANT, content="It's 21C in Paris."),
     ]

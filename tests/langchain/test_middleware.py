@@ -116,9 +116,10 @@ def test_loaded_history_does_not_stream_again(session):
     model = ScriptedChatModel(responses=[AIMessage("a1"), AIMessage("a2")])
     agent = create_agent(model, middleware=[SessionMemoryMiddleware(session)])
     agent.invoke({"messages": [HumanMessage("q1")]}, CONFIG)
-    streamed = [(type(m).__name__, meta["langgraph_node"], m.text) for m, meta in agent.stream(
-        {"messages": [HumanMessage("q2")]}, CONFIG, stream_mode="messages"
-    )]
+    streamed = [
+        (type(m).__name__, meta["langgraph_node"], m.text)
+        for m, meta in agent.stream({"messages": [HumanMessage("q2")]}, CONFIG, stream_mode="messages")
+    ]
     assert streamed == [("AIMessage", "model", "a2")]
     assert [m.text for m in model.calls[1][1:]] == ["q1", "a1", "q2"]
 
@@ -158,7 +159,13 @@ def test_no_message_is_stored_twice_across_turns_with_a_checkpointer(session):
     assert session.get_path_length() == 8
     # The last call saw each message once (nothing loaded on top of the checkpoint).
     assert [m.content for m in model.calls[-1][1:]] == [
-        "question 0", "answer 0", "question 1", "answer 1", "question 2", "answer 2", "question 3",
+        "question 0",
+        "answer 0",
+        "question 1",
+        "answer 1",
+        "question 2",
+        "answer 2",
+        "question 3",
     ]
 
 
@@ -256,8 +263,12 @@ def long_turns(n):
 
 def compacting_agent(session, model, **options):
     middleware = SessionMemoryMiddleware(
-        session, compact_at=options.pop("compact_at", 400), keep_recent_tokens=120, protect_head=2,
-        summary_max_retries=0, **options,
+        session,
+        compact_at=options.pop("compact_at", 400),
+        keep_recent_tokens=120,
+        protect_head=2,
+        summary_max_retries=0,
+        **options,
     )
     return create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
 
@@ -412,20 +423,36 @@ def test_a_run_reads_the_stored_branch_once_and_a_checkpointed_thread_not_again(
         return f"found {q}"
 
     for i in range(20):
-        session.append_message({"id": f"old{i}", "role": "user" if i % 2 == 0 else "assistant",
-                                "parts": [{"type": "text", "text": f"earlier {i}"}]})
+        session.append_message(
+            {
+                "id": f"old{i}",
+                "role": "user" if i % 2 == 0 else "assistant",
+                "parts": [{"type": "text", "text": f"earlier {i}"}],
+            }
+        )
     walked: list[int] = []  # the length of each path walked, in chunks or (a short one) in one statement
     store = session.store
     path_ids, short_path_contents = store.path_ids, store.short_path_contents
     store.path_ids = lambda *a, **k: (lambda r: walked.append(len(r[1])) or r)(path_ids(*a, **k))
-    store.short_path_contents = lambda *a, **k: (
-        lambda r: r if r is None else walked.append(len(r)) or r)(short_path_contents(*a, **k))
+    store.short_path_contents = lambda *a, **k: (lambda r: r if r is None else walked.append(len(r)) or r)(
+        short_path_contents(*a, **k)
+    )
     try:
         for checkpointer in (None, InMemorySaver()):
-            model = ScriptedChatModel(responses=[call("lookup", {"q": "a"}, "c1"), call("lookup", {"q": "b"}, "c2"),
-                                                 AIMessage("done"), AIMessage("again")])
-            agent = create_agent(model, tools=[lookup], middleware=[SessionMemoryMiddleware(session, compact_at=None)],
-                                 checkpointer=checkpointer)
+            model = ScriptedChatModel(
+                responses=[
+                    call("lookup", {"q": "a"}, "c1"),
+                    call("lookup", {"q": "b"}, "c2"),
+                    AIMessage("done"),
+                    AIMessage("again"),
+                ]
+            )
+            agent = create_agent(
+                model,
+                tools=[lookup],
+                middleware=[SessionMemoryMiddleware(session, compact_at=None)],
+                checkpointer=checkpointer,
+            )
             config = {"configurable": {"session_id": session.session_id, "thread_id": f"t-{id(model)}"}}
             del walked[:]
             agent.invoke({"messages": [HumanMessage("hi")]}, config)
@@ -444,11 +471,13 @@ def test_a_block_the_model_overwrote_is_restored_and_the_next_run_shows_it(sessi
     """Issue 21: the model's write is a version (with its tool call id); the code restores the
     older one, and the next run's system message holds the restored text."""
     session.replace_context_block("memory", "The user is Ada, a mathematician.")
-    model = ScriptedChatModel(responses=[
-        call("set_context", {"label": "memory", "content": "The user is Bob."}, "call_overwrite"),
-        AIMessage("Noted."),
-        AIMessage("Hello Ada."),
-    ])
+    model = ScriptedChatModel(
+        responses=[
+            call("set_context", {"label": "memory", "content": "The user is Bob."}, "call_overwrite"),
+            AIMessage("Noted."),
+            AIMessage("Hello Ada."),
+        ]
+    )
     agent = create_agent(model, tools=[], middleware=[SessionMemoryMiddleware(session, compact_at=None)])
     config = {"configurable": {"session_id": session.session_id}}
     agent.invoke({"messages": [HumanMessage("Call me Bob.")]}, config)

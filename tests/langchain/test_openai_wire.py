@@ -100,11 +100,13 @@ def chat_openai(server):
 
 
 def test_agent_requests_carry_our_tools_and_prompt(openai_server):
-    server = openai_server([
-        tool_call("set_context", {"label": "memory", "content": "The user likes tea."}, "call_1"),
-        completion({"content": "Noted."}),
-        completion({"content": "You like tea."}),
-    ])
+    server = openai_server(
+        [
+            tool_call("set_context", {"label": "memory", "content": "The user likes tea."}, "call_1"),
+            completion({"content": "Noted."}),
+            completion({"content": "You like tea."}),
+        ]
+    )
     manager = SessionManager(":memory:").with_context("memory", description="Facts about the user", max_tokens=100)
     agent = create_agent(
         chat_openai(server), system_prompt="You are helpful.", middleware=[SessionMemoryMiddleware(manager)]
@@ -126,7 +128,9 @@ def test_agent_requests_carry_our_tools_and_prompt(openai_server):
 
     assert second["messages"][2]["tool_calls"][0]["id"] == "call_1"
     assert second["messages"][3] == {
-        "role": "tool", "tool_call_id": "call_1", "content": "Written to memory. Usage: 6% (6/100 tokens)",
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": "Written to memory. Usage: 6% (6/100 tokens)",
     }
     assert "The user likes tea." in third["messages"][0]["content"]
     assert [m["role"] for m in third["messages"]] == ["system", "user", "assistant", "tool", "assistant", "user"]

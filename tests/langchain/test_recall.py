@@ -43,12 +43,14 @@ def thread(session_id: str) -> dict[str, Any]:
 def agent_and_model(manager: SessionManager) -> tuple[Any, ScriptedChatModel]:
     """An agent whose first session settles the lease (between unrelated turns) and whose next
     session asks ``session_search`` in other words."""
-    model = ScriptedChatModel(responses=[
-        AIMessage("The quarterly report is due on Friday."),
-        AIMessage(LEASE),
-        call("session_search", {"query": PARAPHRASE}, "search_1"),
-        AIMessage("Three years, as agreed."),
-    ])
+    model = ScriptedChatModel(
+        responses=[
+            AIMessage("The quarterly report is due on Friday."),
+            AIMessage(LEASE),
+            call("session_search", {"query": PARAPHRASE}, "search_1"),
+            AIMessage("Three years, as agreed."),
+        ]
+    )
     return create_agent(model, middleware=[SessionMemoryMiddleware(manager)]), model
 
 
@@ -159,7 +161,10 @@ def test_what_the_vector_store_holds():
 def test_dict_filter_turns_lists_into_in():
     where = {"session_id": ["a", "b"], "kind": "message", "label": ("notes",), "namespace": ""}
     assert dict_filter(where) == {
-        "session_id": {"$in": ["a", "b"]}, "kind": "message", "label": {"$in": ["notes"]}, "namespace": "",
+        "session_id": {"$in": ["a", "b"]},
+        "kind": "message",
+        "label": {"$in": ["notes"]},
+        "namespace": "",
     }
     assert dict_filter({}) == {}
 
@@ -183,10 +188,12 @@ def test_python_filter_is_a_predicate_on_documents():
 def test_qdrant_filter_matches_the_payloads_metadata():
     models = pytest.importorskip("qdrant_client").models
     built = qdrant_filter({"kind": "message", "session_id": ["a", "b"]})
-    assert built == models.Filter(must=[
-        models.FieldCondition(key="metadata.kind", match=models.MatchValue(value="message")),
-        models.FieldCondition(key="metadata.session_id", match=models.MatchAny(any=["a", "b"])),
-    ])
+    assert built == models.Filter(
+        must=[
+            models.FieldCondition(key="metadata.kind", match=models.MatchValue(value="message")),
+            models.FieldCondition(key="metadata.session_id", match=models.MatchAny(any=["a", "b"])),
+        ]
+    )
 
 
 class RecordingStore(VectorStore):

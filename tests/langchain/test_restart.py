@@ -33,7 +33,10 @@ def run(tmp_path, question, script):
     path.write_text(SCRIPT.format(repo=str(REPO)))
     result = subprocess.run(
         [sys.executable, str(path), str(tmp_path / "memory.db"), question, json.dumps(script)],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])

@@ -36,8 +36,10 @@ def test_calls_are_tagged_nostream_and_marked():
 
 
 def tea_session(summarize):
-    session = Session(":memory:").for_session("s").on_compaction(
-        create_compact_function(summarize=summarize, protect_head=1, keep_recent_tokens=10)
+    session = (
+        Session(":memory:")
+        .for_session("s")
+        .on_compaction(create_compact_function(summarize=summarize, protect_head=1, keep_recent_tokens=10))
     )
     for i in range(6):
         role = "user" if i % 2 == 0 else "assistant"

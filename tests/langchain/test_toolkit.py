@@ -80,9 +80,11 @@ def test_calls_sync_and_async_with_the_core_tool_strings(full_session):
     assert reply.content == "Written to memory. Usage: 15% (3/20 tokens)"
     assert full_session.get_context_block("memory").content == "likes tea"
 
-    indexed = asyncio.run(tools["set_context"].ainvoke(
-        {"label": "notes", "content": "The kettle is green.", "metadata": {"title": "Kettle"}}
-    ))
+    indexed = asyncio.run(
+        tools["set_context"].ainvoke(
+            {"label": "notes", "content": "The kettle is green.", "metadata": {"title": "Kettle"}}
+        )
+    )
     assert indexed == 'Indexed "kettle" in notes.'
     assert "kettle is green" in asyncio.run(tools["search_context"].ainvoke({"label": "notes", "query": "kettle"}))
     assert tools["load_context"].invoke({"label": "skills", "key": "brew-tea"}) == "Boil water, steep three minutes."

@@ -31,24 +31,37 @@ Step = Any  # ChatMessage | str | Callable[[list[ChatMessage], list[str]], ChatM
 _ids = itertools.count(1)
 
 
-def tool_call(name: str, args: dict[str, Any] | None = None, *, text: str = "", call_id: str | None = None,
-              kwargs_form: bool = False) -> ChatMessage:
+def tool_call(
+    name: str,
+    args: dict[str, Any] | None = None,
+    *,
+    text: str = "",
+    call_id: str | None = None,
+    kwargs_form: bool = False,
+) -> ChatMessage:
     """An assistant message calling one tool (as a ``ToolCallBlock``; with ``kwargs_form``
     only as ``additional_kwargs["tool_calls"]``, the older shape)."""
     return tool_calls([(name, args or {})], text=text, call_ids=[call_id] if call_id else None, kwargs_form=kwargs_form)
 
 
-def tool_calls(calls: Sequence[tuple[str, dict[str, Any]]], *, text: str = "", call_ids: Sequence[str] | None = None,
-               kwargs_form: bool = False) -> ChatMessage:
+def tool_calls(
+    calls: Sequence[tuple[str, dict[str, Any]]],
+    *,
+    text: str = "",
+    call_ids: Sequence[str] | None = None,
+    kwargs_form: bool = False,
+) -> ChatMessage:
     ids = list(call_ids or [f"call_{next(_ids)}" for _ in calls])
     blocks: list[Any] = [TextBlock(text=text)] if text else []
     if kwargs_form:
         import json
 
-        kwargs = {"tool_calls": [
-            {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
-            for i, (n, a) in zip(ids, calls)
-        ]}
+        kwargs = {
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                for i, (n, a) in zip(ids, calls)
+            ]
+        }
         return ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks, additional_kwargs=kwargs)
     blocks += [ToolCallBlock(tool_call_id=i, tool_name=n, tool_kwargs=a) for i, (n, a) in zip(ids, calls)]
     return ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks)
@@ -84,8 +97,13 @@ class ScriptedLLM(FunctionCallingLLM):
 
     @property
     def metadata(self) -> LLMMetadata:
-        return LLMMetadata(context_window=128_000, num_output=1024, is_chat_model=True,
-                           is_function_calling_model=True, model_name="scripted")
+        return LLMMetadata(
+            context_window=128_000,
+            num_output=1024,
+            is_chat_model=True,
+            is_function_calling_model=True,
+            model_name="scripted",
+        )
 
     @property
     def calls(self) -> list[Call]:
@@ -99,10 +117,13 @@ class ScriptedLLM(FunctionCallingLLM):
         tools = list(tools or [])
         names = [t.metadata.name for t in tools]
         with self._lock:
-            self._calls.append(Call(
-                copy.deepcopy(list(messages)), names,
-                {t.metadata.name: t.metadata.get_parameters_dict() for t in tools},
-            ))
+            self._calls.append(
+                Call(
+                    copy.deepcopy(list(messages)),
+                    names,
+                    {t.metadata.name: t.metadata.get_parameters_dict() for t in tools},
+                )
+            )
             if self._script:
                 step = self._script.pop(0)
             elif self._fallback is not None:
@@ -150,10 +171,16 @@ class ScriptedLLM(FunctionCallingLLM):
 
         return gen()
 
-    def _prepare_chat_with_tools(self, tools: Sequence[Any], user_msg: Any = None,
-                                 chat_history: list[ChatMessage] | None = None, verbose: bool = False,
-                                 allow_parallel_tool_calls: bool = False, tool_required: bool = False,
-                                 **kwargs: Any) -> dict[str, Any]:
+    def _prepare_chat_with_tools(
+        self,
+        tools: Sequence[Any],
+        user_msg: Any = None,
+        chat_history: list[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        tool_required: bool = False,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         messages = list(chat_history or [])
         if user_msg is not None:
             messages.append(
@@ -161,8 +188,9 @@ class ScriptedLLM(FunctionCallingLLM):
             )
         return {"messages": messages, "tools": list(tools)}
 
-    def get_tool_calls_from_response(self, response: ChatResponse, error_on_no_tool_call: bool = True,
-                                     **kwargs: Any) -> list[ToolSelection]:
+    def get_tool_calls_from_response(
+        self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
+    ) -> list[ToolSelection]:
         import json
 
         selections = [
@@ -177,8 +205,13 @@ class ScriptedLLM(FunctionCallingLLM):
         for call in response.message.additional_kwargs.get("tool_calls") or ():
             if any(s.tool_id == call["id"] for s in selections):
                 continue
-            selections.append(ToolSelection(tool_id=call["id"], tool_name=call["function"]["name"],
-                                            tool_kwargs=json.loads(call["function"]["arguments"] or "{}")))
+            selections.append(
+                ToolSelection(
+                    tool_id=call["id"],
+                    tool_name=call["function"]["name"],
+                    tool_kwargs=json.loads(call["function"]["arguments"] or "{}"),
+                )
+            )
         if not selections and error_on_no_tool_call:
             raise ValueError("expected at least one tool call")
         return selections

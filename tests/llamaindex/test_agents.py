@@ -121,8 +121,16 @@ def test_chat_history_passed_every_run_is_not_stored_twice(session):
 
     run(go())
     texts = [m.content for m in memory.get_all()]
-    assert texts == ["earlier question", "earlier answer", "one", "first answer", "two", "second answer",
-                     "three", "third answer"]
+    assert texts == [
+        "earlier question",
+        "earlier answer",
+        "one",
+        "first answer",
+        "two",
+        "second answer",
+        "three",
+        "third answer",
+    ]
     assert session.get_path_length() == 8
     assert len(session.search("earlier question", match="all")) == 1
 
@@ -201,16 +209,29 @@ def test_react_agent_system_prompt_trap(session):
 
 
 def test_agent_workflow_with_handoff_shares_one_memory(session):
-    llm = ScriptedLLM([
-        tool_call("handoff", {"to_agent": "calculator", "reason": "math"}),
-        tool_call("add", {"a": 4, "b": 5}),
-        "4 + 5 = 9",
-        "Still 9.",
-    ])
-    triage = FunctionAgent(name="triage", description="Routes requests.", tools=[], llm=llm,
-                           can_handoff_to=["calculator"], system_prompt="Route.")
-    calculator = FunctionAgent(name="calculator", description="Does math.",
-                               tools=[FunctionTool.from_defaults(add)], llm=llm, system_prompt="Compute.")
+    llm = ScriptedLLM(
+        [
+            tool_call("handoff", {"to_agent": "calculator", "reason": "math"}),
+            tool_call("add", {"a": 4, "b": 5}),
+            "4 + 5 = 9",
+            "Still 9.",
+        ]
+    )
+    triage = FunctionAgent(
+        name="triage",
+        description="Routes requests.",
+        tools=[],
+        llm=llm,
+        can_handoff_to=["calculator"],
+        system_prompt="Route.",
+    )
+    calculator = FunctionAgent(
+        name="calculator",
+        description="Does math.",
+        tools=[FunctionTool.from_defaults(add)],
+        llm=llm,
+        system_prompt="Compute.",
+    )
     workflow = AgentWorkflow(agents=[triage, calculator], root_agent="triage")
     memory = SessionMemory(session=session).bind(workflow)
     assert memory.llm is llm

@@ -31,8 +31,9 @@ def make_engine(kind, llm, memory):
         return ContextChatEngine.from_defaults(
             retriever=FixedRetriever(), llm=llm, memory=memory, system_prompt="Be brief."
         )
-    return CondensePlusContextChatEngine.from_defaults(retriever=FixedRetriever(), llm=llm, memory=memory,
-                                                       system_prompt="Be brief.", skip_condense=False)
+    return CondensePlusContextChatEngine.from_defaults(
+        retriever=FixedRetriever(), llm=llm, memory=memory, system_prompt="Be brief.", skip_condense=False
+    )
 
 
 def wait_for(predicate, timeout=5.0):

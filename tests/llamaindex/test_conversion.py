@@ -30,7 +30,7 @@ from sessions_core.messages import storage_json
 
 text = st.text(max_size=40)
 ident = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_", min_size=1, max_size=12)
-json_scalar = st.none() | st.booleans() | st.integers(-10**6, 10**6) | text
+json_scalar = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | text
 json_value = st.recursive(
     json_scalar,
     lambda children: st.lists(children, max_size=3) | st.dictionaries(ident, children, max_size=3),
@@ -53,8 +53,12 @@ tool_call_block = st.builds(
     tool_kwargs=json_object | text,
 )
 image_block = st.one_of(
-    st.builds(ImageBlock, image=raw_bytes, image_mimetype=st.sampled_from(["image/png", "image/jpeg", None]),
-              detail=st.sampled_from([None, "low", "high"])),
+    st.builds(
+        ImageBlock,
+        image=raw_bytes,
+        image_mimetype=st.sampled_from(["image/png", "image/jpeg", None]),
+        detail=st.sampled_from([None, "low", "high"]),
+    ),
     st.builds(ImageBlock, url=ident.map(lambda s: f"https://example.com/{s}.png")),
 )
 media_block = st.one_of(
@@ -70,15 +74,18 @@ other_block = st.one_of(
     st.builds(CitableBlock, title=ident, source=ident, content=st.lists(text_block, min_size=1, max_size=2)),
 )
 any_block = st.one_of(text_block, thinking_block, tool_call_block, media_block, other_block)
-kwargs = st.dictionaries(ident.filter(lambda k: k not in ("tool_calls", "tool_call_id", "call_id", "images")),
-                         json_value, max_size=3)
+kwargs = st.dictionaries(
+    ident.filter(lambda k: k not in ("tool_calls", "tool_call_id", "call_id", "images")), json_value, max_size=3
+)
 
 
 @st.composite
 def openai_tool_calls(draw):
     calls = draw(st.lists(st.tuples(ident, ident, json_object), min_size=1, max_size=3, unique_by=lambda c: c[0]))
-    return [{"id": "call_" + i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
-            for i, n, a in calls]
+    return [
+        {"id": "call_" + i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+        for i, n, a in calls
+    ]
 
 
 @st.composite
@@ -94,8 +101,13 @@ def chat_messages(draw):
         extra["tool_calls"] = draw(openai_tool_calls())
         if draw(st.booleans()):  # both forms, as llama-index-llms-openai writes them
             for call in extra["tool_calls"]:
-                blocks.append(ToolCallBlock(tool_call_id=call["id"], tool_name=call["function"]["name"],
-                                            tool_kwargs=json.loads(call["function"]["arguments"])))
+                blocks.append(
+                    ToolCallBlock(
+                        tool_call_id=call["id"],
+                        tool_name=call["function"]["name"],
+                        tool_kwargs=json.loads(call["function"]["arguments"]),
+                    )
+                )
     return ChatMessage(role=role, blocks=blocks, additional_kwargs=extra)
 
 
@@ -133,10 +145,13 @@ def test_stored_message_is_valid_core_message(message):
 
 
 def test_tool_call_blocks_become_tool_call_parts():
-    message = ChatMessage(role="assistant", blocks=[
-        TextBlock(text="Let me check."),
-        ToolCallBlock(tool_call_id="call_1", tool_name="add", tool_kwargs={"a": 2, "b": 3}),
-    ])
+    message = ChatMessage(
+        role="assistant",
+        blocks=[
+            TextBlock(text="Let me check."),
+            ToolCallBlock(tool_call_id="call_1", tool_name="add", tool_kwargs={"a": 2, "b": 3}),
+        ],
+    )
     stored = from_chat_message(message)
     assert stored.role == "assistant"
     assert [p.type for p in stored.parts] == ["text", "tool-call"]
@@ -226,29 +241,38 @@ def test_media_is_a_file_part():
 
 
 def test_foreign_messages_convert_to_llamaindex_shapes():
-    assistant = SessionMessage.model_validate({
-        "id": "a1", "role": "assistant", "parts": [
-            {"type": "reasoning", "text": "thinking"},
-            {"type": "text", "text": "Adding."},
-            {"type": "tool-call", "toolCallId": "c1", "toolName": "add", "input": {"a": 1}},
-            {"type": "tool-result", "toolCallId": "c1", "toolName": "add", "output": {"sum": 3}},
-            {"type": "step-start"},
-        ],
-    })
+    assistant = SessionMessage.model_validate(
+        {
+            "id": "a1",
+            "role": "assistant",
+            "parts": [
+                {"type": "reasoning", "text": "thinking"},
+                {"type": "text", "text": "Adding."},
+                {"type": "tool-call", "toolCallId": "c1", "toolName": "add", "input": {"a": 1}},
+                {"type": "tool-result", "toolCallId": "c1", "toolName": "add", "output": {"sum": 3}},
+                {"type": "step-start"},
+            ],
+        }
+    )
     chat, tool = to_chat_messages(assistant)
     assert [b.block_type for b in chat.blocks] == ["thinking", "text", "tool_call"]
     assert chat.blocks[2] == ToolCallBlock(tool_call_id="c1", tool_name="add", tool_kwargs={"a": 1})
     assert tool.role == MessageRole.TOOL and tool.content == '{"sum":3}'
     assert tool.additional_kwargs == {"tool_call_id": "c1"}
 
-    results = SessionMessage.model_validate({
-        "id": "t1", "role": "tool", "parts": [
-            {"type": "tool-result", "toolCallId": "c1", "output": "one"},
-            {"type": "tool-result", "toolCallId": "c2", "output": "two"},
-        ],
-    })
+    results = SessionMessage.model_validate(
+        {
+            "id": "t1",
+            "role": "tool",
+            "parts": [
+                {"type": "tool-result", "toolCallId": "c1", "output": "one"},
+                {"type": "tool-result", "toolCallId": "c2", "output": "two"},
+            ],
+        }
+    )
     assert [(m.role, m.content, m.additional_kwargs) for m in to_chat_messages(results)] == [
-        (MessageRole.TOOL, "one", {"tool_call_id": "c1"}), (MessageRole.TOOL, "two", {"tool_call_id": "c2"}),
+        (MessageRole.TOOL, "one", {"tool_call_id": "c1"}),
+        (MessageRole.TOOL, "two", {"tool_call_id": "c2"}),
     ]
 
     ui = SessionMessage.model_validate(
@@ -270,9 +294,13 @@ def test_foreign_messages_convert_to_llamaindex_shapes():
     assert call.blocks == [ToolCallBlock(tool_call_id="c3", tool_name="weather", tool_kwargs={"city": "Lisbon"})]
     assert result.content == "sunny"
 
-    image = SessionMessage.model_validate({
-        "id": "f1", "role": "user", "parts": [{"type": "file", "mediaType": "image/png", "data": "aGVsbG8="}],
-    })
+    image = SessionMessage.model_validate(
+        {
+            "id": "f1",
+            "role": "user",
+            "parts": [{"type": "file", "mediaType": "image/png", "data": "aGVsbG8="}],
+        }
+    )
     block = to_chat_message(image).blocks[0]
     assert isinstance(block, ImageBlock) and block.image == b"aGVsbG8=" and block.image_mimetype == "image/png"
 

@@ -182,13 +182,15 @@ def test_window_counts_tool_arguments():
     session = Session().for_session("w")
     memory = SessionMemory(session=session, token_limit=300, compaction=False)
     big = {"text": "lorem ipsum " * 200}
-    memory.put_messages([
-        user("first"),
-        ChatMessage(role="assistant", blocks=[ToolCallBlock(tool_call_id="c1", tool_name="save", tool_kwargs=big)]),
-        ChatMessage(role="tool", content="ok", additional_kwargs={"tool_call_id": "c1"}),
-        assistant("saved"),
-        user("second"),
-    ])
+    memory.put_messages(
+        [
+            user("first"),
+            ChatMessage(role="assistant", blocks=[ToolCallBlock(tool_call_id="c1", tool_name="save", tool_kwargs=big)]),
+            ChatMessage(role="tool", content="ok", additional_kwargs={"tool_call_id": "c1"}),
+            assistant("saved"),
+            user("second"),
+        ]
+    )
     assert roles_and_text(memory.get()) == [("user", "second")]
 
 
@@ -255,7 +257,8 @@ def test_a_rebuilt_in_memory_store_warns_that_history_is_gone(caplog):
 
 def test_block_declarations_round_trip(db):
     session = (
-        Session(db).for_session("s")
+        Session(db)
+        .for_session("s")
         .with_context("soul", provider=StaticContext("You are kind."))
         .with_context("notes", provider=StoreSearchContext(), description="Notes")
         .with_context("memory", max_tokens=100)
@@ -264,7 +267,9 @@ def test_block_declarations_round_trip(db):
     data["handle"] = "elsewhere"
     rebuilt = SessionMemory.from_dict(data).session
     assert [(b.label, b.writable, b.is_searchable) for b in rebuilt.get_context_blocks()] == [
-        ("soul", False, False), ("notes", True, True), ("memory", True, False),
+        ("soul", False, False),
+        ("notes", True, True),
+        ("memory", True, False),
     ]
     assert rebuilt.get_context_block("soul").content == "You are kind."
 
@@ -432,8 +437,12 @@ def test_from_defaults_takes_the_chat_memory_buffer_spellings(db):
 
     store = SessionChatStore(db)
     memory = SessionMemory.from_defaults(
-        chat_store=store, chat_store_key="carol", chat_history=[user("hi")], token_limit=900,
-        tokenizer_fn=str.split, insert_method=InsertMethod.USER,
+        chat_store=store,
+        chat_store_key="carol",
+        chat_history=[user("hi")],
+        token_limit=900,
+        tokenizer_fn=str.split,
+        insert_method=InsertMethod.USER,
     )
     assert (memory.session_id, memory.token_limit, memory.insert_method) == ("carol", 900, "user")
     assert roles_and_text(store.get_messages("carol")) == [("user", "hi")]
@@ -507,8 +516,9 @@ def _fresh_get(session: Session, **options) -> list:
     """What a memory that never read this session before returns (no window kept)."""
     other = Session(session.store).for_session(session.session_id)
     for config in session.context_configs:
-        other.with_context(config.label, description=config.description, max_tokens=config.max_tokens,
-                           provider=config.provider)
+        other.with_context(
+            config.label, description=config.description, max_tokens=config.max_tokens, provider=config.provider
+        )
     return roles_and_text(SessionMemory(session=other, compaction=False, **options).get())
 
 
@@ -529,16 +539,31 @@ def test_the_kept_window_reads_as_a_fresh_read_whatever_else_writes(tmp_path):
     reads.plan = lambda *a, **k: plans.append(1) or original(*a, **k)
     try:
         for step in range(120):
-            action = rng.choice(["put", "put", "put", "turn", "elsewhere", "update", "delete", "compact", "set",
-                                 "reset", "none", "none"])
+            action = rng.choice(
+                [
+                    "put",
+                    "put",
+                    "put",
+                    "turn",
+                    "elsewhere",
+                    "update",
+                    "delete",
+                    "compact",
+                    "set",
+                    "reset",
+                    "none",
+                    "none",
+                ]
+            )
             history = [m for m in session.get_history() if not m.id.startswith("compaction_")]
             if action == "put":
                 memory.put(rng.choice([user, assistant])(f"step {step} " + "word " * rng.randint(1, 60)))
             elif action == "turn":
                 memory.put_messages(turn(step))
             elif action == "elsewhere":
-                elsewhere.append_message({"id": f"e{step}", "role": "user",
-                                          "parts": [{"type": "text", "text": f"from elsewhere {step}"}]})
+                elsewhere.append_message(
+                    {"id": f"e{step}", "role": "user", "parts": [{"type": "text", "text": f"from elsewhere {step}"}]}
+                )
             elif action == "update" and history:
                 target = rng.choice(history)
                 session.update_message({**target.to_dict(), "parts": [{"type": "text", "text": f"edited {step}"}]})
@@ -597,8 +622,14 @@ def test_an_agent_run_reads_the_stored_branch_once(session):
         reads.plan = original
     assert len(llm.calls) == 3 and first == 1 and len(plans) == 1
     assert roles_and_text(memory.get()) == _fresh_get(session)
-    assert [m.role for m in session.get_history()][-6:] == ["user", "assistant", "tool", "assistant", "user",
-                                                             "assistant"]
+    assert [m.role for m in session.get_history()][-6:] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+    ]
 
 
 def test_a_block_the_model_overwrote_is_restored_and_the_next_run_shows_it(session):
@@ -612,8 +643,9 @@ def test_a_block_the_model_overwrote_is_restored_and_the_next_run_shows_it(sessi
 
     session.replace_context_block("memory", "User is Ada.")
     memory = SessionMemory(session=session, compaction=False)
-    llm = ScriptedLLM([tool_call("set_context", {"label": "memory", "content": "User is Bob."}), "Noted.",
-                       "Hello Ada."])
+    llm = ScriptedLLM(
+        [tool_call("set_context", {"label": "memory", "content": "User is Bob."}), "Noted.", "Hello Ada."]
+    )
     agent = FunctionAgent(tools=SessionToolSpec(session).to_tool_list(), llm=llm)
 
     async def runs() -> None:

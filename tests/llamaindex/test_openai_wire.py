@@ -54,8 +54,10 @@ class ChatServer:
                     delta = dict(message)
                     if "tool_calls" in delta:
                         delta["tool_calls"] = [dict(call, index=i) for i, call in enumerate(delta["tool_calls"])]
-                    for choice in ({"index": 0, "delta": delta, "finish_reason": None},
-                                   {"index": 0, "delta": {}, "finish_reason": finish}):
+                    for choice in (
+                        {"index": 0, "delta": delta, "finish_reason": None},
+                        {"index": 0, "delta": {}, "finish_reason": finish},
+                    ):
                         chunk = {
                             "id": "c",
                             "object": "chat.completion.chunk",
@@ -66,11 +68,16 @@ class ChatServer:
                         self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.write(b"data: [DONE]\n\n")
                     return
-                data = json.dumps({
-                    "id": "c", "object": "chat.completion", "created": 1, "model": MODEL,
-                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                }).encode()
+                data = json.dumps(
+                    {
+                        "id": "c",
+                        "object": "chat.completion",
+                        "created": 1,
+                        "model": MODEL,
+                        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -100,12 +107,17 @@ def call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("streaming", [True, False])
 def test_function_agent_over_the_openai_wire(session, streaming):
-    server = ChatServer([
-        {"role": "assistant", "content": None,
-         "tool_calls": [call("call_abc", "set_context", {"label": "memory", "content": "User is Ada."})]},
-        {"role": "assistant", "content": "Nice to meet you, Ada."},
-        {"role": "assistant", "content": "You are Ada."},
-    ])
+    server = ChatServer(
+        [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [call("call_abc", "set_context", {"label": "memory", "content": "User is Ada."})],
+            },
+            {"role": "assistant", "content": "Nice to meet you, Ada."},
+            {"role": "assistant", "content": "You are Ada."},
+        ]
+    )
     try:
         llm = OpenAI(model=MODEL, api_key="test", api_base=server.base_url, max_retries=0)
         tools = SessionToolSpec(session).to_tool_list()

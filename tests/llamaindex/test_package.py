@@ -24,8 +24,14 @@ def test_all_lists_exactly_the_public_names():
 
 def test_example_output(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    result = subprocess.run([sys.executable, str(EXAMPLE), str(tmp_path / "memory.db")],
-                            capture_output=True, text=True, env=env, timeout=300, check=True)
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLE), str(tmp_path / "memory.db")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=True,
+    )
     out = result.stdout
     assert "tool call: set_context({'label': 'memory', 'content': \"The user's name is Ada. They love trams.\"})" in out
     assert "memory block: The user's name is Ada. They love trams." in out

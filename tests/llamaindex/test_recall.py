@@ -40,8 +40,9 @@ def recalling_manager(**options: Any) -> SessionManager:
 
 def agent_for(manager: SessionManager, session_id: str, llm: ScriptedLLM) -> tuple[FunctionAgent, SessionMemory]:
     """A FunctionAgent with the session's memory and its tools (``session_search`` among them)."""
-    agent = FunctionAgent(tools=SessionToolSpec(manager, session_id=session_id).to_tool_list(), llm=llm,
-                          system_prompt="You are helpful.")
+    agent = FunctionAgent(
+        tools=SessionToolSpec(manager, session_id=session_id).to_tool_list(), llm=llm, system_prompt="You are helpful."
+    )
     return agent, SessionMemory.from_manager(manager, session_id).bind(agent)
 
 
@@ -62,19 +63,24 @@ async def recalled_run(manager: SessionManager, llm: ScriptedLLM) -> tuple[Any, 
 
 
 def script() -> ScriptedLLM:
-    return ScriptedLLM([
-        "The quarterly report is due on Friday.",
-        LEASE,
-        tool_call("session_search", {"query": PARAPHRASE}, call_id="search_1"),
-        "Three years, as agreed.",
-    ])
+    return ScriptedLLM(
+        [
+            "The quarterly report is due on Friday.",
+            LEASE,
+            tool_call("session_search", {"query": PARAPHRASE}, call_id="search_1"),
+            "Three years, as agreed.",
+        ]
+    )
 
 
 def check_the_recalled_run(manager: SessionManager, llm: ScriptedLLM, answer: Any, results: list[Any]) -> None:
     assert str(answer) == "Three years, as agreed."
     [result] = results
-    assert (result.tool_name, result.tool_id, result.tool_kwargs) == ("session_search", "search_1",
-                                                                       {"query": PARAPHRASE})
+    assert (result.tool_name, result.tool_id, result.tool_kwargs) == (
+        "session_search",
+        "search_1",
+        {"query": PARAPHRASE},
+    )
     assert not result.tool_output.is_error
     assert plain_hits(result.tool_output.content) == [f"[assistant] {LEASE}"]  # the earlier turn, none of the unrelated
     # The model got it as the tool message, in a session that loaded nothing of the earlier one.
@@ -214,12 +220,15 @@ def test_metadata_filters_are_eq_for_a_value_and_in_for_a_list():
     assert metadata_filters({"namespace": ""}).filters[0].value == ""
 
 
-@pytest.mark.parametrize(("store", "embed_model", "message"), [
-    (object(), SynonymEmbedding(), "vector_store must be a LlamaIndex vector store"),
-    (SynonymEmbedding(), SimpleVectorStore(), "vector_store must be a LlamaIndex vector store"),
-    (SimpleVectorStore(), object(), "embed_model must be a LlamaIndex BaseEmbedding"),
-    (SimpleVectorStore(), "text-embedding-3-small", "embed_model must be a LlamaIndex BaseEmbedding"),
-])
+@pytest.mark.parametrize(
+    ("store", "embed_model", "message"),
+    [
+        (object(), SynonymEmbedding(), "vector_store must be a LlamaIndex vector store"),
+        (SynonymEmbedding(), SimpleVectorStore(), "vector_store must be a LlamaIndex vector store"),
+        (SimpleVectorStore(), object(), "embed_model must be a LlamaIndex BaseEmbedding"),
+        (SimpleVectorStore(), "text-embedding-3-small", "embed_model must be a LlamaIndex BaseEmbedding"),
+    ],
+)
 def test_wrong_types_are_refused(store, embed_model, message):
     with pytest.raises(TypeError, match=message):
         VectorStoreRecall(store, embed_model)

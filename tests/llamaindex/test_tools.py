@@ -15,7 +15,8 @@ from sessions_core import Session, SessionManager, StoreSearchContext, to_openai
 @pytest.fixture
 def rich_session():
     with (
-        Session().for_session("s")
+        Session()
+        .for_session("s")
         .with_context("memory", description="Learned facts", max_tokens=50)
         .with_context("notes", provider=StoreSearchContext(), description="Searchable notes")
     ) as session:
@@ -70,8 +71,10 @@ def test_manager_memory_and_filters(rich_session):
     assert [t.metadata.name for t in SessionToolSpec(manager).to_tool_list()] == ["session_search"]
     tools = SessionToolSpec(manager, session_id=info.id).to_tool_list()
     assert [t.metadata.name for t in tools] == ["set_context", "session_search"]
-    assert [t.metadata.name for t in SessionToolSpec(SessionMemory(session=rich_session)).to_tool_list(
-        spec_functions=["search_context"])] == ["search_context"]
+    assert [
+        t.metadata.name
+        for t in SessionToolSpec(SessionMemory(session=rich_session)).to_tool_list(spec_functions=["search_context"])
+    ] == ["search_context"]
     manager.append(info.id, {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "I love trams"}]})
     assert "I love trams" in tools[1].call(query="trams").content
     with pytest.raises(TypeError, match="a SQLite path or a postgresql:// URL"):
@@ -98,9 +101,7 @@ def test_metadata_and_schema_by_function_name_as_base_tool_spec_documents(rich_s
         assert schema.model_json_schema() == tools[tool_name].metadata.fn_schema.model_json_schema()
         assert metadata.get_parameters_dict() == next(t for t in rich_session.tools() if t.name == tool_name).parameters
     # BaseToolSpec.to_tool_list builds its tools from these two methods: it works too.
-    assert [t.metadata.name for t in BaseToolSpec.to_tool_list(spec, spec_functions=["set_context"])] == [
-        "set_context"
-    ]
+    assert [t.metadata.name for t in BaseToolSpec.to_tool_list(spec, spec_functions=["set_context"])] == ["set_context"]
     with pytest.raises(ValueError, match=r"not available for these blocks \(available now: set_context"):
         spec.get_metadata_from_fn_name("load_context")
     with pytest.raises(ValueError, match="has no function 'forget'"):

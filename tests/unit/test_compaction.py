@@ -336,8 +336,7 @@ def test_update_summary_prompt_golden() -> None:
         "\n\nNEW TURNS TO INCORPORATE:\n"
         + CONTENT
         + "\n\nUpdate the summary. PRESERVE existing information that is still relevant. ADD new "
-        "information. Remove information only if it is clearly obsolete.\n\n"
-        + SECTIONS.replace("{budget}", "100")
+        "information. Remove information only if it is clearly obsolete.\n\n" + SECTIONS.replace("{budget}", "100")
     )
     assert build_summary_prompt(prompt_conversation(), "Old facts.", 100) == expected
 
@@ -373,12 +372,16 @@ def test_prompt_leaves_out_js_falsy_values_and_keeps_empty_objects() -> None:
 
 def test_prompt_ignores_reasoning_and_joins_text_parts() -> None:
     message = SessionMessage.model_validate(
-        {"id": "a", "role": "assistant", "parts": [
-            {"type": "reasoning", "text": "thinking"},
-            {"type": "text", "text": "one"},
-            {"type": "step-start"},
-            {"type": "text", "text": "two"},
-        ]}
+        {
+            "id": "a",
+            "role": "assistant",
+            "parts": [
+                {"type": "reasoning", "text": "thinking"},
+                {"type": "text", "text": "one"},
+                {"type": "step-start"},
+                {"type": "text", "text": "two"},
+            ],
+        }
     )
     assert content_of(message) == "[assistant]\none\ntwo"
 
@@ -698,10 +701,19 @@ def test_truncate_marks_objects_that_cannot_shrink() -> None:
 
 def test_truncate_skips_calls_and_provider_executed_outputs() -> None:
     provider = SessionMessage.model_validate(
-        {"id": "p", "role": "assistant", "parts": [
-            {"type": "tool-web_search", "toolCallId": "c", "state": "output-available",
-             "providerExecuted": True, "output": "x" * 1000},
-        ]}
+        {
+            "id": "p",
+            "role": "assistant",
+            "parts": [
+                {
+                    "type": "tool-web_search",
+                    "toolCallId": "c",
+                    "state": "output-available",
+                    "providerExecuted": True,
+                    "output": "x" * 1000,
+                },
+            ],
+        }
     )
     call = SessionMessage(
         id="a", role="assistant", parts=[ToolCallPart(tool_call_id="c2", tool_name="t", input="x" * 1000)]

@@ -10,11 +10,14 @@ from sessions_core import Session, SessionManager, StaticContext, StoreSearchCon
 
 @pytest.fixture
 def session():
-    with Session(":memory:").for_session("s").with_context(
-        "memory", description="Facts", max_tokens=30
-    ).with_context("kb", provider=StoreSearchContext()).with_context(
-        "rules", provider=StaticContext("Be kind.")
-    ).with_edit_tool() as session:
+    with (
+        Session(":memory:")
+        .for_session("s")
+        .with_context("memory", description="Facts", max_tokens=30)
+        .with_context("kb", provider=StoreSearchContext())
+        .with_context("rules", provider=StaticContext("Be kind."))
+        .with_edit_tool() as session
+    ):
         yield session
 
 
@@ -57,18 +60,26 @@ def test_one_occurrence_is_replaced_and_kept_as_a_version(session):
 @pytest.mark.parametrize(
     "args, expected",
     [
-        ({"label": "memory", "old_text": "User", "new_text": "U"},
-         'Error: old_text occurs 2 times in block "memory"; nothing changed'
-         " (pass a longer old_text, one that occurs once)"),
-        ({"label": "memory", "old_text": "Madrid", "new_text": "x"},
-         'Error: old_text does not occur in block "memory"; nothing changed'),
+        (
+            {"label": "memory", "old_text": "User", "new_text": "U"},
+            'Error: old_text occurs 2 times in block "memory"; nothing changed'
+            " (pass a longer old_text, one that occurs once)",
+        ),
+        (
+            {"label": "memory", "old_text": "Madrid", "new_text": "x"},
+            'Error: old_text does not occur in block "memory"; nothing changed',
+        ),
         ({"label": "memory", "old_text": "", "new_text": "x"}, "Error: old_text must not be empty"),
-        ({"label": "memory", "old_text": "tea", "new_text": "tea " * 40},
-         'Error: the edit would take block "memory" to 62 tokens, over its limit of 30; nothing changed'),
+        (
+            {"label": "memory", "old_text": "tea", "new_text": "tea " * 40},
+            'Error: the edit would take block "memory" to 62 tokens, over its limit of 30; nothing changed',
+        ),
         ({"label": "rules", "old_text": "kind", "new_text": "rude"}, 'Error: block "rules" is read-only'),
         ({"label": "nope", "old_text": "a", "new_text": "b"}, 'Error: block "nope" not found'),
-        ({"label": "kb", "old_text": "a", "new_text": "b"},
-         'Error: block "kb" holds keyed entries: pass the key of the entry to edit'),
+        (
+            {"label": "kb", "old_text": "a", "new_text": "b"},
+            'Error: block "kb" holds keyed entries: pass the key of the entry to edit',
+        ),
         ({"label": "kb", "old_text": "a", "new_text": "b", "key": "ghost"}, 'Error: no entry "ghost" in block "kb"'),
     ],
 )
@@ -85,9 +96,13 @@ def test_an_entry_of_a_searchable_block_is_edited_by_key(session):
     set_context = tool(session, "set_context")
     set_context.invoke({"label": "kb", "content": "Paris is in France", "metadata": {"title": "paris"}})
     assert tool(session).invoke({"label": "kb", "key": "paris", "old_text": "France", "new_text": "the EU"}) == (
-        'Edited "paris" in kb.')
-    assert [v.content for v in session.get_context_history("kb", "paris")] == ["Paris is in the EU",
-                                                                               "Paris is in France"]
+        'Edited "paris" in kb.'
+    )
+    assert [v.content for v in session.get_context_history("kb", "paris")] == [
+        "Paris is in the EU",
+        "Paris is in France",
+    ]
     assert session.store.search_entries("s", "kb", "EU", 5) == [("paris", "Paris is in the EU")]
     assert tool(session).invoke({"label": "kb", "key": "paris", "old_text": "France", "new_text": "x"}) == (
-        'Error: old_text does not occur in entry "paris" of block "kb"; nothing changed')
+        'Error: old_text does not occur in entry "paris" of block "kb"; nothing changed'
+    )

@@ -103,8 +103,33 @@ def test_the_ascii_fast_path_splits_as_the_unicode_path(text):
 
 
 OPERATORS = st.sampled_from(
-    ['"', "'", "(", ")", "AND", "OR", "NOT", "NEAR", "NEAR(", "*", ":", "^", "-", "+", "{", "}", "\x00", ";", "--",
-     "\\", "<->", "&", "|", "!", ":*"]
+    [
+        '"',
+        "'",
+        "(",
+        ")",
+        "AND",
+        "OR",
+        "NOT",
+        "NEAR",
+        "NEAR(",
+        "*",
+        ":",
+        "^",
+        "-",
+        "+",
+        "{",
+        "}",
+        "\x00",
+        ";",
+        "--",
+        "\\",
+        "<->",
+        "&",
+        "|",
+        "!",
+        ":*",
+    ]
 )
 QUERIES = st.one_of(
     st.text(),
@@ -150,6 +175,18 @@ def test_a_long_text_is_indexed_by_its_beginning_without_tokenizing_all_of_it():
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert len(terms) == fts.MAX_TERMS
-    assert terms[:12] == ["deploy", "get", "user", "by", "id", "getuserbyid", "部署", "署服", "服务", "务器", "器",
-                          "deploy"]
+    assert terms[:12] == [
+        "deploy",
+        "get",
+        "user",
+        "by",
+        "id",
+        "getuserbyid",
+        "部署",
+        "署服",
+        "服务",
+        "务器",
+        "器",
+        "deploy",
+    ]
     assert peak < len(text) // 20

@@ -112,8 +112,9 @@ def test_what_a_read_built_joins_the_oldest_generation_unscanned():
     gc.unfreeze()  # anything left frozen by an earlier test would make the read skip the move
     session = Session().for_session("s")
     n = PAUSE_FROM_ROWS
-    session.append_messages([{"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": "x"}]}
-                             for i in range(n)])
+    session.append_messages(
+        [{"id": f"m{i}", "role": "user", "parts": [{"type": "text", "text": "x"}]} for i in range(n)]
+    )
     history = session.get_history()
     assert len(history) == n
     oldest = {id(o) for o in gc.get_objects(generation=2)}

@@ -19,8 +19,11 @@ class Corpus:
     def postings(self, words, n, estimate=True):
         out = []
         for alternatives in words:
-            rows = [row for row in sorted(self.terms, reverse=True)
-                    if any(ranking._occurrences(a, _counts(self.terms[row]), self.terms[row]) for a in alternatives)]
+            rows = [
+                row
+                for row in sorted(self.terms, reverse=True)
+                if any(ranking._occurrences(a, _counts(self.terms[row]), self.terms[row]) for a in alternatives)
+            ]
             out.append(rows[:n])
         return out
 
@@ -42,7 +45,8 @@ def test_stop_words_of_the_querys_language_weigh_nothing():
     assert meaningful_units("what did the") == ()
     assert meaningful_units("What did Caroline research?") == parse_query("Caroline research")
     assert meaningful_units("qu'est-ce que le client a dit sur le déploiement") == parse_query(
-        "qu'est-ce client dit déploiement")
+        "qu'est-ce client dit déploiement"
+    )
     assert meaningful_units("EU") == parse_query("EU")  # one Portuguese stop word is not Portuguese
     assert query_language(["wie", "ist", "das", "wetter"]) == "german"
     assert query_language(["kestrel"]) is None

@@ -38,8 +38,17 @@ def test_a_text_without_spaces_is_cut_anyway():
 def test_vector_ids_are_uuids_stable_and_distinct_per_source():
     first = vector_id("s", "message", "m1", 0)
     assert first == vector_id("s", "message", "m1", 0)
-    assert len({first, vector_id("s", "message", "m1", 1), vector_id("t", "message", "m1", 0),
-                vector_id("s", "entry", "m1", 0)}) == 4
+    assert (
+        len(
+            {
+                first,
+                vector_id("s", "message", "m1", 1),
+                vector_id("t", "message", "m1", 0),
+                vector_id("s", "entry", "m1", 0),
+            }
+        )
+        == 4
+    )
     assert len(first) == 36 and first.count("-") == 4
 
 
@@ -100,13 +109,25 @@ def test_metadata_filters_match_values_and_lists():
 
 
 def test_recall_text_holds_text_and_tool_results_not_calls_or_reasoning():
-    message = parse_message({"id": "m", "role": "assistant", "parts": [
-        {"type": "reasoning", "text": "thinking hard"},
-        {"type": "text", "text": "Looking it up."},
-        {"type": "tool-call", "toolCallId": "c", "toolName": "lookup", "input": {"q": "secret input"}},
-        {"type": "tool-result", "toolCallId": "c", "output": {"lease": "automobile"}},
-        {"type": "tool-weather", "toolCallId": "d", "state": "output-available", "input": {}, "output": "Sunny"},
-    ]})
+    message = parse_message(
+        {
+            "id": "m",
+            "role": "assistant",
+            "parts": [
+                {"type": "reasoning", "text": "thinking hard"},
+                {"type": "text", "text": "Looking it up."},
+                {"type": "tool-call", "toolCallId": "c", "toolName": "lookup", "input": {"q": "secret input"}},
+                {"type": "tool-result", "toolCallId": "c", "output": {"lease": "automobile"}},
+                {
+                    "type": "tool-weather",
+                    "toolCallId": "d",
+                    "state": "output-available",
+                    "input": {},
+                    "output": "Sunny",
+                },
+            ],
+        }
+    )
     assert recall_text(message) == 'Looking it up.\n\n{"lease": "automobile"}\n\nSunny'
 
 
@@ -144,11 +165,23 @@ def test_one_semantic_recall_serves_one_store():
 
 
 def test_recall_text_leaves_out_what_searches_found():
-    message = parse_message({"id": "m", "role": "tool", "parts": [
-        {"type": "tool-result", "toolCallId": "c", "toolName": "session_search", "output": "[user] old turn"},
-        {"type": "tool-search_context", "toolCallId": "d", "state": "output-available", "input": {}, "output": "x"},
-        {"type": "tool-result", "toolCallId": "e", "toolName": "lookup", "output": "kept"},
-    ]})
+    message = parse_message(
+        {
+            "id": "m",
+            "role": "tool",
+            "parts": [
+                {"type": "tool-result", "toolCallId": "c", "toolName": "session_search", "output": "[user] old turn"},
+                {
+                    "type": "tool-search_context",
+                    "toolCallId": "d",
+                    "state": "output-available",
+                    "input": {},
+                    "output": "x",
+                },
+                {"type": "tool-result", "toolCallId": "e", "toolName": "lookup", "output": "kept"},
+            ],
+        }
+    )
     assert recall_text(message) == "kept"
 
 
@@ -200,9 +233,24 @@ def test_the_recall_suite_skips_a_store_without_an_outbox(tmp_path):
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "langchain", "--rootdir",
-         str(tmp_path), str(tmp_path / "test_core_only.py")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "langchain",
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path / "test_core_only.py"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     summary = result.stdout.strip().splitlines()[-1]
     assert result.returncode == 0 and "failed" not in summary and "error" not in summary, result.stdout

@@ -25,7 +25,7 @@ def test_an_older_database_is_migrated_in_place(tmp_path):
     conn.execute(
         "INSERT INTO session_messages (session_id, id, role, created_at, tokens, bytes, depth, path_tokens,"
         " path_bytes, text_content, content) VALUES ('', 'm0', 'user', 0, 5, 10, 1, 5, 10, 'kept',"
-        " '{\"id\":\"m0\",\"role\":\"user\",\"parts\":[{\"type\":\"text\",\"text\":\"kept\"}]}')"
+        ' \'{"id":"m0","role":"user","parts":[{"type":"text","text":"kept"}]}\')'
     )
     conn.execute("PRAGMA user_version = 1")
     conn.commit()
@@ -110,9 +110,9 @@ def test_a_large_append_is_not_copied_into_a_temporary_table(tmp_path):
         assert again.inserted is False
         session.store.close()
     rows = [
-        sqlite3.connect(tmp_path / name).execute(
-            "SELECT parent_id, depth, path_tokens, path_bytes, bytes, tokens FROM session_messages ORDER BY seq"
-        ).fetchall()
+        sqlite3.connect(tmp_path / name)
+        .execute("SELECT parent_id, depth, path_tokens, path_bytes, bytes, tokens FROM session_messages ORDER BY seq")
+        .fetchall()
         for name in ("a.db", "b.db")
     ]
     assert rows[0] == rows[1]
@@ -126,14 +126,17 @@ def test_blocks_stored_before_versions_become_version_1(tmp_path):
         for statement in _statements(migration):
             conn.execute(statement)
     conn.execute("INSERT INTO context_blocks VALUES ('s', 'memory', 1700000000000000, 'likes tea')")
-    conn.execute("INSERT INTO search_entries (session_id, label, key, created_at, updated_at, content, search_terms)"
-                 " VALUES ('s', 'kb', 'paris', 1, 1700000000000001, 'Paris is in France', 'paris franc')")
+    conn.execute(
+        "INSERT INTO search_entries (session_id, label, key, created_at, updated_at, content, search_terms)"
+        " VALUES ('s', 'kb', 'paris', 1, 1700000000000001, 'Paris is in France', 'paris franc')"
+    )
     conn.execute("PRAGMA user_version = 7")
     conn.commit()
     conn.close()
     store = SqliteStore(path)
     assert [(v.version, v.content, v.source, v.created_at_us) for v in store.block_versions("s", "memory")] == [
-        (1, "likes tea", "code", 1700000000000000)]
+        (1, "likes tea", "code", 1700000000000000)
+    ]
     assert [v.content for v in store.block_versions("s", "kb", "paris")] == ["Paris is in France"]
     session = Session(store).for_session("s").with_context("memory", description="m")
     session.replace_context_block("memory", "likes coffee")
@@ -152,8 +155,10 @@ def test_overlays_stored_before_their_depths_get_them_at_setup(tmp_path):
         expected = [m.id for m in session.get_history()]
     conn = sqlite3.connect(path)
     conn.execute("UPDATE session_compactions SET from_depth = NULL, to_depth = NULL")  # as 0007 leaves them
-    conn.execute("INSERT INTO session_compactions (session_id, id, from_message_id, to_message_id, created_at,"
-                 " summary) VALUES ('s', 'ghost', 'm1', 'not-yet', 1, 'waits for its last message')")
+    conn.execute(
+        "INSERT INTO session_compactions (session_id, id, from_message_id, to_message_id, created_at,"
+        " summary) VALUES ('s', 'ghost', 'm1', 'not-yet', 1, 'waits for its last message')"
+    )
     conn.commit()
     conn.close()
     store = SqliteStore(path)
@@ -167,7 +172,9 @@ def test_overlays_stored_before_their_depths_get_them_at_setup(tmp_path):
     # A delete changes depths (the rest of the chain becomes a root): they are recorded again at once.
     store.delete_messages("s", ["m1"])
     assert {row.compaction.id: (row.from_depth, row.to_depth) for row in store.overlays("s")} == {
-        overlay.id: (1, 24), "ghost": (None, None)}
+        overlay.id: (1, 24),
+        "ghost": (None, None),
+    }
     store.path_ids = walks
     expected_after = [m.id for m in session.get_history()]
     store.path_ids = lambda *a, **k: pytest.fail("the whole path was walked")
@@ -199,18 +206,24 @@ def test_blocks_become_their_versions_and_show_what_they_showed(tmp_path):
     for label, (version, content), versions in BLOCKS_AT_SCHEMA_9:
         conn.execute("INSERT INTO context_blocks VALUES ('s', ?, 5, ?, ?, 'code', NULL)", (label, content, version))
         for number, text in versions:
-            conn.execute("INSERT INTO context_block_versions VALUES ('s', ?, '', ?, 1, 'code', NULL, ?)",
-                         (label, number, text))
+            conn.execute(
+                "INSERT INTO context_block_versions VALUES ('s', ?, '', ?, 1, 'code', NULL, ?)", (label, number, text)
+            )
     conn.execute("PRAGMA user_version = 9")
     conn.commit()
     conn.close()
     store = SqliteStore(path)
     labels = [label for label, _, _ in BLOCKS_AT_SCHEMA_9]
     assert store.get_blocks("s", labels) == {label: row[1] for label, row, _ in BLOCKS_AT_SCHEMA_9}
-    assert [(v.version, v.content) for v in store.block_versions("s", "kept")] == [(2, "likes coffee"),
-                                                                                  (1, "likes tea")]
+    assert [(v.version, v.content) for v in store.block_versions("s", "kept")] == [
+        (2, "likes coffee"),
+        (1, "likes tea"),
+    ]
     assert [(v.version, v.content) for v in store.block_versions("s", "later")] == [
-        (3, "current"), (2, "imported later"), (1, "current")]
+        (3, "current"),
+        (2, "imported later"),
+        (1, "current"),
+    ]
     assert [(v.version, v.content) for v in store.block_versions("s", "other")] == [(4, "shown"), (3, "another text")]
     assert [(v.version, v.content) for v in store.block_versions("s", "none")] == [(1, "alone")]
     assert store.stats().blocks == 4
@@ -238,10 +251,12 @@ def test_a_message_over_a_mebibyte_is_written_in_place(tmp_path):
     store = SqliteStore(tmp_path / "large.db")
     session = Session(store).for_session("s")
     text = "opening 東京 🙂 " + "x" * LARGE_ROW
-    session.append_messages([
-        {"id": "small", "role": "user", "parts": [{"type": "text", "text": "small"}]},
-        {"id": "large", "role": "user", "parts": [{"type": "text", "text": text}]},
-    ])
+    session.append_messages(
+        [
+            {"id": "small", "role": "user", "parts": [{"type": "text", "text": "small"}]},
+            {"id": "large", "role": "user", "parts": [{"type": "text", "text": text}]},
+        ]
+    )
     conn = sqlite3.connect(tmp_path / "large.db")
     rows = conn.execute(
         "SELECT id, typeof(large_text), typeof(large_content), text_content, length(content) FROM session_messages"

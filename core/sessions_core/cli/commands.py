@@ -98,12 +98,18 @@ def build_cli() -> click.Group:
     @click.argument("query")
     @click.option("--session", "sessions", multiple=True, metavar="SESSION", help="Only this session (repeatable).")
     @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
-    @click.option("--match", type=click.Choice(["any", "all"]), default="any", show_default=True,
-                  help="any: messages with every word first, then those with some; all: every word only.")
+    @click.option(
+        "--match",
+        type=click.Choice(["any", "all"]),
+        default="any",
+        show_default=True,
+        help="any: messages with every word first, then those with some; all: every word only.",
+    )
     @width_option
     @click.pass_obj
-    def search_command(handle: StoreHandle, query: str, sessions: tuple[str, ...], limit: int, match: str,
-                       width: int) -> None:
+    def search_command(
+        handle: StoreHandle, query: str, sessions: tuple[str, ...], limit: int, match: str, width: int
+    ) -> None:
         """Find the messages that best match QUERY, best first.
 
         Messages with every word of QUERY come first, then those with some, by BM25 (stop words
@@ -144,8 +150,14 @@ def build_cli() -> click.Group:
     @click.option("--key", help="With --history or --restore: the entry of a keyed block.")
     @width_option
     @click.pass_obj
-    def blocks_command(handle: StoreHandle, session: str, history: str | None, restore: tuple[str, str] | None,
-                       key: str | None, width: int) -> None:
+    def blocks_command(
+        handle: StoreHandle,
+        session: str,
+        history: str | None,
+        restore: tuple[str, str] | None,
+        key: str | None,
+        width: int,
+    ) -> None:
         """Show the context blocks, search entries and cached prompt of SESSION; --history LABEL
         lists a block's versions with what changed, --restore LABEL VERSION makes an old one
         current (as a new version)."""
@@ -203,8 +215,12 @@ def build_cli() -> click.Group:
 
     @recall_group.command("rebuild")
     @click.option("--session", "sessions", multiple=True, metavar="SESSION", help="Only this session (repeatable).")
-    @click.option("--index", default=None, metavar="INDEX", help="Send to this index now (MODULE:NAME); without it "
-                  "the application's own sender sends what is queued.")
+    @click.option(
+        "--index",
+        default=None,
+        metavar="INDEX",
+        help="Send to this index now (MODULE:NAME); without it the application's own sender sends what is queued.",
+    )
     @click.pass_obj
     def recall_rebuild_command(handle: StoreHandle, sessions: tuple[str, ...], index: str | None) -> None:
         """Send every message and entry of the sessions recall is on for (or SESSION) to the

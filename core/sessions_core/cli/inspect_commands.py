@@ -69,7 +69,15 @@ def cmd_list(handle: StoreHandle, as_json: bool) -> None:
         out.print("No sessions.")
         return
     grid = table(
-        out, "SESSION", "NAME", "NAMESPACE", "MESSAGES", "LAST ACTIVITY", "TOKENS IN", "TOKENS OUT", "COST",
+        out,
+        "SESSION",
+        "NAME",
+        "NAMESPACE",
+        "MESSAGES",
+        "LAST ACTIVITY",
+        "TOKENS IN",
+        "TOKENS OUT",
+        "COST",
         right=("MESSAGES", "TOKENS IN", "TOKENS OUT", "COST"),
     )
     for summary in summaries:
@@ -236,8 +244,9 @@ def cmd_show(handle: StoreHandle, session_id: str, width: int, page: int = 1, li
 # -- search --------------------------------------------------------------------------------------
 
 
-def cmd_search(handle: StoreHandle, query: str, sessions: tuple[str, ...], limit: int, width: int,
-               match: str = "any") -> None:
+def cmd_search(
+    handle: StoreHandle, query: str, sessions: tuple[str, ...], limit: int, width: int, match: str = "any"
+) -> None:
     store = handle.open(read_only=True)
     for session_id in sessions:
         summary_of(store, session_id)
@@ -249,7 +258,10 @@ def cmd_search(handle: StoreHandle, query: str, sessions: tuple[str, ...], limit
     grid = table(out, "SESSION", "ID", "ROLE", "CREATED", "TEXT")
     for row in rows:
         grid.add_row(
-            text(row.session_id, "cyan"), text(row.id), text(row.role), text(format_time(row.created_at_us)),
+            text(row.session_id, "cyan"),
+            text(row.id),
+            text(row.role),
+            text(format_time(row.created_at_us)),
             text(clip(row.content, width)),
         )
     emit(out, grid)
@@ -270,8 +282,10 @@ def cmd_blocks(handle: StoreHandle, session_id: str, width: int) -> None:
         grid = table(out, "BLOCK", "TOKENS", "UPDATED", "CONTENT", right=("TOKENS",))
         for block in blocks:
             grid.add_row(
-                text(block.label, "cyan"), text(estimate_tokens(block.content)),
-                text(format_time(block.updated_at_us)), text(clip(block.content, width)),
+                text(block.label, "cyan"),
+                text(estimate_tokens(block.content)),
+                text(format_time(block.updated_at_us)),
+                text(clip(block.content, width)),
             )
         emit(out, grid)
     else:
@@ -302,8 +316,9 @@ def cmd_block_history(handle: StoreHandle, session_id: str, label: str, key: str
     for version, older in zip(versions, [*versions[1:], None]):
         source = version.source + (f" ({version.tool_call_id})" if version.tool_call_id else "")
         change = change_between("" if older is None else older.content, version.content)
-        grid.add_row(text(version.version), text(format_time(version.created_at_us)), text(source),
-                     text(clip(change, width)))
+        grid.add_row(
+            text(version.version), text(format_time(version.created_at_us)), text(source), text(clip(change, width))
+        )
     emit(out, grid)
 
 

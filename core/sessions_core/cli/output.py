@@ -23,9 +23,7 @@ def console(*, stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     terminal = hasattr(stream, "isatty") and stream.isatty()
     width = None if terminal else max(200, int(os.environ.get("COLUMNS", "0") or 0))
-    return Console(
-        stderr=stderr, width=width, highlight=False, markup=False, emoji=False, soft_wrap=not terminal
-    )
+    return Console(stderr=stderr, width=width, highlight=False, markup=False, emoji=False, soft_wrap=not terminal)
 
 
 def emit(target: Console, renderable: Any) -> None:

@@ -85,9 +85,7 @@ class StoreHandle:
         if self.is_postgres:
             return
         if "://" in self.url:
-            raise BadInput(
-                f"unsupported store URL {redact(self.url)!r}: use a SQLite file path or a postgresql:// URL"
-            )
+            raise BadInput(f"unsupported store URL {redact(self.url)!r}: use a SQLite file path or a postgresql:// URL")
         if self.schema is not None:
             raise BadInput("--schema applies to PostgreSQL stores only")
 
@@ -99,8 +97,11 @@ class StoreHandle:
         opened ``read_only`` is never written (a backup, a read-only folder or mounted snapshot)."""
         if self.store is None:
             self.check()
-            store = (self._open_postgres(create) if self.is_postgres
-                     else self._open_sqlite(create, progress, read_only=read_only))
+            store = (
+                self._open_postgres(create)
+                if self.is_postgres
+                else self._open_sqlite(create, progress, read_only=read_only)
+            )
             if self.is_postgres and progress is not None:
                 store.setup(progress=progress)
             self.store = inspectable(store)

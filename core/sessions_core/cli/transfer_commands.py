@@ -157,8 +157,9 @@ def _import(handle: StoreHandle, path: str, progress: Any, into: str | None, dry
     except NotFound:
         store = None
     if store is not None:
-        return import_records(store, _ProgressLines(path, progress, ("Checking", "Importing")), into=into,
-                              dry_run=dry_run)
+        return import_records(
+            store, _ProgressLines(path, progress, ("Checking", "Importing")), into=into, dry_run=dry_run
+        )
     from ..stores.sqlite import SqliteStore
 
     if dry_run or handle.is_postgres:  # checked against an empty store before tables are made
@@ -188,8 +189,7 @@ def _import(handle: StoreHandle, path: str, progress: Any, into: str | None, dry
         try:
             os.link(building, target)  # fails if the path was taken meanwhile; replacing would lose it
         except FileExistsError:
-            return import_records(handle.open(), _ProgressLines(path, progress, ("Checking", "Importing")),
-                                  into=into)
+            return import_records(handle.open(), _ProgressLines(path, progress, ("Checking", "Importing")), into=into)
         return report
     finally:
         os.unlink(building)

@@ -193,8 +193,19 @@ class SessionRow(NamedTuple):
 
 
 SESSION_COLUMNS = (
-    "namespace", "id", "storage_id", "name", "parent_session_id", "model", "source",
-    "input_tokens", "output_tokens", "estimated_cost", "end_reason", "created_at", "updated_at",
+    "namespace",
+    "id",
+    "storage_id",
+    "name",
+    "parent_session_id",
+    "model",
+    "source",
+    "input_tokens",
+    "output_tokens",
+    "estimated_cost",
+    "end_reason",
+    "created_at",
+    "updated_at",
 )
 """The ``sessions`` table's columns, in ``SessionRow`` order."""
 
@@ -414,9 +425,7 @@ class Store(ABC):
         """Which of ``session_ids`` hold a compaction overlay (one query for many sessions)."""
         return {session_id for session_id in session_ids if self.get_compactions(session_id)}
 
-    def path_up(
-        self, session_id: str, start_id: str, *, above: bool = False
-    ) -> tuple[array, list[str], array, bool]:
+    def path_up(self, session_id: str, start_id: str, *, above: bool = False) -> tuple[array, list[str], array, bool]:
         """The path from ``start_id`` (``above``: from its parent) up towards the root, as row
         numbers, ids and stored token estimates (top first), ending at (and holding) the first
         row that ends an overlay whose depths are known, and whether its top row is a root; empty
@@ -424,8 +433,11 @@ class Store(ABC):
         path = self.path(session_id, start_id)
         if above:
             path = path[:-1]
-        stops = {o.compaction.to_message_id for o in self.overlays(session_id)
-                 if o.from_depth is not None and o.from_depth >= 0}
+        stops = {
+            o.compaction.to_message_id
+            for o in self.overlays(session_id)
+            if o.from_depth is not None and o.from_depth >= 0
+        }
         top = next((i for i in range(len(path) - 1, -1, -1) if path[i].id in stops), None)
         kept = path if top is None else path[top:]
         root = top is None and bool(path)
@@ -437,7 +449,7 @@ class Store(ABC):
         ids = self.path_ids(session_id, to_id)[1]
         if from_id not in ids:
             return []
-        return ids[ids.index(from_id):][::-1]
+        return ids[ids.index(from_id) :][::-1]
 
     @property
     def closed(self) -> bool:
@@ -509,8 +521,9 @@ class Store(ABC):
         """How many entries a searchable block holds."""
 
     @abstractmethod
-    def search_entries(self, session_id: str, label: str, query: str, limit: int, match: str = "any"
-                       ) -> list[tuple[str, str]]:
+    def search_entries(
+        self, session_id: str, label: str, query: str, limit: int, match: str = "any"
+    ) -> list[tuple[str, str]]:
         """``(key, content)`` of the block's entries matching ``query`` as ``search_messages``
         matches, best first."""
 
@@ -551,8 +564,9 @@ class Store(ABC):
     # -- search ----------------------------------------------------------------------------
 
     @abstractmethod
-    def search_messages(self, session_ids: Sequence[str] | None, query: str, limit: int, match: str = "any"
-                        ) -> list[SearchRow]:
+    def search_messages(
+        self, session_ids: Sequence[str] | None, query: str, limit: int, match: str = "any"
+    ) -> list[SearchRow]:
         """Messages matching ``query``, best match first.
 
         ``match="any"``: containing any meaningful word of it, those with every word first, by
@@ -571,7 +585,6 @@ class InspectableStore(Store):
     need it raise ``StoreError`` (see :func:`inspectable`). A consistent picture needs no
     concurrent writers; pages never hold more than ``limit`` rows.
     """
-
 
     @abstractmethod
     def session_summaries(self, session_ids: Sequence[str] | None = None) -> list[SessionSummary]:
@@ -717,8 +730,9 @@ class RecallStore(Store):
         ``session`` change reconciles the index with (both empty once recall is off for it)."""
 
     @abstractmethod
-    def recall_vectors(self, session_id: str, kind: str | None = None, refs: Sequence[str] | None = None
-                       ) -> list[VectorRow]:
+    def recall_vectors(
+        self, session_id: str, kind: str | None = None, refs: Sequence[str] | None = None
+    ) -> list[VectorRow]:
         """The vectors recorded as sent for the session (of ``kind`` and ``refs`` if given)."""
 
     @abstractmethod
@@ -770,6 +784,4 @@ def inspectable(store: Store) -> InspectableStore:
         return store
     from ..errors import StoreError
 
-    raise StoreError(
-        f"{store!r} cannot be listed, exported or counted: it does not implement InspectableStore"
-    )
+    raise StoreError(f"{store!r} cannot be listed, exported or counted: it does not implement InspectableStore")

@@ -538,8 +538,10 @@ class PostgresStore(SqlStore):
         if len(record.content) <= LARGE_ROW:
             return super()._update_row(conn, seq, record, params)
         self._stage_large(conn, record)
-        conn.execute(self.compile(_from_stage(UPDATE_MESSAGE)),
-                     {key: value for key, value in params.items() if key not in ("text", "content")})
+        conn.execute(
+            self.compile(_from_stage(UPDATE_MESSAGE)),
+            {key: value for key, value in params.items() if key not in ("text", "content")},
+        )
 
     @staticmethod
     def _stage_large(conn: psycopg.Connection, record: MessageRecord) -> None:
@@ -562,8 +564,9 @@ class PostgresStore(SqlStore):
 
     # -- search ----------------------------------------------------------------------------
 
-    def _match_messages(self, units: tuple[Unit, ...], session_ids: Sequence[str] | None, limit: int
-                        ) -> list[SearchRow]:
+    def _match_messages(
+        self, units: tuple[Unit, ...], session_ids: Sequence[str] | None, limit: int
+    ) -> list[SearchRow]:
         where = "" if session_ids is None else " AND session_id = ANY(:ids)"
         rows = self._all(
             "SELECT session_id, id, role, text_content, created_at FROM session_messages, CAST(:q AS tsquery) query"
@@ -591,13 +594,13 @@ class PostgresStore(SqlStore):
         )
         return [(key, content) for key, content in rows]
 
-
     # -- ranked search --------------------------------------------------------------------
 
     _split_terms = staticmethod(tsvector_terms)
 
-    def _postings(self, scope: SearchScope, words: Sequence[tuple[Alternative, ...]], n: int, estimate: bool
-                  ) -> list[list[int]]:
+    def _postings(
+        self, scope: SearchScope, words: Sequence[tuple[Alternative, ...]], n: int, estimate: bool
+    ) -> list[list[int]]:
         """Every word's postings in one statement (a lateral query each). A GIN index yields a
         word's matches unordered, so the newest of a frequent one cost all of them: with
         ``estimate``, a word the planner's statistics say matches more than ``n`` messages is
@@ -619,23 +622,28 @@ class PostgresStore(SqlStore):
                 return found
         params: dict[str, Any] = {"qs": [tsquery_literal((words[i],)) for i in wanted], "n": n}
         if scope.entries_of is not None:
-            rows_sql = ("SELECT seq FROM search_entries WHERE session_id = :s AND label = :label"
-                        " AND search_terms @@ CAST(w.q AS tsquery) ORDER BY seq DESC LIMIT :n")
+            rows_sql = (
+                "SELECT seq FROM search_entries WHERE session_id = :s AND label = :label"
+                " AND search_terms @@ CAST(w.q AS tsquery) ORDER BY seq DESC LIMIT :n"
+            )
             params["s"], params["label"] = scope.entries_of
         elif scope.namespace is not None:
-            rows_sql = ("SELECT m.seq FROM session_messages m JOIN sessions s ON s.storage_id = m.session_id"
-                        " WHERE s.namespace = :ns AND m.search_terms @@ CAST(w.q AS tsquery)"
-                        f" ORDER BY {'m.seq + 0' if estimate else 'm.seq'} DESC LIMIT :n")
+            rows_sql = (
+                "SELECT m.seq FROM session_messages m JOIN sessions s ON s.storage_id = m.session_id"
+                " WHERE s.namespace = :ns AND m.search_terms @@ CAST(w.q AS tsquery)"
+                f" ORDER BY {'m.seq + 0' if estimate else 'm.seq'} DESC LIMIT :n"
+            )
             params["ns"] = scope.namespace
         else:
             # The rare words by the word index alone: neither the session's index nor the order
             # of ``seq`` (a backward scan for a rare word reads the table) may be used for them.
             where, order = "", "seq + 0" if estimate else "seq"
             if scope.session_ids is not None:
-                where = (" AND coalesce(session_id = ANY(:ids), false)" if estimate
-                         else " AND session_id = ANY(:ids)")
-            rows_sql = (f"SELECT seq FROM session_messages WHERE search_terms @@ CAST(w.q AS tsquery){where}"
-                        f" ORDER BY {order} DESC LIMIT :n")
+                where = " AND coalesce(session_id = ANY(:ids), false)" if estimate else " AND session_id = ANY(:ids)"
+            rows_sql = (
+                f"SELECT seq FROM session_messages WHERE search_terms @@ CAST(w.q AS tsquery){where}"
+                f" ORDER BY {order} DESC LIMIT :n"
+            )
             params["ids"] = list(scope.session_ids or ())
         if len(wanted) == 1:  # the query itself, not a lateral one: the planner sees the word (frequent?)
             params["q"] = params["qs"][0]
@@ -659,8 +667,12 @@ class PostgresStore(SqlStore):
             "SELECT CAST(CAST(s.most_common_elems AS text) AS text[]), s.most_common_elem_freqs, c.reltuples"
             " FROM pg_stats s JOIN pg_class c ON c.oid = to_regclass(:table)"
             " WHERE s.schemaname = :schema AND s.tablename = :name AND s.attname = :column",
-            {"schema": self.schema, "table": f"{_quote(self.schema)}.session_messages", "name": "session_messages",
-             "column": "search_terms"},
+            {
+                "schema": self.schema,
+                "table": f"{_quote(self.schema)}.session_messages",
+                "name": "session_messages",
+                "column": "search_terms",
+            },
         )
         frequencies = dict(zip(row[0], row[1])) if row is not None and row[0] and row[1] else {}
         rows = float(row[2]) if row is not None and row[2] and row[2] > 0 else 0.0
@@ -668,8 +680,10 @@ class PostgresStore(SqlStore):
         return frequencies, rows
 
     def _indexed_messages(self) -> int:
-        estimate = self._one("SELECT reltuples FROM pg_class WHERE oid = to_regclass(:table)",
-                             {"table": f"{_quote(self.schema)}.session_messages"})
+        estimate = self._one(
+            "SELECT reltuples FROM pg_class WHERE oid = to_regclass(:table)",
+            {"table": f"{_quote(self.schema)}.session_messages"},
+        )
         if estimate is not None and estimate[0] >= EXACT_TOTAL_BELOW:
             return int(estimate[0])
         return self._one("SELECT count(*) FROM session_messages WHERE length(search_terms) > 0", {})[0]
@@ -716,9 +730,7 @@ def _check_schema(schema: str) -> None:
     except UnicodeEncodeError:
         size = 0
     if not 0 < size <= 63 or "\x00" in schema:
-        raise StoreError(
-            f"unusable PostgreSQL schema name {schema!r}: give 1 to 63 bytes of UTF-8 text without NUL"
-        )
+        raise StoreError(f"unusable PostgreSQL schema name {schema!r}: give 1 to 63 bytes of UTF-8 text without NUL")
 
 
 def _one_line(error: BaseException) -> str:

@@ -319,8 +319,10 @@ GET_BLOCK_VERSIONS = """
 """
 
 # Ranked search reads a candidate's terms, then the best candidates' rows, by ``seq``.
-TERMS_OF = {table: f"SELECT seq, {{terms_text}} FROM {table} WHERE seq {{values}}"
-            for table in ("session_messages", "search_entries")}
+TERMS_OF = {
+    table: f"SELECT seq, {{terms_text}} FROM {table} WHERE seq {{values}}"
+    for table in ("session_messages", "search_entries")
+}
 RANKED_MESSAGES = (
     f"SELECT seq, session_id, id, role, {MESSAGE_TEXT}, created_at FROM session_messages WHERE seq {{values}}"
 )
@@ -432,9 +434,7 @@ LIST_BLOCKS = """
         SELECT max(w.version) FROM context_block_versions w WHERE w.session_id = :s AND w.label = v.label AND w.key = ''
     ) ORDER BY v.label
 """
-SEARCH_ENTRY_COUNTS = (
-    "SELECT label, count(*) FROM search_entries WHERE session_id = :s GROUP BY label ORDER BY label"
-)
+SEARCH_ENTRY_COUNTS = "SELECT label, count(*) FROM search_entries WHERE session_id = :s GROUP BY label ORDER BY label"
 SEARCH_ENTRY_PAGE = (
     "SELECT seq, label, key, content, created_at, updated_at FROM search_entries"
     " WHERE session_id = :s{after} ORDER BY label, key LIMIT :limit"
@@ -661,39 +661,49 @@ class SqlStore(RecallStore, InspectableStore):
     def _match_entries(self, units: tuple[Unit, ...], session_id: str, label: str, limit: int) -> list[Any]:
         """The best ``limit`` ``(key, content)`` search entries of a block matching every unit."""
 
-    def search_messages(self, session_ids: Sequence[str] | None, query: str, limit: int, match: str = "any"
-                        ) -> list[SearchRow]:
+    def search_messages(
+        self, session_ids: Sequence[str] | None, query: str, limit: int, match: str = "any"
+    ) -> list[SearchRow]:
         check_match(match)
         if session_ids is not None and not session_ids:
             return []
         if match == "any":
             scope = SearchScope("session_messages", session_ids=tuple(dict.fromkeys(session_ids or ())) or None)
             return self._ranked(scope, query, limit, RANKED_MESSAGES, SearchRow._make)
-        return _exact_first(query, limit, lambda units: self._match_messages(units, session_ids, limit),
-                            key=lambda row: (row[0], row[1]))
+        return _exact_first(
+            query,
+            limit,
+            lambda units: self._match_messages(units, session_ids, limit),
+            key=lambda row: (row[0], row[1]),
+        )
 
     def search_sessions(self, namespace: str, query: str, limit: int, match: str = "any") -> list[SearchRow]:
         check_match(match)
         if match == "any":
-            return self._ranked(SearchScope("session_messages", namespace=namespace), query, limit, RANKED_REGISTERED,
-                                SearchRow._make)
-        return _exact_first(query, limit, lambda units: self._match_sessions(units, namespace, limit),
-                            key=lambda row: (row[0], row[1]))
+            return self._ranked(
+                SearchScope("session_messages", namespace=namespace), query, limit, RANKED_REGISTERED, SearchRow._make
+            )
+        return _exact_first(
+            query, limit, lambda units: self._match_sessions(units, namespace, limit), key=lambda row: (row[0], row[1])
+        )
 
-    def search_entries(self, session_id: str, label: str, query: str, limit: int, match: str = "any"
-                       ) -> list[tuple[str, str]]:
+    def search_entries(
+        self, session_id: str, label: str, query: str, limit: int, match: str = "any"
+    ) -> list[tuple[str, str]]:
         check_match(match)
         if match == "any":
             scope = SearchScope("search_entries", entries_of=(session_id, label))
             return self._ranked(scope, query, limit, RANKED_ENTRIES, tuple)
-        return _exact_first(query, limit, lambda units: self._match_entries(units, session_id, label, limit),
-                            key=lambda row: row[0])
+        return _exact_first(
+            query, limit, lambda units: self._match_entries(units, session_id, label, limit), key=lambda row: row[0]
+        )
 
     # -- ranked search (match="any"): the store reads postings and terms, ranking.py ranks --
 
     @abstractmethod
-    def _postings(self, scope: SearchScope, words: Sequence[tuple[Alternative, ...]], n: int, estimate: bool
-                  ) -> list[list[int]]:
+    def _postings(
+        self, scope: SearchScope, words: Sequence[tuple[Alternative, ...]], n: int, estimate: bool
+    ) -> list[list[int]]:
         """For each word (its alternatives), the ``seq`` of at most ``n`` rows of ``scope``
         matching any of them, newest (highest ``seq``) first; with ``estimate``, a dialect may
         answer ``ranking.Estimated`` for a word it knows to match more (see ``ranking.Postings``)."""
@@ -714,8 +724,9 @@ class SqlStore(RecallStore, InspectableStore):
     def _split_terms(stored: str) -> list[str]:
         """The terms of a ``search_terms`` value read as text (``{terms_text}``), in order."""
 
-    def _ranked(self, scope: SearchScope, query: str, limit: int, rows_sql: str, make: Callable[[Any], Any]
-                ) -> list[Any]:
+    def _ranked(
+        self, scope: SearchScope, query: str, limit: int, rows_sql: str, make: Callable[[Any], Any]
+    ) -> list[Any]:
         """``make(row)`` of the rows of ``rows_sql`` (its first column the ``seq``, dropped) of the
         best ``limit`` matches of ``query`` in ``scope``, best first (``ranking.rank``)."""
         units = meaningful_units(query)
@@ -744,8 +755,9 @@ class SqlStore(RecallStore, InspectableStore):
         pending = self._all(BACKFILL_PENDING, {})
         if not pending:
             return 0
-        total = sum(self._one(BACKFILL_COUNT[source], {"start": start, "end": end})[0]
-                    for source, start, end in pending)
+        total = sum(
+            self._one(BACKFILL_COUNT[source], {"start": start, "end": end})[0] for source, start, end in pending
+        )
         done = 0
         if progress is not None:
             progress(done, total)
@@ -765,14 +777,16 @@ class SqlStore(RecallStore, InspectableStore):
         if claim is None:
             return None
         start, end = claim
-        rows = conn.execute(self.compile(BACKFILL_ROWS[source]),
-                            {"start": start, "end": end, "n": self.backfill_batch}).fetchall()
+        rows = conn.execute(
+            self.compile(BACKFILL_ROWS[source]), {"start": start, "end": end, "n": self.backfill_batch}
+        ).fetchall()
         if not rows:
             conn.execute(self.compile(BACKFILL_DONE), {"source": source})
             return 0
         terms = self._terms
-        self._execute_many(conn, self.compile(BACKFILL_SET[source]),
-                           [{"seq": seq, "terms": terms(text)} for seq, text in rows])
+        self._execute_many(
+            conn, self.compile(BACKFILL_SET[source]), [{"seq": seq, "terms": terms(text)} for seq, text in rows]
+        )
         conn.execute(self.compile(BACKFILL_ADVANCE), {"source": source, "next": rows[-1][0] + 1})
         return len(rows)
 
@@ -812,9 +826,18 @@ class SqlStore(RecallStore, InspectableStore):
             self._link_blobs(conn, seq, record)
             size = record.size
             shift_tokens, shift_bytes = record.tokens - old_tokens, size - old_size
-            params = {"role": record.role, "tokens": record.tokens, "bytes": size, "text": record.text,
-                      "terms": self._terms(record.text), "content": record.content, "s": session_id,
-                      "id": record.id, "shift_tokens": shift_tokens, "shift_bytes": shift_bytes}
+            params = {
+                "role": record.role,
+                "tokens": record.tokens,
+                "bytes": size,
+                "text": record.text,
+                "terms": self._terms(record.text),
+                "content": record.content,
+                "s": session_id,
+                "id": record.id,
+                "shift_tokens": shift_tokens,
+                "shift_bytes": shift_bytes,
+            }
             self._update_row(conn, seq, record, params)  # its own path totals shifted in the same write
             if (shift_tokens, shift_bytes) != (0, 0):
                 self._shift_subtree(conn, session_id, record.id, 0, shift_tokens, shift_bytes, below=True)
@@ -926,8 +949,14 @@ class SqlStore(RecallStore, InspectableStore):
 
     @staticmethod
     def _compaction_params(session_id: str, row: CompactionRow) -> dict[str, Any]:
-        return {"s": session_id, "id": row.id, "summary": row.summary, "from_message_id": row.from_message_id,
-                "to_message_id": row.to_message_id, "created_at": row.created_at_us}
+        return {
+            "s": session_id,
+            "id": row.id,
+            "summary": row.summary,
+            "from_message_id": row.from_message_id,
+            "to_message_id": row.to_message_id,
+            "created_at": row.created_at_us,
+        }
 
     def add_compaction(self, session_id: str, row: CompactionRow) -> None:
         def work(conn: Any) -> None:
@@ -944,8 +973,9 @@ class SqlStore(RecallStore, InspectableStore):
     def _anchor_overlays(self, conn: Any, session_id: str) -> None:
         """Record the end depths of the session's overlays that have none yet (a walk each)."""
         for ident, first, last in conn.execute(self.compile(UNANCHORED), {"s": session_id}).fetchall():
-            conn.execute(self.compile(ANCHOR_COMPACTION), {"s": session_id, "id": ident, "first_id": first,
-                                                           "last_id": last})
+            conn.execute(
+                self.compile(ANCHOR_COMPACTION), {"s": session_id, "id": ident, "first_id": first, "last_id": last}
+            )
 
     def add_compaction_unless(
         self,
@@ -976,9 +1006,7 @@ class SqlStore(RecallStore, InspectableStore):
         rows = self._all(GET_OVERLAYS, {"s": session_id})
         return [OverlayRow(CompactionRow(*row[:5]), row[5], row[6]) for row in rows]
 
-    def path_up(
-        self, session_id: str, start_id: str, *, above: bool = False
-    ) -> tuple[array, list[str], array, bool]:
+    def path_up(self, session_id: str, start_id: str, *, above: bool = False) -> tuple[array, list[str], array, bool]:
         sql, params = self.compile(PATH_ABOVE if above else PATH_UP), {"s": session_id, "start": start_id}
 
         def work(conn: Any) -> tuple[array, list[str], array, bool]:
@@ -1036,8 +1064,16 @@ class SqlStore(RecallStore, InspectableStore):
         version: int | None = None,
     ) -> int | None:
         now = now_us() if at_us is None else at_us
-        params = {"s": session_id, "label": label, "key": "" if key is None else key, "now": now, "source": source,
-                  "tool_call_id": tool_call_id, "content": content, "version": version}
+        params = {
+            "s": session_id,
+            "label": label,
+            "key": "" if key is None else key,
+            "now": now,
+            "source": source,
+            "tool_call_id": tool_call_id,
+            "content": content,
+            "version": version,
+        }
         block_sql = SET_BLOCK if version is None else AT_VERSION[False]
         entry_sql = SET_SEARCH_ENTRY if version is None else AT_VERSION[True]
 
@@ -1048,9 +1084,15 @@ class SqlStore(RecallStore, InspectableStore):
             elif key is None:
                 version = conn.execute(self.compile(block_sql), params).fetchone()[0]
             else:
-                version = conn.execute(self.compile(entry_sql), {
-                    **params, "created": now if created_at_us is None else created_at_us, "updated": now,
-                    "terms": self._terms(content)}).fetchone()[0]
+                version = conn.execute(
+                    self.compile(entry_sql),
+                    {
+                        **params,
+                        "created": now if created_at_us is None else created_at_us,
+                        "updated": now,
+                        "terms": self._terms(content),
+                    },
+                ).fetchone()[0]
             if keep is not None:
                 conn.execute(self.compile(TRIM_BLOCK_VERSIONS), {**params, "oldest": version - max(1, keep)})
             return version
@@ -1062,15 +1104,27 @@ class SqlStore(RecallStore, InspectableStore):
         return [(row[0], row[1], BlockVersionRow(*row[2:])) for row in rows]
 
     def import_block_version(self, session_id: str, label: str, key: str, row: BlockVersionRow) -> bool:
-        params = {"s": session_id, "label": label, "key": key, "version": row.version, "created_at": row.created_at_us,
-                  "source": row.source, "tool_call_id": row.tool_call_id, "content": row.content}
+        params = {
+            "s": session_id,
+            "label": label,
+            "key": key,
+            "version": row.version,
+            "created_at": row.created_at_us,
+            "source": row.source,
+            "tool_call_id": row.tool_call_id,
+            "content": row.content,
+        }
         return self._execute(IMPORT_BLOCK_VERSION, params) == 1
 
     def block_versions(
         self, session_id: str, label: str, key: str | None = None, limit: int | None = None
     ) -> list[BlockVersionRow]:
-        params = {"s": session_id, "label": label, "key": "" if key is None else key,
-                  "limit": 2**62 if limit is None else max(0, limit)}
+        params = {
+            "s": session_id,
+            "label": label,
+            "key": "" if key is None else key,
+            "limit": 2**62 if limit is None else max(0, limit),
+        }
         return [BlockVersionRow(*row) for row in self._all(GET_BLOCK_VERSIONS, params)]
 
     def get_cached_prompt(self, session_id: str) -> str | None:
@@ -1086,8 +1140,9 @@ class SqlStore(RecallStore, InspectableStore):
     def import_search_entry(
         self, session_id: str, label: str, key: str, content: str, created_at_us: int, updated_at_us: int
     ) -> None:
-        self.write_block(session_id, label, content, key=key, source="import", at_us=updated_at_us,
-                         created_at_us=created_at_us)
+        self.write_block(
+            session_id, label, content, key=key, source="import", at_us=updated_at_us, created_at_us=created_at_us
+        )
 
     def count_search_entries(self, session_id: str, label: str) -> int:
         return self._one(COUNT_SEARCH_ENTRIES, {"s": session_id, "label": label})[0]
@@ -1106,9 +1161,14 @@ class SqlStore(RecallStore, InspectableStore):
 
     def update_session_row(self, namespace: str, session_id: str, changes: SessionChanges) -> bool:
         params = {
-            "name": changes.name, "end_reason": changes.end_reason, "input_tokens": changes.input_tokens,
-            "output_tokens": changes.output_tokens, "estimated_cost": changes.estimated_cost,
-            "updated_at": changes.updated_at_us, "ns": namespace, "id": session_id,
+            "name": changes.name,
+            "end_reason": changes.end_reason,
+            "input_tokens": changes.input_tokens,
+            "output_tokens": changes.output_tokens,
+            "estimated_cost": changes.estimated_cost,
+            "updated_at": changes.updated_at_us,
+            "ns": namespace,
+            "id": session_id,
         }
         counters = changes.input_tokens or changes.output_tokens or changes.estimated_cost
         return self._execute(UPDATE_SESSION, params, idempotent=not counters) == 1
@@ -1174,8 +1234,9 @@ class SqlStore(RecallStore, InspectableStore):
         entries = [f"{label}\x1f{key}" for label, key in self._all(RECALL_ENTRY_REFS, {"s": session_id})]
         return messages, entries
 
-    def recall_vectors(self, session_id: str, kind: str | None = None, refs: Sequence[str] | None = None
-                       ) -> list[VectorRow]:
+    def recall_vectors(
+        self, session_id: str, kind: str | None = None, refs: Sequence[str] | None = None
+    ) -> list[VectorRow]:
         if refs is None:
             rows = self._all(RECALL_VECTORS, {"s": session_id})
         else:
@@ -1195,10 +1256,11 @@ class SqlStore(RecallStore, InspectableStore):
 
     def recall_split(self, seq: int, session_id: str, changes: Sequence[tuple[str, str]]) -> None:
         def work(conn: Any) -> None:
-            queued = {tuple(row) for row in conn.execute(self.compile(RECALL_QUEUED_AFTER),
-                                                         {"s": session_id, "seq": seq}).fetchall()}
-            params = [{"s": session_id, "kind": kind, "ref": ref} for kind, ref in changes
-                      if (kind, ref) not in queued]
+            queued = {
+                tuple(row)
+                for row in conn.execute(self.compile(RECALL_QUEUED_AFTER), {"s": session_id, "seq": seq}).fetchall()
+            }
+            params = [{"s": session_id, "kind": kind, "ref": ref} for kind, ref in changes if (kind, ref) not in queued]
             if params:
                 self._execute_many(conn, self.compile(RECALL_QUEUE), params)
             fragment, done = self._list([seq])
@@ -1302,8 +1364,9 @@ class SqlStore(RecallStore, InspectableStore):
         return self._read(work)
 
 
-def _exact_first(query: str, limit: int, match: Callable[[tuple[Unit, ...]], list[Any]],
-                 key: Callable[[Any], Any]) -> list[Any]:
+def _exact_first(
+    query: str, limit: int, match: Callable[[tuple[Unit, ...]], list[Any]], key: Callable[[Any], Any]
+) -> list[Any]:
     """The matches of ``query``'s exact plan (words by their stem, no prefixes), best first; when
     they are fewer than ``limit``, the matches the prefixes add, after them. Exact matches rank
     above prefix-only ones on every backend, and a frequent complete word never pays for a

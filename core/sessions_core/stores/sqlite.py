@@ -63,20 +63,32 @@ _MATCHED_TEXT = "CAST(coalesce(m.large_text, m.text_content) AS TEXT)"  # MESSAG
 _POSITIONS = f"SELECT id, {POSITION} FROM session_messages"
 _POSITION_OF = f"{_POSITIONS} WHERE session_id = ? AND id = ?"
 _POSITION_OF_LATEST_LEAF = f"SELECT id, {POSITION} FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})"
-_FRAGMENTS = {"{random_id}": "lower(hex(randomblob(16)))", "{rowid}": "rowid", "{terms}": ":terms",
-              "{terms_text}": "search_terms", "{for_update}": "",
-              "{skip_locked}": "", "{first}": "?"}
+_FRAGMENTS = {
+    "{random_id}": "lower(hex(randomblob(16)))",
+    "{rowid}": "rowid",
+    "{terms}": ":terms",
+    "{terms_text}": "search_terms",
+    "{for_update}": "",
+    "{skip_locked}": "",
+    "{first}": "?",
+}
 
 _HINTS = (
-    ("readonly", "the file or its folder is read-only for this process: make them writable, or open the store"
-                 " with read_only=True to read it"),
+    (
+        "readonly",
+        "the file or its folder is read-only for this process: make them writable, or open the store"
+        " with read_only=True to read it",
+    ),
     ("locked", "another connection held the write lock past the busy timeout: retry, or raise timeout="),
     ("malformed", "the file is damaged: restore it from a backup"),
     ("not a database", "the path names a file that is not a SQLite database: check the path"),
     ("disk i/o", "the disk failed or is full: check the device and its free space, then retry"),
     ("full", "the disk is full: free some space, then retry"),
-    ("unable to open", "check that the path and its folder exist and that this process may write there (to read"
-                       " a read-only file or folder, open the store with read_only=True)"),
+    (
+        "unable to open",
+        "check that the path and its folder exist and that this process may write there (to read"
+        " a read-only file or folder, open the store with read_only=True)",
+    ),
 )
 
 _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 8, 10, 11, 13, 14, 26  # SQLite's primary result codes
@@ -85,9 +97,12 @@ _DISCARD = frozenset({_READONLY, _IOERR, _CORRUPT, _NOTADB, _CANTOPEN, _FULL})
 file afresh: a connection that met a read-only or damaged file stays that way after a repair."""
 
 _CODE_OF_MESSAGE = {
-    "attempt to write a readonly database": _READONLY, "disk I/O error": _IOERR,
-    "database disk image is malformed": _CORRUPT, "database or disk is full": _FULL,
-    "unable to open database file": _CANTOPEN, "file is not a database": _NOTADB,
+    "attempt to write a readonly database": _READONLY,
+    "disk I/O error": _IOERR,
+    "database disk image is malformed": _CORRUPT,
+    "database or disk is full": _FULL,
+    "unable to open database file": _CANTOPEN,
+    "file is not a database": _NOTADB,
 }
 """Python 3.10's ``sqlite3`` errors carry no result code: their message names it."""
 
@@ -210,8 +225,9 @@ class SqliteStore(SqlStore):
                     f" SQLite cannot create the {path}-shm it needs to read them in this read-only folder;"
                     " copy the database with its -wal file into a writable folder and open the copy"
                 ) from error
-        conn = sqlite3.connect(f"{uri}&immutable=1", uri=True, timeout=self._timeout, isolation_level=None,
-                               check_same_thread=False)
+        conn = sqlite3.connect(
+            f"{uri}&immutable=1", uri=True, timeout=self._timeout, isolation_level=None, check_same_thread=False
+        )
         try:
             conn.execute("PRAGMA user_version").fetchone()
         except BaseException:
@@ -284,8 +300,7 @@ class SqliteStore(SqlStore):
                 conn.close()
 
     def _refuse_write(self) -> None:
-        raise StoreError(f"{self!r}: opened read-only, so nothing was written; open it without read_only=True"
-                         " to write")
+        raise StoreError(f"{self!r}: opened read-only, so nothing was written; open it without read_only=True to write")
 
     # -- the dialect's hooks ---------------------------------------------------------------
 
@@ -484,8 +499,21 @@ class SqliteStore(SqlStore):
                 else:
                     parent_key, depth = parent[0], parent[1] + 1
                     tokens, total_bytes = parent[2] + record.tokens, parent[3] + size
-                row = (session_id, record.id, parent_key, record.role, record.created_at_us, record.tokens,
-                       size, depth, tokens, total_bytes, record.text, index_text(record.text), record.content)
+                row = (
+                    session_id,
+                    record.id,
+                    parent_key,
+                    record.role,
+                    record.created_at_us,
+                    record.tokens,
+                    size,
+                    depth,
+                    tokens,
+                    total_bytes,
+                    record.text,
+                    index_text(record.text),
+                    record.content,
+                )
                 if _IN_PLACE and len(record.content) > LARGE_ROW:
                     conn.executemany(_INSERT_ROW, rows)  # the rows before it first: seq keeps their order
                     rows = []
@@ -498,8 +526,11 @@ class SqliteStore(SqlStore):
             conn.executemany(_INSERT_ROW, rows)
             with_blobs = [r for r, result in zip(records, results) if result is not None and r.blobs]
             if with_blobs:
-                seqs = dict(self._rows_for_ids(conn, "SELECT id, seq FROM session_messages", session_id,
-                                               [r.id for r in with_blobs]))
+                seqs = dict(
+                    self._rows_for_ids(
+                        conn, "SELECT id, seq FROM session_messages", session_id, [r.id for r in with_blobs]
+                    )
+                )
                 for record in with_blobs:
                     self._link_blobs(conn, seqs[record.id], record)
             return results
@@ -509,8 +540,10 @@ class SqliteStore(SqlStore):
     def _update_row(self, conn: sqlite3.Connection, seq: int, record: MessageRecord, params: dict[str, Any]) -> None:
         if not (_IN_PLACE and len(record.content) > LARGE_ROW):
             return super()._update_row(conn, seq, record, params)
-        conn.execute(_UPDATE_LARGE_ROW, {**params, "seq": seq, "text_bytes": utf8_size(record.text),
-                                         "content_bytes": utf8_size(record.content)})
+        conn.execute(
+            _UPDATE_LARGE_ROW,
+            {**params, "seq": seq, "text_bytes": utf8_size(record.text), "content_bytes": utf8_size(record.content)},
+        )
         _write_in_place(conn, seq, record.text, record.content)
 
     def _rows_for_ids(self, conn: sqlite3.Connection, select: str, session_id: str, ids: list[str]) -> list[tuple]:
@@ -546,8 +579,9 @@ class SqliteStore(SqlStore):
         )
         return [SearchRow(*row) for row in rows]
 
-    def _match_messages(self, units: tuple[Unit, ...], session_ids: Sequence[str] | None, limit: int
-                        ) -> list[SearchRow]:
+    def _match_messages(
+        self, units: tuple[Unit, ...], session_ids: Sequence[str] | None, limit: int
+    ) -> list[SearchRow]:
         """Ranks only the ``SEARCH_CANDIDATES`` most recent matches when there are more (bm25
         over every match of a frequent word costs ~100 ms at 1M messages): the session filter
         runs inside the index, and the window is found without scoring. When the whole index
@@ -582,18 +616,20 @@ class SqliteStore(SqlStore):
 
         return self._read(work)
 
-
     # -- ranked search --------------------------------------------------------------------
 
     _split_terms = staticmethod(str.split)
 
-    def _postings(self, scope: SearchScope, words: Sequence[tuple[Alternative, ...]], n: int, estimate: bool
-                  ) -> list[list[int]]:
+    def _postings(
+        self, scope: SearchScope, words: Sequence[tuple[Alternative, ...]], n: int, estimate: bool
+    ) -> list[list[int]]:
         # FTS5 reads the newest end of a word's doclist only: no estimate is cheaper.
         if scope.entries_of is not None:
-            sql = ("SELECT f.rowid FROM search_entries_fts f JOIN search_entries e ON e.seq = f.rowid"
-                   " WHERE search_entries_fts MATCH ? AND e.session_id = ? AND e.label = ?"
-                   " ORDER BY f.rowid DESC LIMIT ?")
+            sql = (
+                "SELECT f.rowid FROM search_entries_fts f JOIN search_entries e ON e.seq = f.rowid"
+                " WHERE search_entries_fts MATCH ? AND e.session_id = ? AND e.label = ?"
+                " ORDER BY f.rowid DESC LIMIT ?"
+            )
             params = [(fts5_expression((word,)), *scope.entries_of, n) for word in words]
         else:
             session_ids = scope.session_ids
@@ -602,8 +638,9 @@ class SqliteStore(SqlStore):
                 if not session_ids:
                     return [[] for _word in words]
             within = "" if session_ids is None else f"session_token : ({_session_filter(session_ids)[0]}) AND "
-            sql = ("SELECT rowid FROM session_messages_fts WHERE session_messages_fts MATCH ?"
-                   " ORDER BY rowid DESC LIMIT ?")
+            sql = (
+                "SELECT rowid FROM session_messages_fts WHERE session_messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+            )
             params = [(f"{within}search_terms : ({fts5_expression((word,))})", n) for word in words]
 
         def work(conn: sqlite3.Connection) -> list[list[int]]:
@@ -612,8 +649,9 @@ class SqliteStore(SqlStore):
         return self._read(work)
 
     def _indexed_messages(self) -> int:
-        row = self._read(lambda conn: conn.execute(
-            "SELECT block FROM session_messages_fts_data WHERE id = 1").fetchone())
+        row = self._read(
+            lambda conn: conn.execute("SELECT block FROM session_messages_fts_data WHERE id = 1").fetchone()
+        )
         return _varint(row[0]) if row and row[0] else 0
 
 

@@ -26,13 +26,20 @@ the semantic recall tests, and still passes the core contract.
 try:
     import pytest
 except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "sessions_core.testing needs pytest: pip install 'session-memory[test]'"
-    ) from error
+    raise ImportError("sessions_core.testing needs pytest: pip install 'session-memory[test]'") from error
 
 SUITE_MODULES = (
-    "attachments", "batch_append", "compaction", "context", "feed", "history", "inspection", "manager", "recall",
-    "search", "versions",
+    "attachments",
+    "batch_append",
+    "compaction",
+    "context",
+    "feed",
+    "history",
+    "inspection",
+    "manager",
+    "recall",
+    "search",
+    "versions",
 )
 """The contract areas, one module each (``sessions_core.testing.<name>``)."""
 

@@ -36,7 +36,11 @@ def test_payloads_read_back_exactly_as_written(make_session):
     s.append_message(file_message("tricky", "sessions-blob:" + "0" * 64 + ":bytes", media_type="text/plain"))
     history = s.get_history()
     assert [m.parts[1].data for m in history] == [
-        PNG, B64, "data:image/png;base64," + B64, "not base64 at all!", "sessions-blob:" + "0" * 64 + ":bytes"
+        PNG,
+        B64,
+        "data:image/png;base64," + B64,
+        "not base64 at all!",
+        "sessions-blob:" + "0" * 64 + ":bytes",
     ]
     assert history[0].parts[1].filename == "a.png"
     assert s.get_message("raw").parts[1].data == PNG

@@ -188,6 +188,7 @@ def test_the_estimate_tracks_the_batch(make_session):
 
 def test_the_store_stores_nothing_when_a_record_fails(backend):
     store = backend.open()
+
     def record(name, role="user"):
         return MessageRecord(name, role, f'{{"id":"{name}"}}', name, 1, 1_000 + len(name))
 

@@ -27,7 +27,7 @@ def plain_hits(text: str) -> list[str]:
     for entry in text.split("\n---\n"):
         header = _HIT_HEADER.match(entry)
         assert header is not None, f"not a search hit: {entry!r}"
-        hits.append(f"[{header.group(1)}] {_HIT_TURN.sub('', entry[header.end():])}")
+        hits.append(f"[{header.group(1)}] {_HIT_TURN.sub('', entry[header.end() :])}")
     return hits
 
 

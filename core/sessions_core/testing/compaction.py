@@ -315,8 +315,11 @@ def _random_compacted_tree(s: Any, rng: random.Random, *, wild: bool) -> list[st
             elif kind < 0.85:
                 first, last = rng.choice(names), rng.choice(names)
             else:
-                first, last = (rng.choice(ghosts), rng.choice(names)) if rng.random() < 0.5 else (
-                    rng.choice(names), rng.choice(ghosts))
+                first, last = (
+                    (rng.choice(ghosts), rng.choice(names))
+                    if rng.random() < 0.5
+                    else (rng.choice(names), rng.choice(ghosts))
+                )
             s.add_compaction(f"summary {step}", first, last)
         if wild and rng.random() < 0.05 and len(names) > 3:
             victim = rng.choice(names[:-1])
@@ -392,7 +395,8 @@ def test_a_compacted_read_walks_only_what_it_shows(make_session):
     try:
         history = s.get_history()
         assert ids(history)[:4] == ["m0", "m1", "m2", history[3].id] and ids(history)[4:] == [
-            f"m{i}" for i in range(390, 400)]
+            f"m{i}" for i in range(390, 400)
+        ]
         assert sum(walked) <= 3 + 1 + 10
     finally:
         store.path_up, store.path_ids = path_up, path_ids
@@ -426,7 +430,11 @@ def test_recent_history_ignores_overlays_that_leave_the_window(make_session):
     assert recent.truncated is True
     whole = s.get_recent_history(size * 8)
     assert [m.text for m in whole.messages] == [
-        "x" * 40, "x" * 40, "crosses the window start", "inside the window", "x" * 40,
+        "x" * 40,
+        "x" * 40,
+        "crosses the window start",
+        "inside the window",
+        "x" * 40,
     ]
     assert whole.truncated is False
 
@@ -534,7 +542,9 @@ def test_three_compactions_form_one_chain_fed_with_the_previous_summary(make_ses
     third = s.compact()
 
     assert [(r.from_message_id, r.to_message_id) for r in (first, second, third)] == [
-        ("m03", "m07"), ("m03", "m12"), ("m03", "m17"),
+        ("m03", "m07"),
+        ("m03", "m12"),
+        ("m03", "m17"),
     ]
     rows = s.get_compactions()
     assert [(c.summary, c.from_message_id, c.to_message_id) for c in rows] == [
@@ -550,8 +560,9 @@ def test_three_compactions_form_one_chain_fed_with_the_previous_summary(make_ses
     # previous summary; the first run had none
     seen = [[m.id for m in messages if m.id.startswith(PREFIX)] for messages, _ in recording.calls]
     assert seen == [[], [summary_id(rows[0])], [summary_id(rows[1])]]
-    assert all(isinstance(context, CompactContext) and callable(context.token_counter)
-               for _, context in recording.calls)
+    assert all(
+        isinstance(context, CompactContext) and callable(context.token_counter) for _, context in recording.calls
+    )
     assert "PREVIOUS SUMMARY" not in summarizer.prompts[0]
     for previous, prompt in zip(summarizer.summaries, summarizer.prompts[1:], strict=False):
         assert f"PREVIOUS SUMMARY:\n{previous}\n\nNEW TURNS TO INCORPORATE:" in prompt

@@ -55,19 +55,42 @@ class Backend:
 
 
 SYNC_ONLY: dict[type, frozenset[str]] = {
-    Session: frozenset({
-        "create", "for_session", "with_context", "with_cached_prompt", "on_compaction", "compact_after",
-        "on_compaction_error", "subscribe", "declared_tools", "with_edit_tool", "with_semantic_recall",
-    }),
-    SessionManager: frozenset({
-        "with_context", "with_cached_prompt", "with_searchable_history", "on_compaction", "compact_after",
-        "on_compaction_error", "subscribe", "get_session", "storage_id", "with_edit_tool", "with_semantic_recall",
-    }),
+    Session: frozenset(
+        {
+            "create",
+            "for_session",
+            "with_context",
+            "with_cached_prompt",
+            "on_compaction",
+            "compact_after",
+            "on_compaction_error",
+            "subscribe",
+            "declared_tools",
+            "with_edit_tool",
+            "with_semantic_recall",
+        }
+    ),
+    SessionManager: frozenset(
+        {
+            "with_context",
+            "with_cached_prompt",
+            "with_searchable_history",
+            "on_compaction",
+            "compact_after",
+            "on_compaction_error",
+            "subscribe",
+            "get_session",
+            "storage_id",
+            "with_edit_tool",
+            "with_semantic_recall",
+        }
+    ),
     Tool: frozenset({"to_openai"}),
 }
 """The public methods that have no async twin by design: builder methods, ``subscribe``, and
 calls that touch no storage. Any other method called through an :class:`AsyncDriver` must have
 an ``a``-prefixed coroutine twin."""
+
 
 class MissingTwinError(AssertionError):
     """A method called through an :class:`AsyncDriver` has no async twin."""

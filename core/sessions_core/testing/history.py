@@ -62,7 +62,10 @@ def test_append_accepts_models_and_camel_case(make_session):
     assert stored.metadata == {"model": "x"}
     dumped = stored.model_dump(by_alias=True, exclude_unset=True, mode="json")
     assert dumped["parts"][0] == {
-        "type": "tool-call", "toolCallId": "c1", "toolName": "weather", "input": {"city": "Paris"}
+        "type": "tool-call",
+        "toolCallId": "c1",
+        "toolName": "weather",
+        "input": {"city": "Paris"},
     }
     assert dumped["parts"][2] == {"type": "step-start"}
     assert dumped["custom"] == [1, 2]
@@ -213,7 +216,7 @@ def test_update_replaces_content_and_keeps_parent_and_time(make_session):
 
 def _large_text(marker: str) -> str:
     """Over 1 MiB of JSON (what SQLite writes in place), with words, CJK, escapes and an emoji."""
-    return f"{marker} 東京 \"quoted\" \\ tab\t 🙂 " + " ".join(f"word{i}" for i in range(150_000)) + " closing"
+    return f'{marker} 東京 "quoted" \\ tab\t 🙂 ' + " ".join(f"word{i}" for i in range(150_000)) + " closing"
 
 
 def test_a_message_over_a_mebibyte_reads_back_exactly_everywhere(make_session):
@@ -243,7 +246,11 @@ def test_messages_over_a_mebibyte_in_one_batch_keep_their_order(make_session):
     first, second = _large_text("first"), _large_text("second")
     s.append_messages([msg("m0"), msg("a", first), msg("b", second), msg("m3"), msg("c", first + "!")])
     assert [(m.id, m.text) for m in s.get_history()] == [
-        ("m0", "message m0"), ("a", first), ("b", second), ("m3", "message m3"), ("c", first + "!")
+        ("m0", "message m0"),
+        ("a", first),
+        ("b", second),
+        ("m3", "message m3"),
+        ("c", first + "!"),
     ]
     assert ids(s.search("second")) == ["b"]
 
@@ -362,8 +369,12 @@ def test_history_early_break(make_session):
 
 
 def _sizes(s, names):
-    return {n: len(s.session.store.get_message(s.session.session_id, n).content.encode()) if hasattr(s, "_loop")
-            else len(s.store.get_message(s.session_id, n).content.encode()) for n in names}
+    return {
+        n: len(s.session.store.get_message(s.session.session_id, n).content.encode())
+        if hasattr(s, "_loop")
+        else len(s.store.get_message(s.session_id, n).content.encode())
+        for n in names
+    }
 
 
 def test_recent_history_byte_budget(make_session):

@@ -108,12 +108,7 @@ def test_rename(make_manager):
 
 
 def test_delete_removes_the_session_and_everything_it_stored(make_manager):
-    m = (
-        make_manager()
-        .with_context("memory")
-        .with_context("notes", provider=StoreSearchContext())
-        .with_cached_prompt()
-    )
+    m = make_manager().with_context("memory").with_context("notes", provider=StoreSearchContext()).with_cached_prompt()
     gone, kept = m.create("gone").id, m.create("kept").id
     for sid, word in ((gone, "walrus"), (kept, "otter")):
         m.append(sid, msg("m0", f"{word} hello"))
@@ -570,7 +565,8 @@ def test_session_search_results(make_manager):
     assert plain_hits(tool.invoke('{"query": "staging"}')) == ["[user] deploy to staging"]
     entries = plain_hits(tool.invoke({"query": "production deploy"}))
     assert sorted(entries[:2]) == [
-        "[assistant] The production deploy failed", "[user] We are deploying to production today"
+        "[assistant] The production deploy failed",
+        "[user] We are deploying to production today",
     ]
     m.append_all(a, [msg(f"k{i}", f"kiwi {i}") for i in range(12)])
     assert len(plain_hits(tool.invoke({"query": "kiwi"}))) == 10
@@ -787,8 +783,23 @@ SEED_IDS = ("m0", "m1", "m2b", "m2", "m3", "m4", "m5")
 ACTING_IDS = ("a5", "u1", "x1", "x2", "s1", "s2", "imp", "c9", "r9")
 LABELS = ("memory", "notes", "skills", "history", "extra")
 WORDS = (
-    "yak", "zebra", "deploy", "production", "answer", "question", "reply", "branch", "summary",
-    "fact", "note", "pirate", "arr", "load", "chained", "session", "shanty",
+    "yak",
+    "zebra",
+    "deploy",
+    "production",
+    "answer",
+    "question",
+    "reply",
+    "branch",
+    "summary",
+    "fact",
+    "note",
+    "pirate",
+    "arr",
+    "load",
+    "chained",
+    "session",
+    "shanty",
 )
 
 
@@ -809,16 +820,31 @@ def _seed(m, sid, marker):
     m.append(sid, msg("m2b", f"{marker} branch"))
     m.append(sid, msg("m2", f"{marker} question"), "m1")
     m.append(sid, msg("m3", f"{marker} reply", role="assistant"))
-    m.append(sid, {
-        "id": "m4", "role": "assistant",
-        "parts": [{"type": "tool-call", "toolCallId": "c1", "toolName": "load_context",
-                   "input": {"label": "skills", "key": "pirate"}}],
-    })
-    m.append(sid, {
-        "id": "m5", "role": "tool",
-        "parts": [{"type": "tool-result", "toolCallId": "c1", "toolName": "load_context",
-                   "output": f"{marker} arr"}],
-    })
+    m.append(
+        sid,
+        {
+            "id": "m4",
+            "role": "assistant",
+            "parts": [
+                {
+                    "type": "tool-call",
+                    "toolCallId": "c1",
+                    "toolName": "load_context",
+                    "input": {"label": "skills", "key": "pirate"},
+                }
+            ],
+        },
+    )
+    m.append(
+        sid,
+        {
+            "id": "m5",
+            "role": "tool",
+            "parts": [
+                {"type": "tool-result", "toolCallId": "c1", "toolName": "load_context", "output": f"{marker} arr"}
+            ],
+        },
+    )
     m.add_compaction(sid, f"{marker} summary", "m0", "m1")
     s = m.get_session(sid)
     s.replace_context_block("memory", f"{marker} fact")
@@ -918,9 +944,11 @@ def _exercise(m, sid, seen, cross):
     s.compact_after(1)
     keep(s.append_message(msg("s1", "yak session")))
     keep(s.append_message(msg("s2", "yak root"), parent_id=None))
-    keep(s.import_message(
-        msg("imp", "yak imported"), parent_id="m0", created_at=datetime(2020, 1, 1, tzinfo=timezone.utc)
-    ))
+    keep(
+        s.import_message(
+            msg("imp", "yak imported"), parent_id="m0", created_at=datetime(2020, 1, 1, tzinfo=timezone.utc)
+        )
+    )
     keep(s.update_message(msg("m0", "yak rewritten")))
     keep(s.update_message(msg("c9", "yak missing")))
     keep(s.delete_messages(["m3"]))

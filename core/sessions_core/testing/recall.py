@@ -108,7 +108,10 @@ def test_a_paraphrase_finds_what_word_search_misses(make_session, make_index):
     hits = s.search(PARAPHRASE, mode="semantic", limit=3)
     assert hits[0].id == "lease"
     assert (hits[0].role, hits[0].content, hits[0].session_id) == (
-        "assistant", "We agreed on the automobile lease for three years", "recall")
+        "assistant",
+        "We agreed on the automobile lease for three years",
+        "recall",
+    )
     assert hits[0].created_at == s.get_message("lease").created_at
     assert ids(s.search(PARAPHRASE, mode="hybrid", limit=3))[0] == "lease"
 
@@ -153,16 +156,16 @@ def test_sessions_sharing_an_index_never_see_each_other(make_session, make_index
 def test_managers_in_other_namespaces_never_see_each_other(make_manager, make_index):
     index = make_index()
     first = make_manager("north").with_semantic_recall(index, background=False, min_score=MIN_SCORE)
-    second = make_manager("south", store=first.store).with_semantic_recall(index, background=False,
-                                                                          min_score=MIN_SCORE)
+    second = make_manager("south", store=first.store).with_semantic_recall(index, background=False, min_score=MIN_SCORE)
     one, two = first.create("one"), second.create("two")
     first.append(one.id, msg("n1", "We agreed on the automobile lease"))
     second.append(two.id, msg("s1", "The vehicle was returned to the dealer"))
     first.drain_recall()
     assert [(hit.session_id, hit.id) for hit in first.search("car", mode="semantic")] == [(one.id, "n1")]
     assert [(hit.session_id, hit.id) for hit in second.search("car", mode="semantic")] == [(two.id, "s1")]
-    plain = _recalled(pytest.importorskip("sessions_core").Session(first.store).for_session("north:ghost"),
-                      make_index, index)
+    plain = _recalled(
+        pytest.importorskip("sessions_core").Session(first.store).for_session("north:ghost"), make_index, index
+    )
     plain.append_message(msg("g1", "An automobile not registered with the manager"))
     plain.drain_recall()
     assert "g1" not in ids(first.search("car", mode="hybrid"))
@@ -286,8 +289,9 @@ def test_a_manager_indexes_sessions_stored_before_recall_with_no_write_after_ena
     past = plain.create("past")
     plain.append(past.id, msg("p1", "We agreed on the automobile lease for three years"))
     plain.append(past.id, msg("p2", "The garden needs new soil"))
-    m = make_manager("team", store=plain.store).with_semantic_recall(make_index(), background=False,
-                                                                    min_score=MIN_SCORE)
+    m = make_manager("team", store=plain.store).with_semantic_recall(
+        make_index(), background=False, min_score=MIN_SCORE
+    )
     m.drain_recall()
     assert [(hit.session_id, hit.id) for hit in m.search(PARAPHRASE, mode="semantic", limit=1)] == [(past.id, "p1")]
 
@@ -296,9 +300,21 @@ def test_long_texts_are_chunked_and_found_once(make_session, make_index):
     s = make_session("long")
     s.with_semantic_recall(make_index(), background=False, chunk_chars=200, chunk_overlap=20, min_score=MIN_SCORE)
     words = " ".join(FILLER * 6)
-    s.append_message({"id": "tool", "role": "assistant", "parts": [
-        {"type": "tool-lookup", "toolCallId": "c1", "state": "output-available", "input": {},
-         "output": words + " and finally we agreed on the automobile lease " + words}]})
+    s.append_message(
+        {
+            "id": "tool",
+            "role": "assistant",
+            "parts": [
+                {
+                    "type": "tool-lookup",
+                    "toolCallId": "c1",
+                    "state": "output-available",
+                    "input": {},
+                    "output": words + " and finally we agreed on the automobile lease " + words,
+                }
+            ],
+        }
+    )
     s.drain_recall()
     chunks = s.recall.store.recall_vectors("long", "message", ["tool"])
     assert len(chunks) > 5 and {row.ref for row in chunks} == {"tool"}
@@ -390,8 +406,7 @@ def _blinded(index: BlindIndex, drain: Callable[[], Any]) -> None:
     index.blind = True
 
 
-def test_hybrid_search_falls_back_to_words_when_the_index_fails_and_semantic_raises(make_session, make_index,
-                                                                                     caplog):
+def test_hybrid_search_falls_back_to_words_when_the_index_fails_and_semantic_raises(make_session, make_index, caplog):
     import logging
 
     from ..errors import RecallError
@@ -606,8 +621,11 @@ def test_a_tool_result_updated_in_place_is_sent_again(make_session, make_index):
     s = _recalled(make_session("tool"), make_index)
 
     def result(output: str) -> dict[str, Any]:
-        return {"id": "r", "role": "tool", "parts": [
-            {"type": "tool-result", "toolCallId": "c1", "toolName": "lookup", "output": output}]}
+        return {
+            "id": "r",
+            "role": "tool",
+            "parts": [{"type": "tool-result", "toolCallId": "c1", "toolName": "lookup", "output": output}],
+        }
 
     s.append_message(result("pending"))
     s.drain_recall()

@@ -325,8 +325,11 @@ def test_searchable_blocks_find_every_language_and_code(make_session):
     from .context import call_tool
 
     s = make_session("kb").with_context("knowledge", description="Notes", provider=StoreSearchContext())
-    for title, content in [("tokyo", "東京の天気は晴れです"), ("deploy", "Run deploy_service.sh on Fridays"),
-                           ("seoul", "서울에서 회의가 있습니다")]:
+    for title, content in [
+        ("tokyo", "東京の天気は晴れです"),
+        ("deploy", "Run deploy_service.sh on Fridays"),
+        ("seoul", "서울에서 회의가 있습니다"),
+    ]:
         call_tool(s, "set_context", {"label": "knowledge", "content": content, "metadata": {"title": title}})
     search = lambda query: untimed(call_tool(s, "search_context", {"label": "knowledge", "query": query}))  # noqa: E731
     assert search("天気") == "[tokyo]\n東京の天気は晴れです"

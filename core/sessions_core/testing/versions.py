@@ -37,8 +37,11 @@ def test_every_write_is_a_version_with_where_it_came_from(make_session):
     s.replace_context_block("memory", "likes tea")
     s.append_context_block("memory", "lives in Lisbon")
     tools = {tool.name: tool for tool in _session(s).tools()}
-    assert tools["set_context"].invoke({"label": "memory", "content": "likes coffee"}, tool_call_id="call_7") \
+    assert (
+        tools["set_context"]
+        .invoke({"label": "memory", "content": "likes coffee"}, tool_call_id="call_7")
         .startswith("Written to memory.")
+    )
     with writing_as("tool", "call_8"):  # what an adapter sets around a tool it runs
         tools["set_context"].invoke({"label": "memory", "content": "also likes jazz", "action": "append"})
     assert _versions(s) == [
@@ -55,7 +58,9 @@ def test_every_write_is_a_version_with_where_it_came_from(make_session):
     tools["set_context"].invoke({"label": "kb", "content": "Paris is in France", "metadata": {"title": "paris"}})
     tools["set_context"].invoke({"label": "kb", "content": "Paris: 2.1M people", "metadata": {"title": "paris"}})
     assert [(v.version, v.content, v.source) for v in s.get_context_history("kb", "paris")] == [
-        (2, "Paris: 2.1M people", "tool"), (1, "Paris is in France", "tool")]
+        (2, "Paris: 2.1M people", "tool"),
+        (1, "Paris is in France", "tool"),
+    ]
     assert s.get_context_history("kb", "nope") == [] and s.get_context_history("kb") == []
     with pytest.raises(ContextError, match='Block "ghost" not found'):
         s.get_context_history("ghost")
@@ -150,8 +155,11 @@ def test_block_events_carry_the_version(make_session):
     s.replace_context_block("memory", "one")
     s.replace_context_block("memory", "two")
     s.restore_context("memory", 1)
-    assert [(e.type, e.label, e.version) for e in events] == [("block", "memory", 1), ("block", "memory", 2),
-                                                               ("block", "memory", 3)]
+    assert [(e.type, e.label, e.version) for e in events] == [
+        ("block", "memory", 1),
+        ("block", "memory", 2),
+        ("block", "memory", 3),
+    ]
 
 
 def test_export_and_import_carry_the_versions(make_session):
@@ -160,16 +168,20 @@ def test_export_and_import_carry_the_versions(make_session):
     _keeps_versions(s)
     s.replace_context_block("memory", "first fact")
     {tool.name: tool for tool in _session(s).tools()}["set_context"].invoke(
-        {"label": "memory", "content": "second fact"}, tool_call_id="call_2")
+        {"label": "memory", "content": "second fact"}, tool_call_id="call_2"
+    )
     {tool.name: tool for tool in _session(s).tools()}["set_context"].invoke(
-        {"label": "kb", "content": "an entry", "metadata": {"title": "e"}})
+        {"label": "kb", "content": "an entry", "metadata": {"title": "e"}}
+    )
     store = _session(s).store
     lines = list(export_lines(store, "v7"))
     import_records(store, lines, into="v7-copy")
 
     def kept(session_id: str, label: str, key: str | None = None) -> list[tuple[Any, ...]]:
-        return [(v.version, v.content, v.created_at_us, v.source, v.tool_call_id)
-                for v in store.block_versions(session_id, label, key)]
+        return [
+            (v.version, v.content, v.created_at_us, v.source, v.tool_call_id)
+            for v in store.block_versions(session_id, label, key)
+        ]
 
     assert kept("v7-copy", "memory") == kept("v7", "memory") and len(kept("v7", "memory")) == 2
     assert kept("v7-copy", "kb", "e") == kept("v7", "kb", "e") and len(kept("v7", "kb", "e")) == 1

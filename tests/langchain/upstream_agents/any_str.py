@@ -1,5 +1,4 @@
-"""Ported from langchain 1.5.2 (sdist), tests/unit_tests/agents/any_str.py (unchanged).
-"""
+"""Ported from langchain 1.5.2 (sdist), tests/unit_tests/agents/any_str.py (unchanged)."""
 
 import re
 
@@ -13,9 +12,7 @@ class AnyStr(str):
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, str) and (
-            other.startswith(self.prefix)
-            if isinstance(self.prefix, str)
-            else self.prefix.match(other) is not None
+            other.startswith(self.prefix) if isinstance(self.prefix, str) else self.prefix.match(other) is not None
         )
 
     def __hash__(self) -> int:

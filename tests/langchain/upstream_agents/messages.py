@@ -1,5 +1,4 @@
-"""Ported from langchain 1.5.2 (sdist), tests/unit_tests/agents/messages.py (unchanged).
-"""
+"""Ported from langchain 1.5.2 (sdist), tests/unit_tests/agents/messages.py (unchanged)."""
 
 from typing import Any
 

@@ -43,9 +43,7 @@ class FakeToolCallingModel(BaseChatModel):
 
         if self.tool_calls:
             if is_native:
-                tool_calls = (
-                    self.tool_calls[self.index] if self.index < len(self.tool_calls) else []
-                )
+                tool_calls = self.tool_calls[self.index] if self.index < len(self.tool_calls) else []
             else:
                 tool_calls = self.tool_calls[self.index % len(self.tool_calls)]
         else:
@@ -54,9 +52,7 @@ class FakeToolCallingModel(BaseChatModel):
         if is_native and not tool_calls:
             if isinstance(self.structured_response, BaseModel):
                 content_obj = self.structured_response.model_dump()
-            elif is_dataclass(self.structured_response) and not isinstance(
-                self.structured_response, type
-            ):
+            elif is_dataclass(self.structured_response) and not isinstance(self.structured_response, type):
                 content_obj = asdict(self.structured_response)
             elif isinstance(self.structured_response, dict):
                 content_obj = self.structured_response

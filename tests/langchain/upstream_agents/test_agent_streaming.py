@@ -155,13 +155,9 @@ class TestAgentStreamV3Sync:
         # docstring on `create_agent` promises caller transformers are
         # appended after the built-in.
         transformers = run._mux._transformers
-        tool_call_idx = next(
-            i for i, t in enumerate(transformers) if isinstance(t, ToolCallTransformer)
-        )
+        tool_call_idx = next(i for i, t in enumerate(transformers) if isinstance(t, ToolCallTransformer))
         marker_idx = next(i for i, t in enumerate(transformers) if isinstance(t, _Marker))
-        assert tool_call_idx < marker_idx, (
-            "ToolCallTransformer must be registered before user-supplied transformers"
-        )
+        assert tool_call_idx < marker_idx, "ToolCallTransformer must be registered before user-supplied transformers"
 
         list(run.tool_calls)
 

@@ -37,9 +37,7 @@ if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
 
 
-_EXPECTED_NOTICE = (
-    f'{_EDIT_NOTICE} Executed instead: write_file_tool with arguments {{"content": "edited"}}.'
-)
+_EXPECTED_NOTICE = f'{_EDIT_NOTICE} Executed instead: write_file_tool with arguments {{"content": "edited"}}.'
 
 
 _EXPECTED_NOTICE_WITH_CONTENT = f"{_EXPECTED_NOTICE}\n\nTool response:"
@@ -58,8 +56,7 @@ def _assert_tool_messages_are_paired(messages: list[Any]) -> None:
             pending_ids = {tc["id"] for tc in message.tool_calls if tc["id"] is not None}
         elif isinstance(message, ToolMessage):
             assert message.tool_call_id in pending_ids, (
-                f"ToolMessage {message.tool_call_id!r} has no matching tool call in the "
-                "preceding AIMessage"
+                f"ToolMessage {message.tool_call_id!r} has no matching tool call in the preceding AIMessage"
             )
             pending_ids.discard(message.tool_call_id)
 
@@ -91,9 +88,7 @@ def test_human_in_the_loop_middleware_rejected_call_not_executed_and_stays_paire
         model=model,
         tools=[risky_tool],
         middleware=[
-            HumanInTheLoopMiddleware(
-                interrupt_on={"risky_tool": {"allowed_decisions": ["approve", "reject"]}}
-            )
+            HumanInTheLoopMiddleware(interrupt_on={"risky_tool": {"allowed_decisions": ["approve", "reject"]}})
         ],
         checkpointer=InMemorySaver(),
     )
@@ -142,17 +137,13 @@ def test_human_in_the_loop_middleware_edit_annotates_tool_result() -> None:
         model=model,
         tools=[write_file_tool],
         middleware=[
-            HumanInTheLoopMiddleware(
-                interrupt_on={"write_file_tool": {"allowed_decisions": ["approve", "edit"]}}
-            )
+            HumanInTheLoopMiddleware(interrupt_on={"write_file_tool": {"allowed_decisions": ["approve", "edit"]}})
         ],
         checkpointer=InMemorySaver(),
     )
     config: RunnableConfig = {"configurable": {"thread_id": "edit-annotates-result"}}
 
-    interrupted = agent.invoke(
-        {"messages": [HumanMessage("Write notes.txt with 'Hello, world!'")]}, config
-    )
+    interrupted = agent.invoke({"messages": [HumanMessage("Write notes.txt with 'Hello, world!'")]}, config)
     assert "__interrupt__" in interrupted
 
     final = agent.invoke(
@@ -204,9 +195,7 @@ def test_human_in_the_loop_middleware_approve_does_not_annotate() -> None:
         model=model,
         tools=[write_file_tool],
         middleware=[
-            HumanInTheLoopMiddleware(
-                interrupt_on={"write_file_tool": {"allowed_decisions": ["approve", "edit"]}}
-            )
+            HumanInTheLoopMiddleware(interrupt_on={"write_file_tool": {"allowed_decisions": ["approve", "edit"]}})
         ],
         checkpointer=InMemorySaver(),
     )
@@ -230,11 +219,7 @@ def test_human_in_the_loop_middleware_edit_executes_reviewers_call() -> None:
 
     model = FakeToolCallingModel(
         tool_calls=[
-            [
-                ToolCall(
-                    name="write_file_tool", args={"path": "notes.txt", "content": "mine"}, id="1"
-                )
-            ],
+            [ToolCall(name="write_file_tool", args={"path": "notes.txt", "content": "mine"}, id="1")],
             [],
         ]
     )
@@ -242,9 +227,7 @@ def test_human_in_the_loop_middleware_edit_executes_reviewers_call() -> None:
         model=model,
         tools=[write_file_tool],
         middleware=[
-            HumanInTheLoopMiddleware(
-                interrupt_on={"write_file_tool": {"allowed_decisions": ["approve", "edit"]}}
-            )
+            HumanInTheLoopMiddleware(interrupt_on={"write_file_tool": {"allowed_decisions": ["approve", "edit"]}})
         ],
         checkpointer=InMemorySaver(),
     )
@@ -291,17 +274,11 @@ def test_human_in_the_loop_middleware_edit_can_redirect_to_another_tool() -> Non
         executed.append("draft_email")
         return f"drafted to {to}"
 
-    model = FakeToolCallingModel(
-        tool_calls=[[ToolCall(name="send_email", args={"to": "a@b.c"}, id="1")], []]
-    )
+    model = FakeToolCallingModel(tool_calls=[[ToolCall(name="send_email", args={"to": "a@b.c"}, id="1")], []])
     agent = create_agent(
         model=model,
         tools=[send_email, draft_email],
-        middleware=[
-            HumanInTheLoopMiddleware(
-                interrupt_on={"send_email": {"allowed_decisions": ["approve", "edit"]}}
-            )
-        ],
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": {"allowed_decisions": ["approve", "edit"]}})],
         checkpointer=InMemorySaver(),
     )
     config: RunnableConfig = {"configurable": {"thread_id": "edit-redirects-tool"}}
@@ -348,29 +325,17 @@ def test_human_in_the_loop_middleware_edit_routes_on_executed_tool(
         """Do not return directly."""
         return f"normal {x}"
 
-    model = FakeToolCallingModel(
-        tool_calls=[[ToolCall(name=requested, args={"x": "1"}, id="1")], []]
-    )
+    model = FakeToolCallingModel(tool_calls=[[ToolCall(name=requested, args={"x": "1"}, id="1")], []])
     agent = create_agent(
         model=model,
         tools=[direct_tool, normal_tool],
-        middleware=[
-            HumanInTheLoopMiddleware(
-                interrupt_on={requested: {"allowed_decisions": ["approve", "edit"]}}
-            )
-        ],
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={requested: {"allowed_decisions": ["approve", "edit"]}})],
         checkpointer=InMemorySaver(),
     )
     config: RunnableConfig = {"configurable": {"thread_id": f"route-{requested}-{replacement}"}}
     agent.invoke({"messages": [HumanMessage("go")]}, config)
     final = agent.invoke(
-        Command(
-            resume={
-                "decisions": [
-                    {"type": "edit", "edited_action": {"name": replacement, "args": {"x": "1"}}}
-                ]
-            }
-        ),
+        Command(resume={"decisions": [{"type": "edit", "edited_action": {"name": replacement, "args": {"x": "1"}}}]}),
         config,
     )
 
@@ -571,9 +536,7 @@ def test_resume_with_each_decision(
 
 def test_per_call_edit_leaves_validation_and_injected_args_to_the_tool() -> None:
     @tool
-    def send_email(
-        to: Annotated[str, AfterValidator(lambda v: f"<{v}>")], runtime: ToolRuntime
-    ) -> str:
+    def send_email(to: Annotated[str, AfterValidator(lambda v: f"<{v}>")], runtime: ToolRuntime) -> str:
         """Send an email."""
         return f"sent to {to} for {runtime.tool_call_id}"
 
@@ -653,18 +616,14 @@ def test_per_call_pauses_once_per_gated_call_and_applies_answers_by_id() -> None
     [pending] = agent.invoke(Command(resume={email.id: edit}), config)["__interrupt__"]
     assert pending.id == delete.id
 
-    final = agent.invoke(
-        Command(resume={delete.id: {"type": "reject", "message": "keep it"}}), config
-    )
+    final = agent.invoke(Command(resume={delete.id: {"type": "reject", "message": "keep it"}}), config)
     assert sorted(ran) == [  # nothing ran twice
         "delete_file(tmp.txt)",
         "read_file(y.txt)",
         "send_email(to=bob, cc=None)",
     ]
     messages = {m.tool_call_id: m for m in final["messages"] if isinstance(m, ToolMessage)}
-    assert 'Executed instead: send_email with arguments {"to": "bob"}' in str(
-        messages["call_email"].content
-    )
+    assert 'Executed instead: send_email with arguments {"to": "bob"}' in str(messages["call_email"].content)
     assert messages["call_delete"].status == "error"
     assert "keep it" in str(messages["call_delete"].content)
     assert "__interrupt__" not in final
@@ -680,9 +639,7 @@ def test_per_call_pauses_once_per_gated_call_and_applies_answers_by_id() -> None
     ],
     ids=["hitl_alone", "hitl_wraps_retry", "hitl_wraps_tool_error"],
 )
-def test_per_call_rejects_a_bad_answer_without_saving_it(
-    error: str, after: list[AgentMiddleware]
-) -> None:
+def test_per_call_rejects_a_bad_answer_without_saving_it(error: str, after: list[AgentMiddleware]) -> None:
     ran: list[str] = []
 
     @tool

@@ -241,9 +241,7 @@ def test_tool_runtime_config_access() -> None:
     def config_tool(x: int, runtime: ToolRuntime) -> str:
         """Tool that accesses config."""
         config_data["config_exists"] = runtime.config is not None
-        config_data["has_configurable"] = (
-            "configurable" in runtime.config if runtime.config else False
-        )
+        config_data["has_configurable"] = "configurable" in runtime.config if runtime.config else False
         if runtime.config:
             config_data["config_keys"] = list(runtime.config.keys())
             config_data["recursion_limit"] = runtime.config.get("recursion_limit")

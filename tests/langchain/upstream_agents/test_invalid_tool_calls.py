@@ -198,9 +198,7 @@ def test_create_agent_does_not_duplicate_historical_tool_messages() -> None:
         status="error",
     )
 
-    result = agent.invoke(
-        {"messages": [HumanMessage("Weather?"), invalid_message, existing_result]}
-    )
+    result = agent.invoke({"messages": [HumanMessage("Weather?"), invalid_message, existing_result]})
 
     assert model.received_messages[-1] is existing_result
     assert (
@@ -225,17 +223,13 @@ def test_invalid_structured_tool_call_does_not_end_agent() -> None:
     assert model.index == 2
     assert result["structured_response"] == WeatherResponse(city="Paris")
     answered = {
-        message.tool_call_id: message.status
-        for message in model.received_messages
-        if isinstance(message, ToolMessage)
+        message.tool_call_id: message.status for message in model.received_messages if isinstance(message, ToolMessage)
     }
     assert answered == {"structured": "error", "weather": "success"}
 
 
 @pytest.mark.parametrize(("tool_call_id", "patched"), [(None, False), ("", True)])
-def test_create_agent_patches_only_invalid_tool_calls_with_ids(
-    tool_call_id: str | None, *, patched: bool
-) -> None:
+def test_create_agent_patches_only_invalid_tool_calls_with_ids(tool_call_id: str | None, *, patched: bool) -> None:
     model = InvalidToolCallingModel(invalid_tool_call_id=None)
     agent = create_agent(model, [get_weather])
     invalid_message = AIMessage(

@@ -308,9 +308,7 @@ class TestResponseFormatAsToolStrategy:
 
         model = FakeToolCallingModel(tool_calls=tool_calls)
 
-        agent = create_agent(
-            model, [get_weather], response_format=ToolStrategy(weather_json_schema)
-        )
+        agent = create_agent(model, [get_weather], response_format=ToolStrategy(weather_json_schema))
         response = agent.invoke({"messages": [HumanMessage("What's the weather?")]})
 
         assert response["structured_response"] == EXPECTED_WEATHER_DICT
@@ -644,10 +642,7 @@ class TestResponseFormatAsToolStrategy:
         response = agent.invoke({"messages": [HumanMessage("What's the weather?")]})
 
         assert len(response["messages"]) == 5
-        assert (
-            response["messages"][2].content
-            == "Please provide valid weather data with temperature and condition."
-        )
+        assert response["messages"][2].content == "Please provide valid weather data with temperature and condition."
         assert response["structured_response"] == EXPECTED_WEATHER_PYDANTIC
 
     def test_validation_error_with_invalid_response(self) -> None:
@@ -734,13 +729,9 @@ class TestResponseFormatAsProviderStrategy:
             [{"args": {}, "id": "1", "name": "get_weather"}],
         ]
 
-        model = FakeToolCallingModel(
-            tool_calls=tool_calls, structured_response=EXPECTED_WEATHER_PYDANTIC
-        )
+        model = FakeToolCallingModel(tool_calls=tool_calls, structured_response=EXPECTED_WEATHER_PYDANTIC)
 
-        agent = create_agent(
-            model, [get_weather], response_format=ProviderStrategy(WeatherBaseModel)
-        )
+        agent = create_agent(model, [get_weather], response_format=ProviderStrategy(WeatherBaseModel))
         response = agent.invoke({"messages": [HumanMessage("What's the weather?")]})
 
         assert response["structured_response"] == EXPECTED_WEATHER_PYDANTIC
@@ -762,9 +753,7 @@ class TestResponseFormatAsProviderStrategy:
             structured_response={"invalid": "data"},  # Wrong structure
         )
 
-        agent = create_agent(
-            model, [get_weather], response_format=ProviderStrategy(WeatherBaseModel)
-        )
+        agent = create_agent(model, [get_weather], response_format=ProviderStrategy(WeatherBaseModel))
 
         with pytest.raises(
             StructuredOutputValidationError,
@@ -778,13 +767,9 @@ class TestResponseFormatAsProviderStrategy:
             [{"args": {}, "id": "1", "name": "get_weather"}],
         ]
 
-        model = FakeToolCallingModel(
-            tool_calls=tool_calls, structured_response=EXPECTED_WEATHER_DATACLASS
-        )
+        model = FakeToolCallingModel(tool_calls=tool_calls, structured_response=EXPECTED_WEATHER_DATACLASS)
 
-        agent = create_agent(
-            model, [get_weather], response_format=ProviderStrategy(WeatherDataclass)
-        )
+        agent = create_agent(model, [get_weather], response_format=ProviderStrategy(WeatherDataclass))
         response = agent.invoke(
             {"messages": [HumanMessage("What's the weather?")]},
         )
@@ -798,13 +783,9 @@ class TestResponseFormatAsProviderStrategy:
             [{"args": {}, "id": "1", "name": "get_weather"}],
         ]
 
-        model = FakeToolCallingModel(
-            tool_calls=tool_calls, structured_response=EXPECTED_WEATHER_DICT
-        )
+        model = FakeToolCallingModel(tool_calls=tool_calls, structured_response=EXPECTED_WEATHER_DICT)
 
-        agent = create_agent(
-            model, [get_weather], response_format=ProviderStrategy(WeatherTypedDict)
-        )
+        agent = create_agent(model, [get_weather], response_format=ProviderStrategy(WeatherTypedDict))
         response = agent.invoke({"messages": [HumanMessage("What's the weather?")]})
 
         assert response["structured_response"] == EXPECTED_WEATHER_DICT
@@ -816,13 +797,9 @@ class TestResponseFormatAsProviderStrategy:
             [{"args": {}, "id": "1", "name": "get_weather"}],
         ]
 
-        model = FakeToolCallingModel(
-            tool_calls=tool_calls, structured_response=EXPECTED_WEATHER_DICT
-        )
+        model = FakeToolCallingModel(tool_calls=tool_calls, structured_response=EXPECTED_WEATHER_DICT)
 
-        agent = create_agent(
-            model, [get_weather], response_format=ProviderStrategy(weather_json_schema)
-        )
+        agent = create_agent(model, [get_weather], response_format=ProviderStrategy(weather_json_schema))
         response = agent.invoke({"messages": [HumanMessage("What's the weather?")]})
 
         assert response["structured_response"] == EXPECTED_WEATHER_DICT
@@ -842,9 +819,7 @@ def test_union_of_types() -> None:
         ],
     ]
 
-    model = FakeToolCallingModel(
-        tool_calls=tool_calls, structured_response=EXPECTED_WEATHER_PYDANTIC
-    )
+    model = FakeToolCallingModel(tool_calls=tool_calls, structured_response=EXPECTED_WEATHER_PYDANTIC)
 
     agent = create_agent(
         model,

@@ -42,16 +42,12 @@ def test_state_schema_single_custom_field() -> None:
         custom_field: str
 
     agent = create_agent(
-        model=FakeToolCallingModel(
-            tool_calls=[[{"args": {"x": 1}, "id": "call_1", "name": "simple_tool"}], []]
-        ),
+        model=FakeToolCallingModel(tool_calls=[[{"args": {"x": 1}, "id": "call_1", "name": "simple_tool"}], []]),
         tools=[simple_tool],
         state_schema=CustomState,
     )
 
-    result = agent.invoke(
-        CustomInputState(messages=[HumanMessage("Test")], custom_field="test_value")
-    )
+    result = agent.invoke(CustomInputState(messages=[HumanMessage("Test")], custom_field="test_value"))
 
     assert result["custom_field"] == "test_value"
     assert len(result["messages"]) == 4
@@ -71,9 +67,7 @@ def test_state_schema_multiple_custom_fields() -> None:
         context: str
 
     agent = create_agent(
-        model=FakeToolCallingModel(
-            tool_calls=[[{"args": {"x": 1}, "id": "call_1", "name": "simple_tool"}], []]
-        ),
+        model=FakeToolCallingModel(tool_calls=[[{"args": {"x": 1}, "id": "call_1", "name": "simple_tool"}], []]),
         tools=[simple_tool],
         state_schema=CustomState,
     )
@@ -111,9 +105,7 @@ def test_state_schema_with_tool_runtime() -> None:
         return f"Counter is {runtime_data['counter']}, x is {x}"
 
     agent = create_agent(
-        model=FakeToolCallingModel(
-            tool_calls=[[{"args": {"x": 10}, "id": "call_1", "name": "counter_tool"}], []]
-        ),
+        model=FakeToolCallingModel(tool_calls=[[{"args": {"x": 10}, "id": "call_1", "name": "counter_tool"}], []]),
         tools=[counter_tool],
         state_schema=ExtendedState,
     )
@@ -148,9 +140,7 @@ def test_state_schema_with_middleware() -> None:
             return {}
 
     agent = create_agent(
-        model=FakeToolCallingModel(
-            tool_calls=[[{"args": {"x": 5}, "id": "call_1", "name": "simple_tool"}], []]
-        ),
+        model=FakeToolCallingModel(tool_calls=[[{"args": {"x": 5}, "id": "call_1", "name": "simple_tool"}], []]),
         tools=[simple_tool],
         state_schema=UserState,
         middleware=[TestMiddleware()],
@@ -172,9 +162,7 @@ def test_state_schema_with_middleware() -> None:
 def test_state_schema_none_uses_default() -> None:
     """Test that state_schema=None uses default AgentState."""
     agent = create_agent(
-        model=FakeToolCallingModel(
-            tool_calls=[[{"args": {"x": 1}, "id": "call_1", "name": "simple_tool"}], []]
-        ),
+        model=FakeToolCallingModel(tool_calls=[[{"args": {"x": 1}, "id": "call_1", "name": "simple_tool"}], []]),
         tools=[simple_tool],
         state_schema=None,
     )
@@ -200,9 +188,7 @@ async def test_state_schema_async() -> None:
         return f"Async: {x}"
 
     agent = create_agent(
-        model=FakeToolCallingModel(
-            tool_calls=[[{"args": {"x": 99}, "id": "call_1", "name": "async_tool"}], []]
-        ),
+        model=FakeToolCallingModel(tool_calls=[[{"args": {"x": 99}, "id": "call_1", "name": "async_tool"}], []]),
         tools=[async_tool],
         state_schema=AsyncState,
     )
