@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -26,6 +27,7 @@ from .text import check_text
 from .tools import Tool, ToolHit, format_hits, session_search_tool
 
 SPLIT_PREFIX = "[Context from previous session]\n\n"
+DEFAULT_CACHE_SIZE = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,10 @@ class SessionManager(RecallOwner, StoreOwner):
     ``namespace`` separates managers sharing a store: a manager never sees another namespace's
     sessions, messages, blocks or search hits. The builder methods configure every session the
     manager hands out; store-backed blocks are kept per session.
+
+    The manager keeps the ``cache_size`` most recently used ``Session`` handles; a handle
+    dropped from the cache is rebuilt from the store when next asked for, so a server with
+    many users holds a bounded number of them.
     """
 
     def __init__(
@@ -96,7 +102,12 @@ class SessionManager(RecallOwner, StoreOwner):
         namespace: str = "",
         reserved_metadata_keys: Iterable[str] = (),
         max_message_bytes: int | None = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int):
+            raise TypeError("cache_size must be an int")
+        if cache_size < 1:
+            raise ValueError("cache_size must be at least 1")
         if not isinstance(namespace, str) or ":" in namespace:
             raise ValueError("namespace must be a string without ':'")
         check_text(namespace, "namespace")
@@ -107,7 +118,8 @@ class SessionManager(RecallOwner, StoreOwner):
             "max_message_bytes": max_message_bytes,
         }
         self._setup: list[Callable[[Session], Any]] = []
-        self._sessions: dict[str, Session] = {}
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._cache_size = cache_size
         self._lock = threading.RLock()
         self._feed = ChangeFeed()
         self._recall: SemanticRecall | None = None
@@ -268,10 +280,13 @@ class SessionManager(RecallOwner, StoreOwner):
         return deleted
 
     def get_session(self, session_id: str) -> Session:
-        """The session with this id, configured by the builder methods (cached per id)."""
+        """The session with this id, configured by the builder methods (the ``cache_size``
+        most recently used are kept)."""
         with self._lock:
             session = self._sessions.get(session_id)
-            if session is None:
+            if session is not None:
+                self._sessions.move_to_end(session_id)
+            else:
                 session = Session(self.store, **self._session_options).for_session(self.storage_id(session_id))
                 for step in self._setup:
                     step(session)
@@ -279,6 +294,8 @@ class SessionManager(RecallOwner, StoreOwner):
                     lambda event, session_id=session_id: self._feed.publish(replace(event, session_id=session_id))
                 )
                 self._sessions[session_id] = session
+                if len(self._sessions) > self._cache_size:
+                    self._sessions.popitem(last=False)
             return session
 
     # -- messages --------------------------------------------------------------------------
