@@ -96,7 +96,7 @@ def main(db_path: Path) -> None:
 
     history = manager.get_history("sam")
     print("stored for 'sam':", len(history), "messages, roles", [m.role for m in history])
-    print("sessions:", sorted(info.id for info in manager.list()))
+    print("sessions:", sorted(info.id for info in manager.list_sessions()))
     print("search 'tea':", [f"{hit.session_id}/{hit.role}" for hit in manager.search("tea")])
     manager.close()
 

@@ -58,11 +58,11 @@ class SessionSource:
 
     @property
     def manager(self) -> SessionManager | None:
-        return self.target if self.kind == "manager" else None
+        return self.target if isinstance(self.target, SessionManager) else None
 
     def resolve_id(self, *, context: Any = None, config: Mapping[str, Any] | None = None, thread_id: Any = None) -> str:
         """The session id of a run (see the class docstring); ``SessionsError`` if none."""
-        if self.kind == "session":
+        if isinstance(self.target, Session):
             return self.target.session_id
         if self.context_key is not None and context is not None:
             if isinstance(context, Mapping):
@@ -84,17 +84,18 @@ class SessionSource:
 
     def get(self, session_id: str) -> Session:
         """The session for ``session_id`` (registered in the manager's registry on first use)."""
-        if self.kind == "session":
-            return self.target
-        if self.kind == "manager":
+        target = self.target
+        if isinstance(target, Session):
+            return target
+        if isinstance(target, SessionManager):
             if session_id not in self._registered:
-                ensure_session(self.target, session_id)
+                ensure_session(target, session_id)
                 self._registered.add(session_id)
-            return self.target.get_session(session_id)
+            return target.get_session(session_id)
         with self._lock:
             session = self._sessions.get(session_id)
             if session is None:
-                session = self.target(session_id)
+                session = target(session_id)
                 if not isinstance(session, Session):
                     raise TypeError(f"the session factory returned {type(session).__name__}, not a Session")
                 self._sessions[session_id] = session
@@ -104,7 +105,7 @@ class SessionSource:
 
     def tools(self, session_id: str) -> list[Tool]:
         """The memory tools of a session (plus ``session_search`` with a manager)."""
-        if self.kind == "manager":
+        if isinstance(self.target, SessionManager):
             self.get(session_id)
             return self.target.session_tools(session_id)
         return self.get(session_id).tools()
@@ -114,16 +115,17 @@ class SessionSource:
     def template_tools(self) -> list[Tool]:
         """The tools as declared, built without reading the store or registering a session:
         their names and argument schemas are the same for every session of a manager."""
-        if self.kind == "session":
-            return self.target.declared_tools()
+        target = self.target
+        if isinstance(target, Session):
+            return target.declared_tools()
         template = self.default_session_id or ""
-        if self.kind == "manager":
-            return self.target.get_session(template).declared_tools() + self.target.tools()
+        if isinstance(target, SessionManager):
+            return target.get_session(template).declared_tools() + target.tools()
         return self.get(template).declared_tools()
 
     def add_usage(self, session_id: str, input_tokens: int, output_tokens: int) -> None:
         """Add a model call's tokens to the manager's counters of the session (a manager only)."""
-        if self.kind == "manager" and (input_tokens or output_tokens):
+        if isinstance(self.target, SessionManager) and (input_tokens or output_tokens):
             self.target.add_usage(session_id, input_tokens=input_tokens, output_tokens=output_tokens)
 
     aadd_usage = async_twin(add_usage)

@@ -33,6 +33,7 @@ from langchain_core.messages import (
     HumanMessageChunk,
     SystemMessage,
     SystemMessageChunk,
+    ToolCall,
     ToolMessage,
     ToolMessageChunk,
 )
@@ -40,6 +41,7 @@ from langchain_core.messages.tool import tool_call as make_tool_call
 
 from sessions_core import (
     FilePart,
+    InvalidInputError,
     ReasoningPart,
     SessionMessage,
     TextPart,
@@ -47,7 +49,7 @@ from sessions_core import (
     ToolResultPart,
     ToolUIPart,
 )
-from sessions_core.integration import is_marker, is_summary_id, is_tool_ui_type
+from sessions_core.integration import file_data_text, is_marker, is_summary_id, is_tool_ui_type
 
 __all__ = [
     "COMPACTION_SOURCE",
@@ -258,7 +260,7 @@ def to_langchain_message(message: SessionMessage | Mapping[str, Any]) -> BaseMes
     written by this adapter). ``ValueError`` when it stands for several LangChain messages."""
     converted = to_langchain_messages([message])
     if len(converted) != 1:
-        raise ValueError(
+        raise InvalidInputError(
             f"message {_id_of(message)!r} converts to {len(converted)} LangChain messages; use to_langchain_messages"
         )
     return converted[0]
@@ -321,8 +323,9 @@ def _from_record(message: SessionMessage, record: Mapping[str, Any]) -> BaseMess
     return _CLASSES[kind](content=content, id=message.id, **fields)
 
 
-def _part_block(part: Any) -> str | dict[str, Any]:
-    """The content block a part was made from (see ``_block_part``)."""
+def _part_block(part: Any) -> Any:
+    """The content block a part was made from (see ``_block_part``): a string, a dict, or a
+    wrapped block exactly as it was given."""
     data = part.model_dump(exclude_unset=True)
     if part.type == _WRAPPED:
         return (part.model_extra or {}).get("block")
@@ -342,7 +345,7 @@ def _file_block(part: FilePart, kind: str | None, data: dict[str, Any]) -> dict[
     """A standard LangChain data block: of type ``kind`` (a block this adapter stored) or, for a
     foreign part, of the type its media type names, with ``filename`` under ``extras``."""
     rest = {k: v for k, v in data.items() if k not in ("type", "media_type", "data", "url", "filename")}
-    payload = part.data
+    payload = file_data_text(part.data)
     if kind is None:
         top = part.media_type.split("/", 1)[0]
         kind = top if top in ("image", "audio", "video") else "file"
@@ -373,7 +376,7 @@ def _from_foreign(message: SessionMessage) -> list[BaseMessage]:
         return [HumanMessage(content=content, id=message.id)]
     if message.role == "system":
         return [SystemMessage(content=message.text, id=message.id)]
-    calls: list[dict[str, Any]] = []
+    calls: list[ToolCall] = []
     results: list[ToolMessage] = []
     for part in message.parts:
         if isinstance(part, ToolCallPart):

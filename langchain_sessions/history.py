@@ -12,7 +12,14 @@ from typing import Any
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 
-from sessions_core import CompactionError, Session, SessionManager, SessionMessage, create_compact_function
+from sessions_core import (
+    CompactionError,
+    InvalidInputError,
+    Session,
+    SessionManager,
+    SessionMessage,
+    create_compact_function,
+)
 from sessions_core.integration import async_twin, ensure_session, run_in_thread, soft_reset
 
 from .conversion import is_summary, to_langchain_messages, to_session_message
@@ -29,8 +36,10 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
 
     ``messages`` is the history as the model should see it: compaction summaries in place of
     the ranges they cover. ``add_messages`` appends under the latest message; a message without
-    an id is given one (set on the message, so adding it again stores nothing), and a message
-    whose id is already stored is skipped. Every method has an async twin (the sync method in a
+    an id is stored under a new one (given to the stored copy, not set on your message, so the
+    same message object added again in a later call is a new turn, as in
+    ``InMemoryChatMessageHistory``), and a message whose id is already stored (one you set, or
+    one read back from ``messages``) is skipped. Every method has an async twin (the sync method in a
     worker thread, a chat model summariser called natively async).
 
     With a ``summarizer`` (a chat model or a function ``str -> str``), the session compacts with
@@ -68,17 +77,23 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
         _refuse(unsupported)
         del async_mode  # SQLChatMessageHistory's switch: both forms always work here
         if compact_after is not None and summarizer is None:
-            raise ValueError("compact_after needs a summarizer: pass summarizer=a chat model or a function str -> str")
+            raise InvalidInputError(
+                "compact_after needs a summarizer: pass summarizer=a chat model or a function str -> str"
+            )
         self._owned: SessionManager | None = None
         self._unregistered: tuple[SessionManager, str] | None = None
         store = _store_spec(session, connection, connection_string)
         if store is not None:
             self._owned = session = SessionManager(store, namespace=_namespace(table_name))
         elif table_name is not None:
-            raise TypeError("table_name goes with connection=: pass both, or a SessionManager(..., namespace=...)")
+            raise InvalidInputError(
+                "table_name goes with connection=: pass both, or a SessionManager(..., namespace=...)"
+            )
         if isinstance(session, SessionManager):
             if not session_id:
-                raise TypeError("pass session_id=... (the conversation's id) with a SessionManager or a connection")
+                raise InvalidInputError(
+                    "pass session_id=... (the conversation's id) with a SessionManager or a connection"
+                )
             self._unregistered = (session, session_id)
             session = session.get_session(session_id)
         elif not isinstance(session, Session):
@@ -87,7 +102,7 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
                 f' connection="chat.db" (a path or a database URL), not {type(session).__name__}'
             )
         elif session_id is not None and session_id != session.session_id:
-            raise ValueError(
+            raise InvalidInputError(
                 f"session_id={session_id!r} differs from the Session's id {session.session_id!r}:"
                 " pass one of them, or a SessionManager with session_id=..."
             )
@@ -106,7 +121,7 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
     @classmethod
     def from_manager(cls, manager: SessionManager, session_id: str, **options: Any) -> SessionChatMessageHistory:
         """The history of a manager's session ``session_id``, registered on first use (so
-        ``session_search`` and ``manager.list()`` see it); building it reads nothing. A
+        ``session_search`` and ``manager.list_sessions()`` see it); building it reads nothing. A
         ``get_session_history`` for ``RunnableWithMessageHistory``:
         ``lambda sid: SessionChatMessageHistory.from_manager(manager, sid)``."""
         return cls(manager, session_id=session_id, **options)
@@ -170,16 +185,26 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
     ahard_clear = async_twin(hard_clear)
 
     def _prepare(self, messages: Sequence[BaseMessage]) -> list[SessionMessage]:
+        # An id the caller set (or one read back from the store) dedupes; a message without one
+        # is stored under an id of ours written on the stored copy only, never on the caller's
+        # object, so the same object sent again in a later add (a constant "continue") is a new
+        # turn, as in InMemoryChatMessageHistory. Within one add, the same object is one message.
         prepared: list[SessionMessage] = []
         seen: set[str] = set()
+        seen_objects: set[int] = set()
         for message in messages:
             if is_summary(message):
                 continue
-            if not message.id:
-                message.id = str(uuid.uuid4())
-            if message.id in seen:
+            ident = message.id
+            if not ident:
+                if id(message) in seen_objects:
+                    continue
+                seen_objects.add(id(message))
+                ident = str(uuid.uuid4())
+                message = message.model_copy(update={"id": ident})
+            elif ident in seen:
                 continue
-            seen.add(message.id)
+            seen.add(ident)
             prepared.append(to_session_message(message))
         return prepared
 
@@ -217,9 +242,9 @@ def _store_spec(session: Any, connection: Any, connection_string: str | None) ->
     if isinstance(session, (str, os.PathLike)):
         given.insert(0, session)
     elif session is not None and given:
-        raise TypeError("pass either a Session / SessionManager or connection=..., not both")
+        raise InvalidInputError("pass either a Session / SessionManager or connection=..., not both")
     if len(given) > 1:
-        raise TypeError("pass one store: connection=... or connection_string=..., not both")
+        raise InvalidInputError("pass one store: connection=... or connection_string=..., not both")
     if not given:
         return None
     spec = given[0]
@@ -248,7 +273,7 @@ def _from_sqlalchemy_url(url: str) -> str:
         return path or ":memory:"
     if dialect in ("postgresql", "postgres"):
         return f"postgresql://{rest}"
-    raise ValueError(f"unsupported database URL {scheme}://...: use a SQLite path or a postgresql:// URL")
+    raise InvalidInputError(f"unsupported database URL {scheme}://...: use a SQLite path or a postgresql:// URL")
 
 
 def _namespace(table_name: str | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import uuid
@@ -9,7 +10,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar, cast
 
 from langchain.agents.middleware import (
     AgentMiddleware,
@@ -19,7 +20,7 @@ from langchain.agents.middleware import (
 )
 from langchain.agents.middleware.types import ModelCallResult, PrivateStateAttr
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
@@ -45,6 +46,9 @@ __all__ = ["SessionMemoryMiddleware", "SessionMemoryState"]
 logger = logging.getLogger("langchain_sessions")
 
 _CACHE_SESSIONS = 1024
+_Middleware = TypeVar("_Middleware", bound="SessionMemoryMiddleware")
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 _ACTIVE_COMPACTION: ContextVar[Callable[..., Any] | None] = ContextVar("session_memory_compaction", default=None)
 
 
@@ -88,8 +92,9 @@ class SessionMemoryMiddleware(AgentMiddleware):
     message, tool calls and results included, is stored once, by id, under the message before it
     in the state (a rewound thread branches in the store): the input and whatever else is new
     before each model call, the model's reply at once, each tool result as it comes (in call
-    order). A message another middleware adds after the last model call of a run (one ending
-    the run early) is stored when the next run calls the model.
+    order; without memory tools, before the next model call). A message another middleware adds
+    after the last model call of a run (one ending the run early) is stored when the next run
+    calls the model.
 
     Compaction: when the model's input passes ``compact_at`` tokens (an ``int``; a ``float`` is
     a fraction of ``model.profile["max_input_tokens"]``; ``None`` turns it off), the middle of
@@ -101,7 +106,10 @@ class SessionMemoryMiddleware(AgentMiddleware):
     (``Session.on_compaction``) to this one.
 
     It uses only ``wrap_model_call`` and ``wrap_tool_call``, so it adds no step to the agent's
-    graph (a ``recursion_limit`` that fits without it fits with it). Their async forms run the
+    graph (a ``recursion_limit`` that fits without it fits with it); ``wrap_tool_call`` only when
+    it serves memory tools (the instance's class is then a subclass with the tool hooks), since
+    ``create_agent`` adds its ``tools`` node for any middleware with that hook, and stops checking
+    for unknown tools other middleware adds. Their async forms run the
     store's work in a worker thread (the model and tool calls stay on the event loop), with
     summaries asked of the model natively async.
     """
@@ -138,6 +146,8 @@ class SessionMemoryMiddleware(AgentMiddleware):
         self._name = name
         self.memory_tools = memory_tools
         self.tools = langchain_tools(self.source.template_tools(), self.source) if memory_tools else []
+        if self.tools and not isinstance(self, _ServesTools):
+            self.__class__ = _serving_tools(type(self))
         self._tool_names = {tool.name for tool in self.tools}
         self._lock = threading.Lock()
         self._tool_lock = threading.Lock()
@@ -195,7 +205,7 @@ class SessionMemoryMiddleware(AgentMiddleware):
         self._install(session_id, session)
         return session_id, session
 
-    def _remember(self, cache: OrderedDict[str, Any], key: str, value: Any) -> None:
+    def _remember(self, cache: OrderedDict[_K, _V], key: _K, value: _V) -> None:
         with self._lock:
             cache[key] = value
             cache.move_to_end(key)
@@ -318,7 +328,7 @@ class SessionMemoryMiddleware(AgentMiddleware):
         call_id = request.tool_call.get("id")
         if caller is None or not caller.id or call_id is None:
             return
-        answers = [m for m in _messages_of(result) if isinstance(m, ToolMessage)]
+        answers: list[BaseMessage] = [m for m in _messages_of(result) if isinstance(m, ToolMessage)]
         for answer in answers:
             if not answer.id:
                 answer.id = str(uuid.uuid4())
@@ -365,7 +375,8 @@ class SessionMemoryMiddleware(AgentMiddleware):
                 f" SessionMemoryMiddleware gives the agent its memory tools ({', '.join(ours)}): use a"
                 " model with tool calling, or SessionMemoryMiddleware(..., memory_tools=False)"
             )
-        return request.override(system_message=system, messages=view, tools=tools)
+        # cast: LangChain types the request's messages as its union of concrete message classes
+        return request.override(system_message=system, messages=cast("list[AnyMessage]", view), tools=tools)
 
     def _trigger(self, model: Any) -> int | None:
         limit = self.compact_at
@@ -385,7 +396,9 @@ class SessionMemoryMiddleware(AgentMiddleware):
             failed = session_id in self._failed
         if trigger is None or failed:
             return False
-        messages = [request.system_message, *request.messages] if request.system_message else list(request.messages)
+        messages: list[BaseMessage] = (
+            [request.system_message, *request.messages] if request.system_message else list(request.messages)
+        )
         if self.token_counter is not None:
             used = self.token_counter(messages)
         else:
@@ -423,7 +436,7 @@ class SessionMemoryMiddleware(AgentMiddleware):
         prefix = self._prefix(session, self._prefix_key(session_id, request.messages), request.messages)
         prepared = self._prepare(request, run, _view([*prefix, *request.messages], session.get_compactions()))
         trigger = self._trigger(request.model)
-        if self._over(prepared, trigger, session_id):
+        if trigger is not None and self._over(prepared, trigger, session_id):
             token = _ACTIVE_COMPACTION.set(self._compaction_fn(request.model, trigger))
             try:
                 if session.compact(_last_stored(request.messages)) is not None:
@@ -470,6 +483,13 @@ class SessionMemoryMiddleware(AgentMiddleware):
         response = await handler(prepared)
         return await run_in_thread(self._after_call, request, response)
 
+
+class _ServesTools(SessionMemoryMiddleware):
+    """The tool hooks, given only to a middleware that serves memory tools (see
+    ``_serving_tools``): ``create_agent`` adds its ``tools`` node for any middleware whose class
+    overrides ``wrap_tool_call`` and then skips its check for unknown tools, so one without tools
+    to serve must not have them. They store each tool result as it comes."""
+
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
         result = handler(request)
         self._tool_results(request, result)
@@ -481,6 +501,19 @@ class SessionMemoryMiddleware(AgentMiddleware):
         result = await handler(request)
         await run_in_thread(self._tool_results, request, result)
         return result
+
+
+@functools.cache
+def _serving_tools(cls: type[_Middleware]) -> type[_Middleware]:
+    """``cls`` with the tool hooks, under the same name (the middleware's default ``name``). A
+    subclass comes first, so a ``wrap_tool_call`` of its own wins and its ``super()`` reaches ours."""
+    bases = (_ServesTools,) if cls is SessionMemoryMiddleware else (cls, _ServesTools)
+    served = type(
+        cls.__name__,
+        bases,
+        {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__},
+    )
+    return cast("type[_Middleware]", served)
 
 
 def _binds_tools(model: Any) -> bool:

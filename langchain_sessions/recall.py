@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -35,7 +36,8 @@ def chroma_filter(where: Where) -> dict[str, Any] | None:
 
 def qdrant_filter(where: Where) -> Any:
     """``where`` as a Qdrant ``Filter`` over the payload's ``metadata``."""
-    from qdrant_client import models
+    # The caller's own qdrant-client (not a dependency of this package), imported by name.
+    models = importlib.import_module("qdrant_client.models")
 
     def match(value: Any) -> Any:
         return models.MatchAny(any=list(value)) if isinstance(value, (list, tuple)) else models.MatchValue(value=value)

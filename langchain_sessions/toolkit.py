@@ -122,7 +122,9 @@ class SessionToolkit(BaseToolkit):
         context_key: str | None = None,
         default_session_id: str | None = None,
     ) -> None:
-        super().__init__(context_key=context_key, default_session_id=default_session_id)
+        # This class's fields, which pydantic's __init__ takes (a type checker knows only the base's).
+        fields = {"context_key": context_key, "default_session_id": default_session_id}
+        super().__init__(**fields)
         self._source = SessionSource(session_or_manager, context_key=context_key, default_session_id=default_session_id)
 
     @property

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sessions_core import InvalidInputError
 from sessions_core.integration import store_url
 
 __all__ = ["open_store", "store_label", "store_of_uri", "store_schema", "store_url_of"]
@@ -41,7 +42,7 @@ def store_of_uri(uri: str) -> str:
         return path or ":memory:"
     if sep and dialect in ("postgresql", "postgres"):
         return f"postgresql://{rest}"
-    raise ValueError(
+    raise InvalidInputError(
         f"async_database_uri must be a sqlite:// or postgresql:// URI, not {store_label(uri)!r}; or pass store="
     )
 

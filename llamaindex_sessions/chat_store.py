@@ -7,7 +7,7 @@ import threading
 import uuid
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
@@ -181,7 +181,7 @@ class SessionChatStore(BaseChatStore):
     def get_keys(self) -> list[str]:
         """The ids of the manager's sessions, oldest first (the order keys were first written,
         as ``SimpleChatStore`` gives them)."""
-        return [info.id for info in sorted(self.manager.list(), key=lambda info: info.created_at)]
+        return [info.id for info in sorted(self.manager.list_sessions(), key=lambda info: info.created_at)]
 
     aset_messages = async_twin(set_messages)
     aget_messages = async_twin(get_messages)
@@ -194,4 +194,6 @@ class SessionChatStore(BaseChatStore):
 
 
 # ``ChatMemoryBuffer.from_dict`` loads its chat store through this registry of class names.
-RECOGNIZED_CHAT_STORES.setdefault(SessionChatStore.class_name(), SessionChatStore)
+# cast: LlamaIndex leaves the registry unannotated, so it is typed as holding SimpleChatStore only.
+_chat_stores = cast("dict[str, type[BaseChatStore]]", RECOGNIZED_CHAT_STORES)
+_chat_stores.setdefault(SessionChatStore.class_name(), SessionChatStore)

@@ -25,7 +25,7 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from llama_index.core.base.llms.types import (
     AudioBlock,
@@ -42,6 +42,7 @@ from pydantic import TypeAdapter
 
 from sessions_core import (
     FilePart,
+    InvalidInputError,
     ReasoningPart,
     SessionMessage,
     TextPart,
@@ -51,7 +52,7 @@ from sessions_core import (
     UnknownPart,
     parse_message,
 )
-from sessions_core.integration import is_marker
+from sessions_core.integration import file_data_text, is_marker
 
 __all__ = [
     "LLAMAINDEX_KEY",
@@ -65,7 +66,7 @@ LLAMAINDEX_KEY = "llamaindex"
 """Metadata key (message) and extra field (part) holding what only LlamaIndex needs."""
 
 _DATA_PREFIX = "data-llamaindex-"
-_ROLE_MAP = {
+_ROLE_MAP: dict[str, Literal["system", "user", "assistant", "tool"]] = {  # to SessionMessage.role
     "system": "system",
     "developer": "system",
     "user": "user",
@@ -81,7 +82,8 @@ _MEDIA = {
     "video": ("video", "video_mimetype", "video/*"),
     "document": ("data", "document_mimetype", "application/octet-stream"),
 }
-_BLOCK_ADAPTER: TypeAdapter[Any] = TypeAdapter(ChatMessage.model_fields["blocks"].annotation)
+# cast: a FieldInfo's annotation is optional in pydantic's types, and set for a declared field
+_BLOCK_ADAPTER: TypeAdapter[Any] = TypeAdapter(cast(Any, ChatMessage.model_fields["blocks"].annotation))
 
 
 # -- ChatMessage -> SessionMessage ------------------------------------------------------------
@@ -156,7 +158,7 @@ def _block_part(block: Any, call_id: str) -> Any:
     if isinstance(block, (ImageBlock, AudioBlock, VideoBlock, DocumentBlock)):
         return _media_part(block)
     # Cache points, citable and citation blocks: no portable meaning, kept verbatim.
-    return UnknownPart(type=_DATA_PREFIX + block.block_type, data=_block_dump(block))
+    return UnknownPart.model_validate({"type": _DATA_PREFIX + block.block_type, "data": _block_dump(block)})
 
 
 def _kwargs_tool_calls(kwargs: Mapping[str, Any]) -> list[tuple[str | None, str, Any]]:
@@ -165,7 +167,7 @@ def _kwargs_tool_calls(kwargs: Mapping[str, Any]) -> list[tuple[str | None, str,
     for call in kwargs.get("tool_calls") or ():
         if not isinstance(call, Mapping):
             continue
-        function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+        function = given if isinstance(given := call.get("function"), Mapping) else {}
         name = function.get("name") or call.get("name")
         if not name:
             continue
@@ -270,7 +272,7 @@ def _file_block(part: FilePart) -> Any:
     if isinstance(saved, dict):
         return _BLOCK_ADAPTER.validate_python([saved])[0]
     media_type = part.media_type or ""
-    data = part.data
+    data = file_data_text(part.data)
     if data and data.startswith("data:") and ";base64," in data:
         data = data.split(";base64,", 1)[1]
     inline = data.encode("ascii") if data else None
@@ -393,5 +395,5 @@ def to_chat_message(message: SessionMessage | Mapping[str, Any]) -> ChatMessage:
     message = parse_message(message)
     converted = _chat_messages_of(message)
     if len(converted) != 1:
-        raise ValueError(f"message {message.id!r} maps to {len(converted)} chat messages; use to_chat_messages")
+        raise InvalidInputError(f"message {message.id!r} maps to {len(converted)} chat messages; use to_chat_messages")
     return converted[0]

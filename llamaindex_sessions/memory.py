@@ -9,7 +9,7 @@ import sys
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,6 +22,7 @@ from sessions_core import (
     CompactionError,
     CompactResult,
     FilePart,
+    InvalidInputError,
     Session,
     SessionManager,
     SessionMessage,
@@ -79,7 +80,8 @@ class _Handle:
 
         return Settings.llm  # LlamaIndex's default; raises without one (compaction then fails safely)
 
-    def summarize(self, prompt: str) -> str:
+    def summarize(self, prompt: str) -> str | Awaitable[str]:
+        """The summary, or within ``prefer_async()`` the coroutine of ``llm.achat`` (``Summarizer``)."""
         return llm_summarizer(self.resolve_llm())(prompt)
 
     def __del__(self) -> None:
@@ -95,21 +97,24 @@ def _changed(handle: _Handle | None, event: Any) -> None:
 
 
 class _Exhausted:
-    """An iterator that says whether it was read to its end."""
+    """An iterator that says whether it was read to its end, and how many items it gave."""
 
     def __init__(self, items: Iterable[Any]) -> None:
         self._items = iter(items)
         self.exhausted = False
+        self.given = 0
 
     def __iter__(self) -> _Exhausted:
         return self
 
     def __next__(self) -> Any:
         try:
-            return next(self._items)
+            item = next(self._items)
         except StopIteration:
             self.exhausted = True
             raise
+        self.given += 1
+        return item
 
 
 class _Window:
@@ -162,6 +167,10 @@ _REFUSED = {
     "video_token_size_estimate": "a file part counts 256 tokens; use tokenizer_fn= for text",
     "table_name": "session-memory keeps its own tables: pass store= (a SQLite path or a postgresql:// URL)",
     "async_engine": "pass store= (a SQLite path or a postgresql:// URL) or session=",
+    "status": (
+        "no message is archived here (compaction keeps every message, stored and searchable):"
+        " get_all() is the whole active branch, reset() starts an empty one and deletes nothing"
+    ),
 }
 
 
@@ -192,7 +201,7 @@ def _declare(session: Session, specs: Iterable[Any]) -> None:
         if isinstance(spec, str):
             spec = {"label": spec}
         kind = spec.get("kind", "writable")
-        options = {"description": spec.get("description"), "max_tokens": spec.get("max_tokens")}
+        options: dict[str, Any] = {"description": spec.get("description"), "max_tokens": spec.get("max_tokens")}
         if kind == "writable":
             session.with_context(spec["label"], **options)
         elif kind == "searchable":
@@ -262,7 +271,9 @@ class SessionMemory(BaseMemory):
     _counted_with: Any = PrivateAttr(default=None)  # the tokenizer of the counts in _last
     _prompt_count: tuple[str, Any, int] | None = PrivateAttr(default=None)  # prompt, tokenizer, tokens
 
-    def __init__(self, session: Session | str | Path | None = None, *, llm: Any = None, **data: Any) -> None:
+    def __init__(
+        self, session: Session | SessionManager | str | Path | None = None, *, llm: Any = None, **data: Any
+    ) -> None:
         rebuilt = session is None and "handle" in data  # from a serialised pointer
         _refuse_unknown(data, type(self).model_fields)
         session = _as_session(session, data)
@@ -302,7 +313,7 @@ class SessionMemory(BaseMemory):
         if session is not None:
             return _Handle(session, owns=False)
         if not self.store:
-            raise ValueError(
+            raise InvalidInputError(
                 f"SessionMemory {self.session_id!r} cannot be reopened: its session was on a store without an"
                 " address (a custom store), which only the process that created it can use; pass store="
                 " (a SQLite path or a postgresql:// URL) or session= (a Session) to from_dict"
@@ -391,7 +402,7 @@ class SessionMemory(BaseMemory):
     def from_manager(cls, manager: SessionManager | str | Path, session_id: str, **kwargs: Any) -> SessionMemory:
         """The memory of a ``SessionManager``'s session ``session_id`` (a path or URL opens a
         manager there), registered with the manager under that id if it is not yet (so
-        ``session_search`` and ``list`` see it)."""
+        ``session_search`` and ``list_sessions`` see it)."""
         if isinstance(manager, (str, Path)):
             manager = SessionManager(manager)
         if not isinstance(manager, SessionManager):
@@ -431,11 +442,11 @@ class SessionMemory(BaseMemory):
             self.insert_method = "user"
         return self
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> SessionMemory:
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> SessionMemory:
         return self  # a live handle: workflow state copies must share it
 
     def __reduce__(self) -> Any:
-        return (_rebuild, (self.to_dict(),))
+        return (_rebuild, (self.to_dict(), type(self)))  # a subclass comes back as itself
 
     def __bool__(self) -> bool:
         return True  # agents replace a falsy memory with a ChatMemoryBuffer
@@ -496,9 +507,10 @@ class SessionMemory(BaseMemory):
         counts: dict[str, int] = {}
         window = recent_window(read, self._counter(counts), budget)
         self._counted_with = self.tokenizer_fn
-        self._last = (
-            None if leaf is None else _Window(leaf.id, depth, budget, generation, window, read.exhausted, counts)
-        )
+        # Complete: read to the branch's start with nothing left out (a window searching back for
+        # its user message may read to the start and still leave older messages out).
+        complete = read.exhausted and read.given == len(window)
+        self._last = None if leaf is None else _Window(leaf.id, depth, budget, generation, window, complete, counts)
         return window
 
     def _counter(self, counts: dict[str, int]) -> Callable[[Any], int]:
@@ -517,12 +529,13 @@ class SessionMemory(BaseMemory):
 
     def get(self, input: str | None = None, initial_token_count: int = 0, **kwargs: Any) -> list[ChatMessage]:
         """The context as a system message plus the compacted history within ``token_limit``
-        (minus ``initial_token_count``, which chat engines pass), always the newest message;
-        fresh objects every call. ``ValueError`` (as ``ChatMemoryBuffer``) when
+        (minus ``initial_token_count``, which chat engines pass), starting with a user message:
+        the newest turn is kept whole even when it alone is over the budget (as LlamaIndex's
+        ``Memory``); fresh objects every call. ``ValueError`` (as ``ChatMemoryBuffer``) when
         ``initial_token_count`` alone exceeds ``token_limit``."""
         initial = int(initial_token_count or 0)
         if initial > self.token_limit:
-            raise ValueError("Initial token count exceeds token limit")
+            raise InvalidInputError("Initial token count exceeds token limit")
         with self._handle.lock:
             prompt = self._run_prompt()
             budget = self.token_limit - initial - self._prompt_tokens(prompt)
@@ -542,8 +555,10 @@ class SessionMemory(BaseMemory):
                     return messages
         return [ChatMessage(role=MessageRole.SYSTEM, content=prompt), *messages]
 
-    def get_all(self) -> list[ChatMessage]:
-        """Every message of the active branch as written (no compaction, no token limit)."""
+    def get_all(self, **unsupported: Any) -> list[ChatMessage]:
+        """Every message of the active branch as written (no compaction, no token limit).
+        ``Memory``'s ``status=`` raises ``TypeError`` saying why (nothing is archived here)."""
+        _refuse_arguments("get_all", unsupported)
         return to_chat_messages(raw_history(self.session))
 
     # -- writing ---------------------------------------------------------------------------
@@ -595,9 +610,11 @@ class SessionMemory(BaseMemory):
             self._last = None
         self._maybe_compact()
 
-    def reset(self) -> None:
+    def reset(self, **unsupported: Any) -> None:
         """Start an empty branch (a soft reset): the old messages stay stored and searchable,
-        the context blocks stay as they are."""
+        the context blocks stay as they are. ``Memory``'s ``status=`` raises ``TypeError``
+        saying why (nothing is archived here)."""
+        _refuse_arguments("reset", unsupported)
         with self._handle.lock:
             soft_reset(self.session)
             self._stale = True
@@ -644,6 +661,19 @@ class SessionMemory(BaseMemory):
     atools = async_twin(tools)
 
 
+def _refuse_arguments(method: str, unsupported: dict[str, Any]) -> None:
+    """``TypeError`` for keywords of ``Memory``'s ``method`` that mean nothing here, with the
+    hint ``from_defaults`` gives for its own."""
+    if not unsupported:
+        return
+    names = sorted(unsupported)
+    hints = "; ".join(f"{name}: {_REFUSED[name]}" for name in names if name in _REFUSED)
+    raise TypeError(
+        f"SessionMemory.{method}() got unexpected keyword argument{'s' if len(names) > 1 else ''} {', '.join(names)}"
+        + (f" ({hints})" if hints else "")
+    )
+
+
 def _refuse_unknown(data: dict[str, Any], fields: Iterable[str]) -> None:
     unknown = sorted(set(data) - set(fields))
     if not unknown:
@@ -667,7 +697,7 @@ def _as_session(session: Any, data: dict[str, Any]) -> Session | None:
     if isinstance(session, SessionManager):
         session_id = data.pop("session_id", None)  # the manager's id; the pointer keeps the storage id
         if not session_id:
-            raise ValueError("SessionMemory over a SessionManager needs session_id= (which of its sessions)")
+            raise InvalidInputError("SessionMemory over a SessionManager needs session_id= (which of its sessions)")
         ensure_session(session, session_id)
         return session.get_session(session_id)
     raise TypeError(
@@ -684,15 +714,16 @@ def _default_pointer(data: dict[str, Any]) -> None:
     store = data["store"]
     if not data.get("session_id"):
         if store != ":memory:":
-            raise ValueError(
+            raise InvalidInputError(
                 f"SessionMemory on {store_label(store)!r} needs session_id= (the conversation to open there),"
                 " e.g. SessionMemory.from_defaults(store=..., session_id='user-42')"
             )
         data["session_id"] = uuid.uuid4().hex
 
 
-def _rebuild(data: dict[str, Any]) -> SessionMemory:
-    return SessionMemory.from_dict(data)
+def _rebuild(data: dict[str, Any], cls: type[SessionMemory] | None = None) -> SessionMemory:
+    """The memory a pickle holds (``cls``: its class; ``None`` in pickles of earlier versions)."""
+    return (cls or SessionMemory).from_dict(data)
 
 
 def _same_for_llamaindex(stored: SessionMessage, new: SessionMessage) -> bool:

@@ -6,6 +6,7 @@ from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
+from sessions_core import CompactionError
 from sessions_core.integration import Summarizer
 
 __all__ = ["llm_summarizer"]
@@ -14,7 +15,7 @@ __all__ = ["llm_summarizer"]
 def _summary_text(response: Any) -> str:
     content = response.message.content
     if not isinstance(content, str) or not content.strip():
-        raise ValueError("the summariser LLM returned no text")
+        raise CompactionError("the summariser LLM returned no text")
     return content
 
 

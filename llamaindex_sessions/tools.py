@@ -10,7 +10,7 @@ from llama_index.core.bridge.pydantic import BaseModel
 from llama_index.core.tools import FunctionTool, ToolMetadata
 from llama_index.core.tools.tool_spec.base import SPEC_FUNCTION_TYPE, BaseToolSpec
 
-from sessions_core import Session, SessionManager, Tool
+from sessions_core import InvalidInputError, Session, SessionManager, Tool
 from sessions_core.integration import async_twin, tool_args_model
 
 __all__ = ["SessionToolSpec", "to_function_tool"]
@@ -43,7 +43,7 @@ def _spec_name(fn_name: str, spec_functions: list[SPEC_FUNCTION_TYPE]) -> str:
         if fn_name in names:
             return names[0]
     known = ", ".join(name for spec in spec_functions for name in (spec if isinstance(spec, tuple) else (spec,)))
-    raise ValueError(f"SessionToolSpec has no function {fn_name!r} (it has {known})")
+    raise InvalidInputError(f"SessionToolSpec has no function {fn_name!r} (it has {known})")
 
 
 def _runs(name: str, doc: str) -> Callable[..., str]:
@@ -65,7 +65,9 @@ class SessionToolSpec(BaseToolSpec):
     ``SessionManager`` there.
 
     ``to_tool_list()`` reads the blocks each time it is called, so labels and loaded skills in
-    the tool descriptions are current. Each method of the same name runs the tool directly:
+    the tool descriptions are current; in async code build them with ``await ato_tool_list()``
+    (or LlamaIndex's ``to_tool_list_async``), which reads the store off the event loop. Each
+    method of the same name runs the tool directly:
     ``spec.set_context(label="memory", content="...")``.
     """
 
@@ -87,7 +89,7 @@ class SessionToolSpec(BaseToolSpec):
                 f" a SQLite path or a postgresql:// URL, not {type(target).__name__}"
             )
         if session_id is not None and not isinstance(target, SessionManager):
-            raise TypeError(
+            raise InvalidInputError(
                 "session_id= picks a session of a SessionManager (or of the store at a path or URL);"
                 " a Session or SessionMemory already is one session: pass it without session_id="
             )
@@ -126,6 +128,9 @@ class SessionToolSpec(BaseToolSpec):
         return tools
 
     ato_tool_list = async_twin(to_tool_list)
+    # LlamaIndex's own name for it: BaseToolSpec's is a bare asyncio.to_thread, which would await
+    # an async context provider on a private loop instead of the caller's.
+    to_tool_list_async = ato_tool_list
 
     def get_fn_schema_from_fn_name(
         self, fn_name: str, spec_functions: list[SPEC_FUNCTION_TYPE] | None = None
@@ -137,7 +142,7 @@ class SessionToolSpec(BaseToolSpec):
 
     def get_metadata_from_fn_name(
         self, fn_name: str, spec_functions: list[SPEC_FUNCTION_TYPE] | None = None
-    ) -> ToolMetadata | None:
+    ) -> ToolMetadata:
         """The ``ToolMetadata`` ``to_tool_list`` gives the tool behind ``fn_name`` (name,
         description, schema); ``ValueError`` as :meth:`get_fn_schema_from_fn_name`."""
         name = _spec_name(fn_name, spec_functions or self.spec_functions)
@@ -145,7 +150,7 @@ class SessionToolSpec(BaseToolSpec):
         tool = next((t for t in tools if t.name == name), None)
         if tool is None:
             offered = ", ".join(t.name for t in tools) or "none"
-            raise ValueError(f"tool {name!r} is not available for these blocks (available now: {offered})")
+            raise InvalidInputError(f"tool {name!r} is not available for these blocks (available now: {offered})")
         return _metadata(tool)
 
     aget_fn_schema_from_fn_name = async_twin(get_fn_schema_from_fn_name)

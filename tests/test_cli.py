@@ -17,7 +17,7 @@ pytest.importorskip("rich", reason="the cli extra is not installed (pip install 
 
 from click.testing import CliRunner
 
-from sessions_core import Session, SessionManager, SqliteStore, StaticContext, StoreSearchContext
+from sessions_core import ContextError, Session, SessionManager, SqliteStore, StaticContext, StoreSearchContext
 from sessions_core.cli import build_cli
 
 from .helpers import msg
@@ -340,7 +340,7 @@ def test_round_trip_into_a_fresh_database(db, tmp_path):
     assert run("--store", path, "export", facts["manager_session"], "-o", str(dump2)).exit_code == 0
     assert run("--store", fresh, "import", str(dump2)).exit_code == 0
     manager = SessionManager(copy, namespace="team")
-    [info] = manager.list()
+    [info] = manager.list_sessions()
     assert (info.name, info.model, info.input_tokens, info.output_tokens) == ("Trip planning", "gpt-4o", 1200, 300)
     assert [m.id for m in manager.get_history(info.id)] == ["x1"]
     original.close()
@@ -780,3 +780,51 @@ def test_blocks_history_and_restore(tmp_path):
     assert_error(run("--store", path, "blocks", "u1", "--restore", "memory", "x"), 2, "version number")
     assert_error(run("--store", path, "blocks", "u1", "--history", "nope"), 1, "no versions of block 'nope'")
     assert_error(run("--store", path, "blocks", "u1", "--key", "k"), 2, "--key goes with")
+
+
+def test_blocks_restore_is_the_librarys_restore(tmp_path, monkeypatch):
+    """``--restore`` is ``Session.restore_context``, not a write of its own: with the block's
+    ``--max-tokens`` a version over the limit is refused with the library's error and nothing is
+    recorded; ``--keep-versions`` prunes as the block's ``keep_versions`` does; the write is
+    published on the change feed with its version; a keyed entry restores by key."""
+    from sessions_core.feed import ChangeFeed
+
+    path = str(tmp_path / "restore.db")
+    session = Session(path).for_session("u1").with_context("memory", max_tokens=20)
+    session.replace_context_block("memory", "short")
+    session.store.write_block("u1", "memory", "word " * 30)  # version 2, over the block's limit
+    session.replace_context_block("memory", "current")
+    for text in ("Lisbon has trams", "Lisbon has no trams"):
+        session.store.write_block("u1", "kb", text, key="lisbon")
+    with pytest.raises(ContextError) as refused:
+        session.restore_context("memory", 2)
+    session.store.close()
+
+    def versions(label: str, key: str | None = None) -> list[int]:
+        store = SqliteStore(path)
+        try:
+            return [v.version for v in store.block_versions("u1", label, key)]
+        finally:
+            store.close()
+
+    over = run("--store", path, "blocks", "u1", "--restore", "memory", "2", "--max-tokens", "20")
+    assert_error(over, 1, str(refused.value))
+    assert versions("memory") == [3, 2, 1]
+
+    events = []
+    publish = ChangeFeed.publish
+    monkeypatch.setattr(ChangeFeed, "publish", lambda feed, event: (events.append(event), publish(feed, event)))
+    kept = run("--store", path, "blocks", "u1", "--restore", "memory", "1", "--keep-versions", "2")
+    assert kept.exit_code == 0, kept.output
+    assert kept.stdout.strip() == "Restored block 'memory' of session u1 to version 1, as version 4."
+    assert versions("memory") == [4, 3]
+    assert [(e.type, e.session_id, e.label, e.key, e.version) for e in events] == [("block", "u1", "memory", None, 4)]
+
+    keyed = run("--store", path, "blocks", "u1", "--restore", "kb", "1", "--key", "lisbon")
+    assert keyed.exit_code == 0, keyed.output
+    assert "Restored block 'kb' entry 'lisbon' of session u1 to version 1, as version 3." in keyed.stdout
+    assert events[-1].label == "kb" and events[-1].key == "lisbon" and events[-1].version == 3
+    store = SqliteStore(path)
+    assert store.search_entries("u1", "kb", "trams", 5) == [("lisbon", "Lisbon has trams")]
+    store.close()
+    assert_error(run("--store", path, "blocks", "u1", "--max-tokens", "5"), 2, "--max-tokens goes with --restore")

@@ -665,7 +665,7 @@ def test_session_ids_and_namespaces(store: Any) -> None:
             assert is_postgres(store) and refused_nul(error), error
             assert "\x00" in session_id + namespace + message_id + text
             if "\x00" not in namespace:
-                assert [s.name for s in manager.list()] in ([], ["named " + text])
+                assert [s.name for s in manager.list_sessions()] in ([], ["named " + text])
                 assert manager.search("marmalade") == []
             return
         history = manager.get_history(session_id)
@@ -675,7 +675,7 @@ def test_session_ids_and_namespaces(store: Any) -> None:
         assert [r.id for r in manager.get_session(session_id).search("marmalade")] == [message_id]
         assert manager.search("marmalade") == []  # only registered sessions are searched across
         assert other.get_history(session_id) == [] and other.get_session(session_id).search("marmalade") == []
-        assert [s.name for s in manager.list()] == ["named " + text]
+        assert [s.name for s in manager.list_sessions()] == ["named " + text]
         again = Session(store).for_session(manager.get_session(session_id).session_id)
         assert again.get_message(message_id) == history[0]
 
@@ -1069,7 +1069,7 @@ def test_lone_surrogates_outside_messages_are_refused_naming_the_field(store: An
     ):
         with pytest.raises(InvalidTextError, match="a value holds a lone surrogate"):
             lookup()  # an id no store can hold, reaching the store: its driver's error, as ours
-    assert [i.name for i in manager.list()] == ["fine"]
+    assert [i.name for i in manager.list_sessions()] == ["fine"]
     assert session.get_context_block("memory").content == ""
     assert session.get_compactions() == []
     tool = {t.name: t for t in session.tools()}["set_context"]

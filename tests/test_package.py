@@ -1,8 +1,12 @@
 """Packaging rules: the core imports no framework, and ``__all__`` is the public surface."""
 
+import importlib.util
 import subprocess
 import sys
 import types
+from pathlib import Path
+
+import pytest
 
 import sessions_core
 
@@ -27,3 +31,10 @@ def test_all_lists_exactly_the_public_names():
     assert set(sessions_core.__all__) == public | set(sessions_core._LAZY)
     for name in sessions_core.__all__:
         assert hasattr(sessions_core, name), name
+
+
+@pytest.mark.parametrize("package", ["sessions_core", "langchain_sessions", "llamaindex_sessions"])
+def test_every_package_ships_the_py_typed_marker(package):
+    spec = importlib.util.find_spec(package)  # found, not imported: the adapters need their framework
+    assert spec is not None and spec.origin is not None
+    assert (Path(spec.origin).parent / "py.typed").is_file()

@@ -154,7 +154,7 @@ def test_urls_open_sessions_and_managers(schema):
     with SessionManager(postgres_url(), namespace=unique) as manager:
         info = manager.create("chat")
         manager.append(info.id, _msg("x"))
-        assert [i.name for i in manager.list()] == ["chat"]
+        assert [i.name for i in manager.list_sessions()] == ["chat"]
         assert manager.delete(info.id)
 
 

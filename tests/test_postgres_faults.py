@@ -12,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from sessions_core import Session, SessionManager, StoreError
+from sessions_core import Session, SessionManager, StoreError, StoreUnavailableError
 
 from .helpers import msg
 from .postgres import postgres_url, require_postgres, temporary_schema
@@ -110,7 +110,7 @@ def test_a_caller_pool_on_an_unreachable_server_is_a_store_error_within_the_conn
     store = _store(pool, connect_timeout=2)
     started = time.monotonic()
     try:
-        with pytest.raises(StoreError, match="Connection refused"):
+        with pytest.raises(StoreUnavailableError, match="Connection refused"):
             Session(store).for_session("s").get_history()
     finally:
         store.close()
@@ -199,7 +199,7 @@ def test_a_server_gone_after_setup_is_a_quick_store_error_and_the_store_works_wh
         proxy.stop()
         for call in (lambda: session.append_message(msg("lost")), session.get_history, session.get_history):
             started = time.monotonic()
-            with pytest.raises(StoreError, match="Connection refused"):
+            with pytest.raises(StoreUnavailableError, match="Connection refused"):
                 call()
             assert time.monotonic() - started < 2
         proxy.start()
@@ -290,7 +290,7 @@ def test_an_odd_schema_name_is_used_exactly_as_given_in_every_statement(odd_pref
         manager = SessionManager(store, namespace="ns")
         info = manager.create("chat")
         manager.append(info.id, msg("x1", "managed words"))
-        assert [i.name for i in manager.list()] == ["chat"]
+        assert [i.name for i in manager.list_sessions()] == ["chat"]
         assert [hit.id for hit in manager.search("managed")] == ["x1"]
         assert store.schema_version() > 0
     finally:

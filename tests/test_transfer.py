@@ -115,7 +115,7 @@ def test_round_trip_into_another_store(new_store):
     # A manager session keeps its registry row; lines (str or bytes) import like records.
     lines = list(export_lines(source, team))
     assert import_records(target, lines).stored == {"session": 1, "message": 1}
-    [info] = SessionManager(target, namespace="team").list()
+    [info] = SessionManager(target, namespace="team").list_sessions()
     assert (info.name, info.model) == ("Trip planning", "gpt-4o")
     again = import_records(target, [line.encode() for line in lines])
     assert again.stored == {} and again.present == {"session": 1, "message": 1}

@@ -1,18 +1,25 @@
 """session-memory: durable, searchable, branching memory for LLM agents."""
 
+import typing as _typing
+
 from .compaction import CompactContext, CompactResult, create_compact_function
 from .context import ContextBlock, StaticContext
 from .errors import (
     CompactionError,
+    ConflictError,
     ContextError,
+    InvalidInputError,
     InvalidRecordError,
     InvalidTextError,
     MessageTooLargeError,
     MessageValidationError,
+    NotFoundError,
     RecallError,
     SessionNotFoundError,
     SessionsError,
     StoreError,
+    StoreUnavailableError,
+    UnsupportedOperationError,
 )
 from .manager import SessionInfo, SessionManager
 from .messages import (
@@ -37,6 +44,9 @@ from .stores import LATEST, SqliteStore, Store
 from .tokens import TiktokenCounter, estimate_message_tokens, estimate_tokens
 from .tools import Tool, to_openai_tools
 
+if _typing.TYPE_CHECKING:  # for type checkers only: at run time __getattr__ loads it (and psycopg) on first use
+    from .stores.postgres import PostgresStore
+
 __version__ = "0.1.0"
 
 _LAZY = {"PostgresStore": "sessions_core.stores.postgres"}
@@ -57,16 +67,19 @@ __all__ = [
     "CompactResult",
     "Compaction",
     "CompactionError",
+    "ConflictError",
     "DrainReport",
     "ContextBlock",
     "ContextError",
     "FilePart",
     "FileSkillProvider",
+    "InvalidInputError",
     "InvalidRecordError",
     "LATEST",
     "InvalidTextError",
     "MessageTooLargeError",
     "MessageValidationError",
+    "NotFoundError",
     "Part",
     "PostgresStore",
     "ReasoningPart",
@@ -88,6 +101,7 @@ __all__ = [
     "StoreContext",
     "StoreError",
     "StoreSearchContext",
+    "StoreUnavailableError",
     "TextPart",
     "TiktokenCounter",
     "Tool",
@@ -95,6 +109,7 @@ __all__ = [
     "ToolResultPart",
     "ToolUIPart",
     "UnknownPart",
+    "UnsupportedOperationError",
     "VectorHit",
     "VectorIndex",
     "create_compact_function",

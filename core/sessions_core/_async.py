@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from types import CoroutineType
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -121,7 +122,7 @@ def io(method: F) -> F:
     return method
 
 
-def async_twin(method: Callable[..., T], *, prefer_async: bool = False) -> Callable[..., Awaitable[T]]:
+def async_twin(method: Callable[..., T], *, prefer_async: bool = False) -> Callable[..., CoroutineType[Any, Any, T]]:
     """The ``a``-prefixed twin of a blocking method: same arguments, run off the event loop
     (within :func:`prefer_async` when ``prefer_async`` is true).
 

@@ -14,9 +14,13 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from .errors import InvalidInputError
 from .messages import FilePart, SessionMessage
 
 BLOB_PREFIX = "sessions-blob:"
+INLINE_PREFIX = "sessions-inline:"
+"""A payload kept in the message JSON, for a store without ``BlobStore``:
+``sessions-inline:<form>:<base64>``."""
 _DIGEST_CHARS = 64
 
 
@@ -31,7 +35,7 @@ def _decode(value: str | bytes) -> tuple[bytes, str] | None:
     """The payload bytes and how to write them back, or ``None`` to keep ``value`` inline."""
     if isinstance(value, bytes):
         return value, "bytes"
-    if value.startswith(BLOB_PREFIX):
+    if value.startswith((BLOB_PREFIX, INLINE_PREFIX)):
         return value.encode("utf-8"), "text"  # would read as a reference: store it as one
     if value.startswith("data:"):
         header, comma, payload = value.partition(",")
@@ -61,7 +65,7 @@ def _encode(raw: bytes, form: str) -> str | bytes:
         return base64.b64encode(raw).decode("ascii")
     if form.startswith("data-url:"):
         return form.removeprefix("data-url:") + "," + base64.b64encode(raw).decode("ascii")
-    raise ValueError(f"unknown blob form {form!r}")
+    raise InvalidInputError(f"unknown blob form {form!r}")
 
 
 def extract_blobs(message: SessionMessage) -> tuple[SessionMessage, tuple[Blob, ...]]:
@@ -83,6 +87,48 @@ def extract_blobs(message: SessionMessage) -> tuple[SessionMessage, tuple[Blob, 
     if not changed:
         return message, ()
     return message.model_copy(update={"parts": parts}), tuple(blobs.values())
+
+
+def inline_payloads(message: SessionMessage) -> SessionMessage:
+    """For a store that keeps no blobs: the message with the payloads JSON cannot hold as
+    written (bytes, text that would read as a reference) kept inline as ``INLINE_PREFIX``
+    values, which :func:`restore_inline` turns back into what was written."""
+    parts = list(message.parts)
+    changed = False
+    for index, part in enumerate(parts):
+        if not isinstance(part, FilePart) or part.data is None:
+            continue
+        decoded = _decode(part.data)
+        if decoded is None or decoded[1] not in ("bytes", "text"):
+            continue
+        raw, form = decoded
+        inline = f"{INLINE_PREFIX}{form}:{base64.b64encode(raw).decode('ascii')}"
+        parts[index] = part.model_copy(update={"data": inline})
+        changed = True
+    return message.model_copy(update={"parts": parts}) if changed else message
+
+
+def restore_inline(messages: list[SessionMessage]) -> list[SessionMessage]:
+    """The messages with :func:`inline_payloads` values put back as first written."""
+    restored = []
+    for message in messages:
+        parts = list(message.parts)
+        changed = False
+        for index, part in enumerate(parts):
+            if isinstance(part, FilePart) and isinstance(part.data, str) and part.data.startswith(INLINE_PREFIX):
+                form, _, payload = part.data[len(INLINE_PREFIX) :].partition(":")
+                parts[index] = part.model_copy(update={"data": _encode(base64.b64decode(payload), form)})
+                changed = True
+        restored.append(message.model_copy(update={"parts": parts}) if changed else message)
+    return restored
+
+
+def restore_payloads(
+    messages: list[SessionMessage], fetch: Callable[[list[str]], Mapping[str, bytes]] | None
+) -> list[SessionMessage]:
+    """:func:`restore_blobs` with the store's ``get_blobs``, or (``fetch`` ``None``: a store
+    that keeps no blobs) :func:`restore_inline`."""
+    return restore_inline(messages) if fetch is None else restore_blobs(messages, fetch)
 
 
 def _reference(part: object) -> tuple[str, str] | None:

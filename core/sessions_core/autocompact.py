@@ -60,10 +60,11 @@ class CompactionRunner:
         if cached is not None and cached[0] is prompt:
             return cached[1]
         counter = self.token_counter
+        count_text: Callable[[str], int] | None = getattr(counter, "count_text", None)  # as TiktokenCounter's
         if counter is None:
             tokens = estimate_tokens(prompt)
-        elif callable(getattr(counter, "count_text", None)):
-            tokens = counter.count_text(prompt)
+        elif callable(count_text):
+            tokens = count_text(prompt)
         else:
             tokens = counter([SessionMessage(id="system-prompt", role="system", parts=[TextPart(text=prompt)])])
         self._prompt_tokens = (prompt, tokens)
@@ -85,8 +86,10 @@ class CompactionRunner:
         """Call the compaction function on ``history``; ``None`` when it found nothing to do.
         Raises ``CompactionError`` if it fails, times out or returns something unusable."""
         context = CompactContext(token_counter=self.count)
+        fn = self.fn
+        assert fn is not None, "run() needs a compaction function (Session.compact checks)"
         try:
-            outcome = call_with_timeout(self.timeout, self.fn, history, context)
+            outcome = call_with_timeout(self.timeout, fn, history, context)
         except Exception as error:
             raise CompactionError(f"compaction function failed: {error}") from error
         return compact_result(outcome)
@@ -104,10 +107,11 @@ class CompactionRunner:
     ) -> None:
         """Compact the branch of ``leaf_id`` when its estimate plus ``prompt_tokens()`` is over
         the threshold. A failure goes to the error handler (or the log), never to the caller."""
-        if not self.automatic or self.estimate is None:
+        threshold = self.threshold
+        if threshold is None or not self.automatic or self.estimate is None:
             return
         try:
-            if self.estimate[1] + prompt_tokens() <= self.threshold:
+            if self.estimate[1] + prompt_tokens() <= threshold:
                 return
             if compact(leaf_id) is None and not self._warned_noop:
                 self._warned_noop = True
@@ -135,14 +139,14 @@ def compact_result(outcome: Any) -> CompactResult | None:
     if outcome is None:
         return None
     if isinstance(outcome, Mapping):
-        get = outcome.get
+        get: Callable[..., Any] = outcome.get  # values of any type: checked below
         outcome = CompactResult(
             get("summary"), get("from_message_id", get("fromMessageId")), get("to_message_id", get("toMessageId"))
         )
     summary = getattr(outcome, "summary", None)
     start = getattr(outcome, "from_message_id", None)
     end = getattr(outcome, "to_message_id", None)
-    if not all(isinstance(value, str) for value in (summary, start, end)):
+    if not (isinstance(summary, str) and isinstance(start, str) and isinstance(end, str)):
         raise CompactionError(f"a compaction function must return a CompactResult or None, not {outcome!r}")
     if not summary.strip():
         return None

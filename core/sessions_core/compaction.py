@@ -352,12 +352,14 @@ def _render_tool(part: _ToolPart) -> str:
 
 
 def _stub_result(call_part: _ToolPart) -> SessionMessage:
+    call_id = call_part.tool_call_id
+    assert call_id is not None  # a call among the ids _ids found
     return SessionMessage(
-        id=f"stub-{call_part.tool_call_id}",
+        id=f"stub-{call_id}",
         role="tool",
         parts=[
             ToolResultPart(
-                tool_call_id=call_part.tool_call_id,
+                tool_call_id=call_id,
                 tool_name=_tool_name(call_part),
                 output=STUB_RESULT_TEXT,
             )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ._async import call
-from .errors import ContextError
+from .errors import ContextError, InvalidInputError
 from .text import check_text
 from .tokens import _JS_WORD, estimate_tokens
 
@@ -70,9 +70,9 @@ class ContextConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.label, str) or not self.label:
-            raise ValueError("a context block needs a non-empty string label")
+            raise InvalidInputError("a context block needs a non-empty string label")
         if self.keep_versions is not None and (type(self.keep_versions) is not int or self.keep_versions < 1):
-            raise ValueError(f'keep_versions of block "{self.label}" must be a positive integer or None')
+            raise InvalidInputError(f'keep_versions of block "{self.label}" must be a positive integer or None')
         check_text(self.label, "block label")
         check_text(self.description, f'the description of block "{self.label}"')
         if self.provider is not None and not _has(self.provider, "get"):

@@ -70,7 +70,10 @@ def mirror(
             current = get()
             last = current[-1] if current else None
             extends = (last.id if last else None) == event.parent_id
-            newest = last is None or (event.message.created_at or last.created_at) >= last.created_at
+            # A last message without a time (not read from the store) cannot be ordered: read again.
+            newest = last is None or (
+                last.created_at is not None and (event.message.created_at or last.created_at) >= last.created_at
+            )
             if extends and newest:
                 set([*current, event.message])
                 return

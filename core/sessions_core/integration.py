@@ -14,14 +14,15 @@ framework-neutral and behaves the same for every adapter:
 - stores: ``store_url`` (where a store is, to reopen it elsewhere; never with a password);
 - tools: ``tool_args_model`` (a tool's JSON Schema as a pydantic model);
 - compaction: ``Summarizer`` (a summariser with a sync and a native async form);
-- message parts: ``is_tool_ui_type`` (AI SDK UI tool parts);
+- message parts: ``is_tool_ui_type`` (AI SDK UI tool parts) and ``file_data_text`` (a file
+  part's inline data as text: bytes base64-encoded);
 - semantic recall: ``metadata_matches`` (a vector search filter applied in Python) and
   ``synonym_embedding`` (the offline test embedding the adapters wrap).
 """
 
 from ._async import async_twin, prefer_async, run_in_thread
 from .branching import ensure_session, raw_history, set_active_history, soft_reset
-from .messages import is_marker, is_tool_ui_type
+from .messages import file_data_text, is_marker, is_tool_ui_type
 from .overlays import is_summary_id, plan_overlays, summary_id
 from .reads import summary_message
 from .schemas import tool_args_model
@@ -37,6 +38,7 @@ __all__ = [
     "async_twin",
     "count_message_tokens",
     "ensure_session",
+    "file_data_text",
     "is_marker",
     "is_summary_id",
     "is_tool_ui_type",

@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import threading
 import uuid
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from ._async import io
+from ._async import io, run_in_thread
 from ._time import from_us, now_us
 from .autocompact import TokenCounter
 from .compaction import CompactResult
+from .errors import InvalidInputError
 from .feed import ChangeFeed
 from .messages import MessageInput, SessionMessage, TextPart, parse_message
-from .models import Compaction, SearchResult, SessionEvent
+from .models import Compaction, SearchResults, SessionEvent
 from .searching import Scope, search_messages, tool_hits
 from .semantic import RecallOwner, SemanticRecall
 from .session import Session
@@ -47,9 +49,7 @@ class SessionInfo:
     updated_at: datetime
 
 
-def _info(row: SessionRow | None) -> SessionInfo | None:
-    if row is None:
-        return None
+def _info(row: SessionRow) -> SessionInfo:
     return SessionInfo(
         row.id,
         row.name,
@@ -72,7 +72,7 @@ class _SearchableHistory:
         self._manager = manager
 
     def get(self) -> str | None:
-        count = len(self._manager.list())
+        count = len(self._manager.list_sessions())
         if not count:
             return None
         return f"{count} session{'' if count == 1 else 's'} available for search."
@@ -107,9 +107,9 @@ class SessionManager(RecallOwner, StoreOwner):
         if isinstance(cache_size, bool) or not isinstance(cache_size, int):
             raise TypeError("cache_size must be an int")
         if cache_size < 1:
-            raise ValueError("cache_size must be at least 1")
+            raise InvalidInputError("cache_size must be at least 1")
         if not isinstance(namespace, str) or ":" in namespace:
-            raise ValueError("namespace must be a string without ':'")
+            raise InvalidInputError("namespace must be a string without ':'")
         check_text(namespace, "namespace")
         super().__init__(store)
         self.namespace = namespace
@@ -184,7 +184,7 @@ class SessionManager(RecallOwner, StoreOwner):
         sessions registered before are queued too, on the next drain."""
         recall = index if isinstance(index, SemanticRecall) else SemanticRecall(index, **options)
         if options and recall is index:
-            raise TypeError("options configure a new SemanticRecall; pass them when creating the shared one")
+            raise InvalidInputError("options configure a new SemanticRecall; pass them when creating the shared one")
         self._recall = recall.attach(self.store)
         self._configure(lambda s: s.with_semantic_recall(recall))
         recall.turn_on(self)
@@ -251,12 +251,23 @@ class SessionManager(RecallOwner, StoreOwner):
     @io
     def get(self, session_id: str) -> SessionInfo | None:
         """The registry entry of a session, or ``None`` (``get_session`` gives its ``Session``)."""
-        return _info(self.store.get_session_row(self.namespace, check_text(session_id, "session_id")))
+        row = self.store.get_session_row(self.namespace, check_text(session_id, "session_id"))
+        return None if row is None else _info(row)
 
     @io
-    def list(self) -> list[SessionInfo]:
+    def list_sessions(self) -> list[SessionInfo]:
         """Every session of this manager, most recently updated first."""
         return [_info(row) for row in self.store.list_session_rows(self.namespace)]
+
+    def list(self) -> list[SessionInfo]:
+        """Deprecated alias of :meth:`list_sessions` (the name shadows the builtin ``list``)."""
+        warnings.warn("SessionManager.list() is deprecated; use list_sessions()", DeprecationWarning, stacklevel=2)
+        return self.list_sessions()
+
+    async def alist(self) -> list[SessionInfo]:
+        """Deprecated alias of :meth:`alist_sessions` (its async twin)."""
+        warnings.warn("SessionManager.alist() is deprecated; use alist_sessions()", DeprecationWarning, stacklevel=2)
+        return await run_in_thread(self.list_sessions)
 
     @io
     def rename(self, session_id: str, name: str) -> SessionInfo | None:
@@ -428,7 +439,7 @@ class SessionManager(RecallOwner, StoreOwner):
     # -- search and tools ------------------------------------------------------------------
 
     @io
-    def search(self, query: str, *, limit: int = 20, mode: str = "text", match: str = "any") -> list[SearchResult]:
+    def search(self, query: str, *, limit: int = 20, mode: str = "text", match: str = "any") -> SearchResults:
         """Messages of every session of this manager matching ``query``, best first, each once
         and naming its session: ``mode`` as in ``Session.search`` (``"semantic"`` and
         ``"hybrid"`` with ``with_semantic_recall``)."""
@@ -450,7 +461,7 @@ class SessionManager(RecallOwner, StoreOwner):
     def rebuild_recall(self) -> int:
         """Send every session of this manager to the index again; the number queued."""
         recall = self._require_recall()
-        ids = [self.storage_id(info.id) for info in self.list()]
+        ids = [self.storage_id(info.id) for info in self.list_sessions()]
         for storage_id in ids:
             recall.enable(storage_id)
         queued = recall.store.recall_rebuild(ids)

@@ -29,7 +29,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from ._time import EPOCH
-from .errors import MessageValidationError
+from .errors import InvalidInputError, MessageValidationError
 from .text import lone_surrogate, surrogate_problem
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -98,13 +98,19 @@ class FilePart(_PartBase):
 
     @field_serializer("data", when_used="json")
     def _standard_base64(self, data: str | bytes | None) -> str | None:
-        return base64.b64encode(data).decode("ascii") if isinstance(data, bytes) else data
+        return file_data_text(data)
 
     @model_validator(mode="after")
     def _data_or_url(self) -> FilePart:
         if self.data is None and self.url is None:
-            raise ValueError("a file part needs 'data' or 'url'")
+            raise InvalidInputError("a file part needs 'data' or 'url'")  # pydantic reports it as a ValueError
         return self
+
+
+def file_data_text(data: str | bytes | None) -> str | None:
+    """A file part's inline ``data`` as text, as its JSON holds it: bytes base64-encoded, a
+    string (base64 or a data URL) as it is."""
+    return base64.b64encode(data).decode("ascii") if isinstance(data, bytes) else data
 
 
 class ToolUIPart(_PartBase):
@@ -402,6 +408,7 @@ def message_from_storage(content: str, created_at_us: int) -> SessionMessage | N
             return None
     # What ``message.created_at = from_us(created_at_us)`` does, without pydantic's
     # ``__setattr__`` and two calls (together half the per-row cost beyond parsing).
-    message.__dict__["created_at"] = EPOCH + timedelta(0, 0, created_at_us)
+    # vars(): pyright takes a model's __dict__ for a read-only mapping (pyright issue 11548).
+    vars(message)["created_at"] = EPOCH + timedelta(0, 0, created_at_us)
     message.__pydantic_fields_set__.add("created_at")
     return message

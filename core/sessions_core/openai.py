@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ._async import run_in_thread
+from .errors import CompactionError, InvalidInputError
 from .messages import (
     FilePart,
     ReasoningPart,
@@ -24,6 +25,7 @@ from .messages import (
     ToolCallPart,
     ToolResultPart,
     ToolUIPart,
+    file_data_text,
 )
 from .tokens import compact_json
 
@@ -40,13 +42,22 @@ def _output_text(output: Any) -> str:
     return output if isinstance(output, str) else compact_json(output)
 
 
+def _data_url(media_type: str, data: str | bytes | None) -> str:
+    """A file part's inline ``data`` as a data URL: raw bytes base64-encoded (as the part's JSON
+    holds them), base64 text prefixed, a data URL as it is."""
+    text = file_data_text(data)
+    if text is None:  # a part without ``url`` has ``data`` (FilePart checks)
+        raise InvalidInputError("a file part needs 'data' or 'url'")
+    return text if text.startswith("data:") else f"data:{media_type};base64,{text}"
+
+
 def _user_content(message: SessionMessage) -> str | list[dict[str, Any]]:
     files = [p for p in message.parts if isinstance(p, FilePart) and p.media_type.startswith("image/")]
     if not files:
         return message.text
     content: list[dict[str, Any]] = [{"type": "text", "text": p.text} for p in message.parts if isinstance(p, TextPart)]
     for part in files:
-        url = part.url or (part.data if part.data.startswith("data:") else f"data:{part.media_type};base64,{part.data}")
+        url = part.url or _data_url(part.media_type, part.data)
         content.append({"type": "image_url", "image_url": {"url": url}})
     return content
 
@@ -188,7 +199,7 @@ def openai_summarizer(
     def text(response: Any) -> str:
         content = response.choices[0].message.content
         if not isinstance(content, str):
-            raise ValueError("the summariser model returned no text")
+            raise CompactionError("the summariser model returned no text")
         return content
 
     # ``AsyncOpenAI``'s ``create`` is a plain wrapper (argument checks) around an ``async def``.

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._time import from_us
+from .errors import ConflictError
 from .provenance import write_source
 from .searching import search_entries
 from .semantic import SemanticRecall
@@ -71,7 +72,7 @@ class _StoreBound:
 
     def _where(self) -> tuple[Store, str, str]:
         if self.store is None or self.label is None:
-            raise RuntimeError(f"{type(self).__name__} is not bound to a store and label")
+            raise ConflictError(f"{type(self).__name__} is not bound to a store and label")
         return self.store, self.session_id, self.label
 
     def __repr__(self) -> str:

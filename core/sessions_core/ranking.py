@@ -27,7 +27,9 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
+from .errors import InvalidInputError
 from .fts import Alternative, Unit, query_units
 from .stopwords import LANGUAGES
 
@@ -67,7 +69,7 @@ Terms = Callable[[Sequence[int]], dict[int, list[str]]]
 
 def check_match(match: str) -> None:
     if match not in MATCHES:
-        raise ValueError(f"match must be one of {', '.join(map(repr, MATCHES))}, not {match!r}")
+        raise InvalidInputError(f"match must be one of {', '.join(map(repr, MATCHES))}, not {match!r}")
 
 
 def query_language(words: Sequence[str]) -> str | None:
@@ -118,7 +120,8 @@ def rank(units: tuple[Unit, ...], limit: int, postings: Postings, terms: Terms, 
     if not candidates:  # every word is frequent: rank their newest matches
         everything = tuple(a for word in words for a in word.alternatives)
         candidates = set(postings([everything], max(RESCORED, limit), False)[0])
-    known: Counter[int] = Counter()  # the rarity of the words known to match a row
+    # the rarity of the words known to match a row (float sums: typeshed's Counter counts ints)
+    known = cast("dict[int, float]", Counter())
     known_count: Counter[int] = Counter()
     for word in words:
         for row in word.postings[:POSTINGS]:

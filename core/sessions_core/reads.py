@@ -16,11 +16,20 @@ from typing import Any, NamedTuple
 
 from ._async import run_in_thread
 from ._time import from_us
-from .attachments import BLOB_PREFIX, restore_blobs
+from .attachments import BLOB_PREFIX, INLINE_PREFIX, restore_payloads
 from .messages import COMPACTION_ID_PREFIX, SessionMessage, TextPart, is_marker, message_from_storage
 from .models import Compaction, RecentHistory, SearchResult
 from .overlays import Anchored, Segment, overlay_ending_at, plan_overlays
-from .stores.base import CompactionRow, MessageRow, OverlayRow, PathEntry, Store, StoredContent
+from .stores.base import (
+    BlobStore,
+    CompactionRow,
+    MessageRow,
+    OverlayRow,
+    PathEntry,
+    Store,
+    StoredContent,
+    supports,
+)
 
 MessageCounter = Callable[[list[SessionMessage]], int]
 
@@ -54,6 +63,8 @@ def gc_paused() -> Iterator[None]:
     which ``gc.unfreeze()`` would release.
     """
     global _host_thresholds
+    host: tuple[int, ...] = ()  # both set when this read starts the pause
+    paused: tuple[int, ...] = ()
     with _pause_lock:
         starts = _host_thresholds is None and gc.isenabled()
         if starts:
@@ -107,8 +118,9 @@ def summary_message(overlay: Any) -> SessionMessage:
 
 
 def restore(store: Store, messages: list[SessionMessage]) -> list[SessionMessage]:
-    """Put inline file payloads back (one store read per call, none without payloads)."""
-    return restore_blobs(messages, store.get_blobs)
+    """Put file payloads back as written (one store read per call, none without payloads; a
+    store without ``BlobStore`` keeps them in the message JSON)."""
+    return restore_payloads(messages, store.get_blobs if supports(store, BlobStore) else None)
 
 
 def restore_some(store: Store, messages: list[SessionMessage], positions: list[int]) -> list[SessionMessage]:
@@ -224,7 +236,7 @@ def parse_rows(
             continue
         if hide_markers and message.role == "system" and is_marker(message):
             continue
-        if BLOB_PREFIX in content:
+        if BLOB_PREFIX in content or INLINE_PREFIX in content:
             with_references.append(len(messages))
         messages.append(message)
     return messages, with_references
@@ -363,7 +375,7 @@ def recent_history(
     ``min_recent_messages`` messages, always the leaf), overlays applied within it."""
     leaf = leaf_or_latest(store, session_id, leaf_id)
     totals = store.path_totals(session_id, leaf) if leaf else None
-    if totals is None:
+    if not leaf or totals is None:
         return RecentHistory([], False, 0)
     window = store.path_tail(session_id, leaf, max(0, int(max_bytes)), max(1, int(min_recent_messages)))
     read_plan = ReadPlan.of_entries(window, store.get_compactions(session_id), store.fetch_chunk_rows)

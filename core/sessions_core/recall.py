@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from .errors import InvalidInputError
+
 SEARCH_MODES = ("text", "semantic", "hybrid")
 
 MESSAGE = "message"
@@ -64,9 +66,9 @@ class VectorIndex(Protocol):
 def check_mode(mode: str, recall_on: bool) -> str:
     """``mode`` if it is a search mode this session can run (``"text"`` only without recall)."""
     if mode not in SEARCH_MODES:
-        raise ValueError(f"mode must be one of {', '.join(map(repr, SEARCH_MODES))}, not {mode!r}")
+        raise InvalidInputError(f"mode must be one of {', '.join(map(repr, SEARCH_MODES))}, not {mode!r}")
     if mode != "text" and not recall_on:
-        raise ValueError(f"mode={mode!r} needs semantic recall: call with_semantic_recall(index) first")
+        raise InvalidInputError(f"mode={mode!r} needs semantic recall: call with_semantic_recall(index) first")
     return mode
 
 

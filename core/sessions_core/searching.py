@@ -21,7 +21,7 @@ from .models import SearchResult, SearchResults
 from .ranking import check_match
 from .recall import ENTRY, MESSAGE, check_mode, fuse, split_entry_ref
 from .semantic import SemanticRecall, source_text
-from .stores.base import MessageRow, Store
+from .stores.base import MessageRow, Store, recall_store
 from .tools import CONTEXT_CHARS, HitTurn, ToolHit, shorten
 
 logger = logging.getLogger("sessions_core.searching")
@@ -70,10 +70,11 @@ def search_messages(
     refs: dict[str, list[str]] = defaultdict(list)
     for hit in hits:
         refs[hit.session_id].append(hit.ref)
+    outbox = recall_store(store)  # recall was attached to this store, so it keeps the outbox
     sources = {
         (session_id, ref): source
         for session_id, wanted in refs.items()
-        for ref, source in store.recall_sources(session_id, MESSAGE, wanted).items()
+        for ref, source in outbox.recall_sources(session_id, MESSAGE, wanted).items()
     }
     semantic = [
         SearchResult(
@@ -107,7 +108,7 @@ def search_entries(
     except RecallError as error:
         logger.warning("searching block %r: %s; returning the full-text matches only", label, error)
         return text
-    found = store.recall_sources(session_id, ENTRY, [hit.ref for hit in hits])
+    found = recall_store(store).recall_sources(session_id, ENTRY, [hit.ref for hit in hits])
     semantic = [(split_entry_ref(ref)[1], found[ref].content) for ref in (hit.ref for hit in hits) if ref in found]
     contents = dict(semantic) | dict(text)
     return [(key, contents[key]) for key in fuse([[k for k, _ in text], [k for k, _ in semantic]], limit)]
@@ -155,6 +156,8 @@ def hit_neighbours(store: Store, results: Sequence[SearchResult], scope: Scope) 
             parent = store.get_message(storage_id, row.parent_id) if row is not None and row.parent_id else None
             neighbour = parent if parent is not None and parent.role == "user" else None
             relation = "asked"
+        else:
+            continue
         if neighbour is None or (result.session_id, neighbour.id) in found:
             continue
         message = message_from_storage(neighbour.content, neighbour.created_at_us)

@@ -23,7 +23,7 @@ from typing import Any
 
 from ._async import AsyncTwins, caller_loop, io, resolve
 from ._time import now_us
-from .errors import RecallError, SessionsError
+from .errors import ConflictError, InvalidInputError, RecallError, SessionsError
 from .messages import COMPACTION_ID_PREFIX, message_from_storage, recall_text
 from .recall import ENTRY, MESSAGE, SESSION, VectorHit, VectorIndex, chunk_text, digest, split_entry_ref, vector_id
 from .stores.base import OutboxRow, RecallBacklog, RecallSource, RecallStore, Store, VectorRow, recall_store
@@ -127,7 +127,7 @@ class SemanticRecall:
         if missing:
             raise TypeError(f"index must have add, delete and search (a VectorIndex); {index!r} lacks {missing}")
         if chunk_chars <= chunk_overlap or chunk_overlap < 0:
-            raise ValueError("chunk_chars must be larger than chunk_overlap, which must be >= 0")
+            raise InvalidInputError("chunk_chars must be larger than chunk_overlap, which must be >= 0")
         self.index = index
         self.chunk_chars = chunk_chars
         self.chunk_overlap = chunk_overlap
@@ -156,18 +156,19 @@ class SemanticRecall:
     # -- wiring ----------------------------------------------------------------------------
 
     def attach(self, store: Store) -> SemanticRecall:
-        """Serve ``store`` (one store per object: a second one raises ``ValueError``)."""
+        """Serve ``store`` (one store per object: a second one raises ``ConflictError``, a
+        ``ValueError``)."""
         checked = recall_store(store)
         with self._lock:
             if self._store is not None and self._store is not checked:
-                raise ValueError("this SemanticRecall already serves another store; create one per store")
+                raise ConflictError("this SemanticRecall already serves another store; create one per store")
             self._store = checked
         return self
 
     @property
     def store(self) -> RecallStore:
         if self._store is None:
-            raise RuntimeError("SemanticRecall is not attached to a store (with_semantic_recall attaches it)")
+            raise ConflictError("SemanticRecall is not attached to a store (with_semantic_recall attaches it)")
         return self._store
 
     def enable(self, session_id: str) -> None:

@@ -12,28 +12,31 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import reads
 from ._async import io
 from ._time import from_us, now_us, to_us
-from .attachments import extract_blobs
+from .attachments import extract_blobs, inline_payloads
 from .autocompact import CompactionRunner, TokenCounter, store_overlay
 from .compaction import CompactResult
-from .context import ContextBlock, ContextBlocks, ContextConfig, render_system_prompt
-from .errors import ContextError, MessageTooLargeError, MessageValidationError, SessionsError
+from .context import ContextBlock, ContextBlocks, ContextConfig, is_search_provider, render_system_prompt
+from .errors import ContextError, InvalidInputError, MessageTooLargeError, MessageValidationError, SessionsError
 from .feed import ChangeFeed, mirror
 from .messages import COMPACTION_ID_PREFIX, MessageInput, SessionMessage, parse_message, storage_json, text_content
-from .models import AppendResult, Compaction, ContextVersion, RecentHistory, SearchResult, SessionEvent
+from .models import AppendResult, Compaction, ContextVersion, RecentHistory, SearchResults, SessionEvent
 from .providers import StorePromptCache
 from .reads import summary_message
 from .searching import Scope, search_messages
 from .semantic import RecallOwner, SemanticRecall
 from .session_blocks import SessionBlocks
 from .store_owner import StoreOwner, open_store
-from .stores.base import LATEST, CompactionRow, Inserted, MessageRecord, _Latest
+from .stores.base import LATEST, BlobStore, CompactionRow, Inserted, MessageRecord, _Latest, supports
 from .text import check_text
 from .tools import Tool, context_tools
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 # ``open_store``, ``StoreOwner``, ``TokenCounter`` and ``summary_message`` were defined here before the split.
 __all__ = ["Session", "StoreOwner", "TokenCounter", "open_store", "summary_message"]
@@ -55,6 +58,7 @@ class Session(RecallOwner, StoreOwner):
         max_message_bytes: int | None = None,
     ) -> None:
         super().__init__(store)
+        self._keeps_blobs = supports(self.store, BlobStore)
         self.session_id = ""
         self.reserved_metadata_keys = frozenset(reserved_metadata_keys)
         self.max_message_bytes = max_message_bytes
@@ -64,8 +68,10 @@ class Session(RecallOwner, StoreOwner):
         self._edit_tool = False
         self._recall: SemanticRecall | None = None
 
-    create = classmethod(lambda cls, store=":memory:", **options: cls(store, **options))
-    create.__doc__ = "The constructor under the reference's name: ``Session.create(store)``."
+    @classmethod
+    def create(cls, store: Any = ":memory:", **options: Any) -> Self:
+        """The constructor under the reference's name: ``Session.create(store)``."""
+        return cls(store, **options)
 
     def __repr__(self) -> str:
         return f"Session({self.store!r}, session_id={self.session_id!r})"
@@ -126,7 +132,7 @@ class Session(RecallOwner, StoreOwner):
         now, or ``drain_recall``'s), with no need for another write first."""
         recall = index if isinstance(index, SemanticRecall) else SemanticRecall(index, **options)
         if options and recall is index:
-            raise TypeError("options configure a new SemanticRecall; pass them when creating the shared one")
+            raise InvalidInputError("options configure a new SemanticRecall; pass them when creating the shared one")
         self._recall = recall.attach(self.store)
         self._blocks.reset()
         recall.turn_on(self)
@@ -333,7 +339,7 @@ class Session(RecallOwner, StoreOwner):
         return parsed
 
     def _record(self, message: SessionMessage, created_at_us: int) -> MessageRecord:
-        stored, blobs = extract_blobs(message)
+        stored, blobs = extract_blobs(message) if self._keeps_blobs else (inline_payloads(message), ())
         return MessageRecord(
             id=message.id,
             role=message.role,
@@ -400,7 +406,7 @@ class Session(RecallOwner, StoreOwner):
         return reads.recent_history(self.store, self.session_id, max_bytes, leaf_id, min_recent_messages)
 
     @io
-    def search(self, query: str, *, limit: int = 20, mode: str = "text", match: str = "any") -> list[SearchResult]:
+    def search(self, query: str, *, limit: int = 20, mode: str = "text", match: str = "any") -> SearchResults:
         """Messages of this session (every branch) matching ``query``, best first, each once.
 
         ``mode="text"``: by words. ``match="any"`` (the default) finds messages containing any
@@ -460,7 +466,8 @@ class Session(RecallOwner, StoreOwner):
             result = runner.run(history)
             if result is None:
                 return None
-            row, from_id = store_overlay(self.store, self.session_id, leaf, history, result)
+            # No leaf: the history is empty, so store_overlay rejects any range before it reads a path.
+            row, from_id = store_overlay(self.store, self.session_id, leaf or "", history, result)
             runner.forget()
             if row is None:
                 return None
@@ -548,10 +555,9 @@ class Session(RecallOwner, StoreOwner):
                 f'Block "{label}"' + (f' entry "{key}"' if key is not None else "") + f" has no version {version}"
             )
         blocks = self._blocks.get()
-        block = blocks.get_block(label)
         if key is None:
             blocks.set_block(label, found.content)
-        elif block is not None and block.is_searchable:
+        elif is_search_provider(self._provider_of(label)):  # the provider: the blocks may not be loaded yet
             blocks.set_search_entry(label, key, found.content)
         else:
             blocks.set_skill(label, key, found.content)

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .errors import InvalidInputError
+
 SKILL_FILE = "SKILL.md"
 _NOT_SKILLS = {"skill.md", "readme.md"}  # files at the root that describe the collection
 _UNSAFE_KEY = re.compile(r"[/\\\x00:]")
@@ -170,6 +172,8 @@ class FileSkillProvider:
     :class:`WritableFileSkillProvider`.
     """
 
+    _files: _LocalFiles | _FsspecFiles
+
     def __new__(
         cls, path_or_url: str | os.PathLike[str], *, keys: Iterable[str] | None = None, writable: bool | None = None
     ) -> FileSkillProvider:
@@ -181,7 +185,7 @@ class FileSkillProvider:
             writable = True
         elif writable is None:
             writable = files.writable()
-        self = super().__new__(WritableFileSkillProvider if writable else FileSkillProvider)
+        self = object.__new__(WritableFileSkillProvider if writable else FileSkillProvider)
         self._files = files
         return self
 
@@ -238,7 +242,7 @@ class WritableFileSkillProvider(FileSkillProvider):
         matter (``name``, ``description``) is added when a description is given and the content
         has none of its own. Not restricted by the ``keys`` allowlist."""
         if not _safe_key(key):
-            raise ValueError(f"invalid skill key {key!r}")
+            raise InvalidInputError(f"invalid skill key {key!r}")
         description = " ".join((description or "").split())
         if description and not parse_front_matter(content)[0]:
             content = f"---\nname: {_yaml_scalar(key)}\ndescription: {_yaml_scalar(description)}\n---\n\n{content}"

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._async import AsyncTwins, io, run_in_thread
 from .stores.base import Store
 from .stores.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from .stores.postgres import PostgresStore
 
 
 def open_store(store: Any) -> tuple[Store, bool]:
@@ -72,6 +75,8 @@ def store_url(store: Store) -> str | None:
     if isinstance(store, SqliteStore):
         return store.url
     postgres = sys.modules.get("sessions_core.stores.postgres")  # not loaded: no PostgresStore exists
-    if postgres is not None and isinstance(store, postgres.PostgresStore):
-        return store.url
+    if postgres is not None:
+        postgres_store: type[PostgresStore] = postgres.PostgresStore
+        if isinstance(store, postgres_store):
+            return store.url
     return None

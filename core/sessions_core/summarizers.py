@@ -13,6 +13,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 
 from ._async import prefers_async, run_in_thread
+from .errors import InvalidInputError
 
 __all__ = ["Summarizer"]
 
@@ -31,7 +32,7 @@ class Summarizer:
         asynchronous: Callable[[str], Awaitable[str]] | None = None,
     ) -> None:
         if sync is None and asynchronous is None:
-            raise TypeError("a Summarizer needs a sync or an async function")
+            raise InvalidInputError("a Summarizer needs a sync or an async function")
         if asynchronous is not None and not inspect.iscoroutinefunction(asynchronous):
             raise TypeError("the async form of a Summarizer must be an async def")
         self._sync = sync

@@ -78,6 +78,7 @@ def synonym_embedding(text: str, *, dimensions: int = DIMENSIONS, groups: Iterab
     out. Equal inputs give equal vectors, in every process."""
     table = _concepts(tuple(tuple(group) for group in groups))
     vector = [0.0] * dimensions
+    word: str  # what findall gives for a pattern without groups
     for word in _WORD.findall(text.lower()):
         if word in STOPWORDS:
             continue

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .errors import InvalidInputError
 from .messages import MessageInput, ReasoningPart, SessionMessage, TextPart, is_tool_ui_type, parse_message
 
 CHARS_PER_TOKEN = 4
@@ -165,4 +166,4 @@ def _load_encoding(tiktoken: Any, name: str) -> Any:
             return tiktoken.get_encoding(candidate)
         except Exception as error:  # unknown name, or no network to download it
             errors.append(f"{candidate}: {error}")
-    raise ValueError(f"no tiktoken encoding for {name!r} ({'; '.join(errors)})")
+    raise InvalidInputError(f"no tiktoken encoding for {name!r} ({'; '.join(errors)})")

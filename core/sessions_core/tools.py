@@ -255,7 +255,7 @@ def _set_context(blocks: ContextBlocks, writable: list[ContextBlock]) -> Tool:
         if block is None:
             return f'Error: block "{label}" not found'
         if block.is_skill or block.is_searchable:
-            metadata = args.get("metadata") if isinstance(args.get("metadata"), dict) else {}
+            metadata = given if isinstance(given := args.get("metadata"), dict) else {}
             title, summary = metadata.get("title"), metadata.get("description")
             key = context_entry_key(title, content)
             if block.is_skill:
@@ -297,7 +297,7 @@ def _edit_context(blocks: ContextBlocks, writable: list[ContextBlock]) -> Tool:
     )
 
     def run(args: dict[str, Any]) -> str:
-        label, old, new, key = args["label"], args["old_text"], args["new_text"], args.get("key")
+        label, old, new, key = args["label"], args["old_text"], args["new_text"], args.get("key", "")
         block = blocks.get_block(label)
         if block is None:
             return f'Error: block "{label}" not found'

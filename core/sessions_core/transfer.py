@@ -19,10 +19,19 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ._time import from_us
-from .attachments import BLOB_PREFIX, restore_blobs
-from .errors import InvalidRecordError, MessageValidationError, SessionNotFoundError
+from .attachments import BLOB_PREFIX, INLINE_PREFIX, restore_payloads
+from .errors import InvalidInputError, InvalidRecordError, MessageValidationError, SessionNotFoundError
 from .messages import FilePart, parse_message
-from .stores.base import InspectableStore, MessageRow, SessionRow, SessionSummary, Store, inspectable
+from .stores.base import (
+    BlobStore,
+    InspectableStore,
+    MessageRow,
+    SessionRow,
+    SessionSummary,
+    Store,
+    inspectable,
+    supports,
+)
 from .transfer_records import (
     EXPORT_FORMAT,
     PAGE_ROWS,
@@ -174,8 +183,10 @@ def _message_records(
             try:
                 data = json.loads(current.content)
                 message = parse_message(data)
-                if BLOB_PREFIX in current.content:  # put payloads back (bytes are exported as base64)
-                    message = restore_blobs([message], store.get_blobs)[0]
+                if BLOB_PREFIX in current.content or INLINE_PREFIX in current.content:
+                    # put payloads back (bytes are exported as base64)
+                    fetch = store.get_blobs if supports(store, BlobStore) else None
+                    message = restore_payloads([message], fetch)[0]
                     data = message.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"created_at"})
             except (ValueError, MessageValidationError):
                 dropped[current.id] = parent
@@ -302,7 +313,7 @@ def import_into_new(
 
 def _check_arguments(records: Any, into: str | None) -> None:
     if into is not None and not into:
-        raise ValueError("into must be a non-empty session id")
+        raise InvalidInputError("into must be a non-empty session id")
     if isinstance(records, (str, bytes)):
         raise TypeError("records must be an iterable of records or lines, not one string (split it into lines)")
 

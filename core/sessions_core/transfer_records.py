@@ -176,7 +176,7 @@ class RecordChecker:
             record.message_id = data["message"]["id"]
             record.created_at = parse_time(data["created_at"], "'created_at'")
             return
-        message = parse_message(data.get("message")) if isinstance(data.get("message"), dict) else None
+        message = parse_message(given) if isinstance(given := data.get("message"), dict) else None
         if message is None:
             raise InvalidRecord("'message' must be a message object")
         ident = _string(data, "id", optional=True)

@@ -19,8 +19,8 @@ _READER = textwrap.dedent(
     from sessions_core import SessionManager, StoreSearchContext
     m = SessionManager(sys.argv[1], namespace="team")
     m.with_context("memory").with_context("notes", provider=StoreSearchContext()).with_cached_prompt()
-    out = {"sessions": [], "other_namespace": len(SessionManager(sys.argv[1]).list())}
-    for info in m.list():
+    out = {"sessions": [], "other_namespace": len(SessionManager(sys.argv[1]).list_sessions())}
+    for info in m.list_sessions():
         s = m.get_session(info.id)
         out["sessions"].append({
             "info": [info.id, info.name, info.parent_session_id, info.model, info.source, info.input_tokens,
@@ -32,7 +32,7 @@ _READER = textwrap.dedent(
             "prompt": s.freeze_system_prompt(),
         })
     out["search"] = sorted([h.session_id, h.id] for h in m.search("walrus"))
-    first = m.list()[-1].id
+    first = m.list_sessions()[-1].id
     m.append(first, {"id": "from-child", "role": "user", "parts": [{"type": "text", "text": "child process"}]})
     m.add_usage(first, 1, 1, 0.5)
     print(json.dumps(out))
@@ -48,7 +48,7 @@ def test_another_process_sees_every_session_block_and_counter(tmp_path, drive):
         m = drive(SessionManager(store, namespace="team"))
         a, prompt = _populate(m)
         mine = []
-        for info in m.list():
+        for info in m.list_sessions():
             s = m.get_session(info.id)
             mine.append(
                 {
@@ -81,6 +81,6 @@ def test_another_process_sees_every_session_block_and_counter(tmp_path, drive):
         # ... and this process sees what the child wrote.
         assert ids(m.get_history(a))[-1] == "from-child"
         assert m.get(a).input_tokens == 101 and m.get(a).estimated_cost == pytest.approx(1.75)
-        assert m.list()[0].id == a
+        assert m.list_sessions()[0].id == a
     finally:
         store.close()

@@ -27,7 +27,7 @@ from langchain_sessions import (
     to_session_messages,
 )
 from langchain_sessions.conversion import source_id
-from sessions_core import Session, SessionMessage
+from sessions_core import FilePart, Session, SessionMessage, TextPart
 from sessions_core._time import now_us
 from sessions_core.messages import message_from_storage, storage_json
 
@@ -282,3 +282,9 @@ def test_dicts_are_accepted():
     assert to_langchain_message({"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]}) == HumanMessage(
         "hi", id="u"
     )
+
+
+def test_a_file_part_given_as_bytes_becomes_a_base64_block():
+    image = FilePart(media_type="image/png", data=b"\x89PNG")
+    message = to_langchain_message(SessionMessage(id="u", role="user", parts=[TextPart(text="see"), image]))
+    assert message.content[1] == {"type": "image", "mime_type": "image/png", "base64": "iVBORw=="}

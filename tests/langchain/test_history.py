@@ -14,7 +14,7 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
 from langchain_sessions import SessionChatMessageHistory
-from sessions_core import Session, SessionManager
+from sessions_core import InvalidInputError, Session, SessionManager
 
 from .helpers import ScriptedChatModel
 
@@ -43,7 +43,7 @@ def test_is_a_chat_message_history_without_deprecation_warning():
         warnings.simplefilter("error")
         history = SessionChatMessageHistory(Session(":memory:").for_session("s"))
     assert isinstance(history, BaseChatMessageHistory)
-    with pytest.raises(TypeError):
+    with pytest.raises(InvalidInputError, match="pass session_id="):  # a path alone: which session?
         SessionChatMessageHistory("s")  # type: ignore[arg-type]
 
 
@@ -88,13 +88,15 @@ def test_ids_are_given_and_stored_ids_skipped():
     question = HumanMessage("q")
     answer = AIMessage("a", id="ai-1")
     history.add_messages([question, answer])
-    assert question.id  # given on the message itself
-    history.add_messages([question, answer, AIMessage("a again", id="ai-1")])
+    assert question.id is None  # the stored copy has an id, the caller's message is left alone
+    stored = history.messages
+    assert stored[0].id and stored[0] == question.model_copy(update={"id": stored[0].id})
+    history.add_messages([*stored, answer, AIMessage("a again", id="ai-1")])  # stored ids are skipped
     history.add_message(HumanMessage("q2"))
     assert [m.text for m in history.messages] == ["q", "a", "q2"]
-    assert history.messages[:2] == [question, answer]
+    assert history.messages[:2] == stored == [question.model_copy(update={"id": stored[0].id}), answer]
 
-    asyncio.run(history.aadd_messages([question, ToolMessage("r", tool_call_id="c", id="t")]))
+    asyncio.run(history.aadd_messages([stored[0], ToolMessage("r", tool_call_id="c", id="t")]))
     assert [m.type for m in asyncio.run(history.aget_messages())] == ["human", "ai", "human", "tool"]
     asyncio.run(history.aclear())
     assert history.messages == []
@@ -107,6 +109,46 @@ def test_ids_are_given_and_stored_ids_skipped():
     history.hard_clear()
     assert history.messages == [] and history.session.search("q2") == []
     asyncio.run(history.ahard_clear())
+
+
+def test_one_message_object_sent_every_turn_is_stored_every_turn():
+    """A constant ``HumanMessage("continue")`` reused each turn is a new turn each time, as in
+    ``InMemoryChatMessageHistory``: the id we give the stored copy is not written on the caller's
+    message, so it cannot make a later add look like a duplicate. An id the caller set still dedupes."""
+    proceed = HumanMessage("continue")
+    history = SessionChatMessageHistory(Session(":memory:").for_session("s"))
+    history.add_messages([proceed, AIMessage("a1")])
+    history.add_messages([proceed, AIMessage("a2")])
+    assert proceed.id is None
+    assert [(m.type, m.text) for m in history.messages] == [
+        ("human", "continue"),
+        ("ai", "a1"),
+        ("human", "continue"),
+        ("ai", "a2"),
+    ]
+    assert len({m.id for m in history.messages}) == 4
+    history.add_messages([proceed, proceed])  # the same object twice in one add: one message
+    assert [m.text for m in history.messages][-2:] == ["a2", "continue"]
+    named = HumanMessage("named", id="mine")
+    history.add_messages([named])
+    history.add_messages([named])  # an id the caller set dedupes
+    assert [m.text for m in history.messages][-2:] == ["continue", "named"]
+
+    manager = SessionManager(":memory:")
+    model = ScriptedChatModel(responses=[AIMessage("r1"), AIMessage("r2")])
+    chain = RunnableWithMessageHistory(
+        (lambda inputs: inputs["question"]) | model,
+        lambda session_id: SessionChatMessageHistory(manager.get_session(session_id)),
+        input_messages_key="question",
+    )
+    for _ in range(2):
+        chain.invoke({"question": proceed}, {"configurable": {"session_id": "s"}})
+    assert [(m.role, m.text) for m in manager.get_history("s")] == [
+        ("user", "continue"),
+        ("assistant", "r1"),
+        ("user", "continue"),
+        ("assistant", "r2"),
+    ]
 
 
 def test_wrapping_an_agent_stores_nothing_twice():

@@ -489,3 +489,88 @@ def test_a_block_the_model_overwrote_is_restored_and_the_next_run_shows_it(sessi
     system = model.calls[-1][0]
     assert isinstance(system, SystemMessage) and "The user is Ada, a mathematician." in system.text
     assert "The user is Bob." not in system.text
+
+
+def test_without_memory_tools_the_middleware_leaves_the_graph_as_it_is(session):
+    """``create_agent`` adds its ``tools`` node for any middleware whose class overrides
+    ``wrap_tool_call``, and then skips its check for unknown tools other middleware adds. With no
+    memory tools to serve (a session without blocks, or ``memory_tools=False``) the middleware has
+    no tool hooks: the graph is the one without it, and the check still runs."""
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.tools import tool
+
+    @tool
+    def stray(text: str) -> str:
+        """A tool no one registered."""
+        return text
+
+    class AddsAnUnknownTool(AgentMiddleware):
+        def wrap_model_call(self, request, handler):
+            return handler(request.override(tools=[*request.tools, stray]))
+
+    bare = Session(":memory:").for_session("bare")
+    for middleware in (
+        SessionMemoryMiddleware(bare, compact_at=None),
+        SessionMemoryMiddleware(session, compact_at=None, memory_tools=False),
+    ):
+        assert middleware.tools == [] and isinstance(middleware, SessionMemoryMiddleware)
+        model = ScriptedChatModel(responses=[AIMessage("Hello.")])
+        agent = create_agent(model=model, tools=[], middleware=[middleware])
+        assert "tools" not in agent.get_graph().nodes
+        assert set(agent.get_graph().nodes) == set(create_agent(model=model, tools=[]).get_graph().nodes)
+        result = agent.invoke({"messages": [HumanMessage("Hi.")]}, CONFIG)
+        assert [m.text for m in result["messages"]] == ["Hi.", "Hello."]
+        assert [m.text for m in middleware.source.get("thread-1").get_history()][-2:] == ["Hi.", "Hello."]
+        checked = create_agent(model=model, tools=[], middleware=[AddsAnUnknownTool(), middleware])
+        with pytest.raises(ValueError, match="Unknown tools"):
+            checked.invoke({"messages": [HumanMessage("Hi.")]}, CONFIG)
+
+    # With memory tools the tools node is there, and they work (their results stored at once).
+    serving = SessionMemoryMiddleware(session, compact_at=None)
+    assert isinstance(serving, SessionMemoryMiddleware) and type(serving).__name__ == "SessionMemoryMiddleware"
+    model = ScriptedChatModel(responses=remember_tea())
+    agent = create_agent(model=model, tools=[], middleware=[serving])
+    assert "tools" in agent.get_graph().nodes
+    agent.invoke({"messages": [HumanMessage("Remember that I like tea.")]}, CONFIG)
+    assert session.get_context_block("memory").content == "The user likes tea."
+    assert [m.role for m in session.get_history()][-4:] == ["user", "assistant", "tool", "assistant"]
+
+    # A subclass's own wrap_tool_call wins, and its super() reaches the middleware's.
+    class Counting(SessionMemoryMiddleware):
+        seen: list[str] = []
+
+        def wrap_tool_call(self, request, handler):
+            self.seen.append(request.tool_call["name"])
+            return super().wrap_tool_call(request, handler)
+
+    counting = Counting(session, compact_at=None)
+    assert isinstance(counting, Counting) and counting.name == "Counting"
+    bare_counting = Counting(bare, compact_at=None)
+    assert "tools" in create_agent(model=model, tools=[], middleware=[bare_counting]).get_graph().nodes  # its choice
+    model = ScriptedChatModel(responses=remember_tea())
+    create_agent(model=model, tools=[], middleware=[counting]).invoke({"messages": [HumanMessage("Tea.")]}, CONFIG)
+    assert Counting.seen == ["set_context"]
+    assert [m.role for m in session.get_history()][-4:] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_jump_to_is_ephemeral_with_the_middleware_added():
+    """langchain's ``test_jump_to_is_ephemeral`` with the middleware (no blocks, so no memory
+    tools) added: an agent without tools has no ``tools`` node to loop through."""
+    from langchain.agents.middleware import AgentMiddleware
+
+    from .upstream_agents.model import FakeToolCallingModel
+
+    class MyMiddleware(AgentMiddleware):
+        def before_model(self, state, runtime):
+            assert "jump_to" not in state
+            return {"jump_to": "model"}
+
+        def after_model(self, state, runtime):
+            assert "jump_to" not in state
+            return {"jump_to": "model"}
+
+    bare = Session(":memory:").for_session("bare")
+    agent = create_agent(model=FakeToolCallingModel(), middleware=[MyMiddleware(), SessionMemoryMiddleware(bare)])
+    result = agent.invoke({"messages": [HumanMessage("Hello")]}, {"recursion_limit": 10})
+    assert "jump_to" not in result
+    assert [m.type for m in result["messages"]] == ["human", "ai"]

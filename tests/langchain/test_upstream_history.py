@@ -8,8 +8,8 @@ instead of ``InMemoryChatMessageHistory``.
 
 Differences, where the upstream test relies on the class it replaces:
 - upstream compares ``store == {"1": InMemoryChatMessageHistory(messages=[...])}``; here the
-  stored history is compared as (type, content) pairs, because our history gives every message
-  an id (set on the message itself, so adding it again stores nothing), and pydantic equality
+  stored history is compared as (type, content) pairs, because our history gives every stored
+  message an id (on the stored copy, not on the caller's message), and pydantic equality
   includes ids. For the same reason outputs are compared without their ids.
 - not ported, as they test ``RunnableWithMessageHistory`` or ``BaseChatMessageHistory`` alone,
   whatever the history: the schema tests (``test_get_input_schema_*``,

@@ -155,3 +155,69 @@ def test_building_and_rebuilding_in_async_code(db, busted):
         return again.session is session and store_again.manager is manager
 
     assert busted(go)
+
+
+def test_building_the_tools_in_async_code(db, busted):
+    """``to_tool_list`` reads the store on the calling thread (blockbuster catches it on the
+    loop); ``ato_tool_list`` and LlamaIndex's own name for it, ``to_tool_list_async``, build the
+    same tools off the loop (the core's async twin), with the same arguments."""
+    from llama_index.core.tools import ToolMetadata
+
+    session = Session(db).for_session("u1").with_context("memory").with_context("notes", provider=StoreSearchContext())
+    memory = SessionMemory(session=session)
+    spec = SessionToolSpec(memory)
+    renamed = ToolMetadata(name="set_context", description="Write it down.")
+    wanted = [("set_context", "aset_context"), ("search_context", "asearch_context")]
+
+    async def on_the_loop():
+        return spec.to_tool_list()
+
+    with pytest.raises(blockbuster.BlockingError):
+        busted(on_the_loop)
+
+    async def go():
+        every = await spec.ato_tool_list()
+        chosen = await spec.ato_tool_list(wanted, func_to_metadata_mapping={"set_context": renamed})
+        upstream_name = await spec.to_tool_list_async(spec_functions=wanted)
+        from_memory = await memory.atools()
+        written = await chosen[0].acall(label="memory", content="User is Ada.")
+        return every, chosen, upstream_name, from_memory, written
+
+    every, chosen, upstream_name, from_memory, written = busted(go)
+    names = [t.metadata.name for t in spec.to_tool_list()]
+    assert [t.metadata.name for t in every] == [t.metadata.name for t in from_memory] == names
+    both = ["set_context", "search_context"]
+    assert [t.metadata.name for t in chosen] == [t.metadata.name for t in upstream_name] == both
+    assert chosen[0].metadata.description == "Write it down."
+    assert written.content.startswith("Written to memory.")
+
+
+class _LoopBoundNotes:
+    """An async provider whose client belongs to the loop that made it (as an asyncpg pool)."""
+
+    def __init__(self) -> None:
+        self.loops: list[asyncio.AbstractEventLoop] = []
+
+    async def get(self) -> str:
+        self.loops.append(asyncio.get_running_loop())
+        return "notes"
+
+    async def set(self, content: str) -> None:
+        self.loops.append(asyncio.get_running_loop())
+
+
+@pytest.mark.parametrize("builder", ["ato_tool_list", "to_tool_list_async"])
+def test_async_tool_building_runs_async_providers_on_the_callers_loop(builder):
+    """Both async builders go through the core's async twin: the store is read in a worker
+    thread and an async provider met on the way is awaited back on the caller's loop (LlamaIndex's
+    own ``to_tool_list_async``, a bare ``asyncio.to_thread``, would run it on a private loop)."""
+    notes = _LoopBoundNotes()
+    spec = SessionToolSpec(Session().for_session("s").with_context("notes", provider=notes))
+
+    async def go():
+        tools = await getattr(spec, builder)()
+        return asyncio.get_running_loop(), [t.metadata.name for t in tools]
+
+    loop, names = asyncio.run(go())
+    assert names == ["set_context"]
+    assert notes.loops and set(notes.loops) == {loop}

@@ -322,3 +322,12 @@ def test_to_chat_messages_takes_a_history_as_from_chat_messages_gives_one():
     assert to_chat_messages([]) == []
     assert to_chat_messages(stored[0]) == turn[:1]  # one message, the 0.1 form, still works
     assert to_chat_message(stored[0].model_dump(by_alias=True)) == turn[0]
+
+
+def test_a_file_part_given_as_bytes_becomes_a_base64_block():
+    from sessions_core import FilePart, TextPart
+
+    image = FilePart(media_type="image/png", data=b"\x89PNG")
+    message = to_chat_message(SessionMessage(id="u", role="user", parts=[TextPart(text="see"), image]))
+    block = message.blocks[1]
+    assert isinstance(block, ImageBlock) and block.image == b"iVBORw==" and block.image_mimetype == "image/png"

@@ -16,7 +16,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.memory import BaseMemory
 
 from llamaindex_sessions import SessionMemory, llm_summarizer
-from sessions_core import Session, StaticContext, StoreSearchContext
+from sessions_core import CompactionError, Session, StaticContext, StoreSearchContext
 
 from .scripted import ScriptedLLM
 
@@ -147,6 +147,28 @@ def test_set_extends_or_branches_never_deletes(session):
     assert memory.get_all() == turn(1)[:2]
 
 
+def test_memorys_status_argument_is_refused_with_what_to_do_instead(session):
+    """``Memory.get_all(status=...)`` / ``areset(status=...)`` (upstream's ``test_aget_all``,
+    ``test_areset``): no message here is archived, so the spelling is refused as
+    ``from_defaults`` refuses its own (a ``TypeError`` saying what to use), sync and async."""
+    from llama_index.core.storage.chat_store.base_db import MessageStatus
+
+    memory = SessionMemory(session=session)
+    memory.put(user("kept"))
+    calls = {
+        "get_all": lambda: memory.get_all(status=MessageStatus.ACTIVE),
+        "reset": lambda: memory.reset(status=MessageStatus.ARCHIVED),
+        "aget_all": lambda: asyncio.run(memory.aget_all(status=MessageStatus.ACTIVE)),
+        "areset": lambda: asyncio.run(memory.areset(status=None)),
+    }
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=r"unexpected keyword arguments? status \(status: .*archived") as error:
+            call()
+        assert f"SessionMemory.{name.removeprefix('a')}" in str(error.value)
+        assert "get_all()" in str(error.value) and "reset()" in str(error.value)
+    assert roles_and_text(memory.get_all()) == [("user", "kept")]  # nothing was reset
+
+
 def test_reset_is_soft(session):
     memory = SessionMemory(session=session)
     memory.put_messages(turn(1))
@@ -176,6 +198,34 @@ def test_window_keeps_newest_turns_and_never_splits_a_tool_pair():
     results = {m.additional_kwargs["tool_call_id"] for m in window if m.role == MessageRole.TOOL}
     assert calls == results
     assert len(memory.get_all()) == 24
+
+
+def test_window_starts_with_the_user_even_when_the_newest_turn_alone_is_over_the_limit():
+    """llama-index-core's ``test_manage_queue_first_message_must_be_user``: a large user message
+    and a small answer over ``token_limit``. As ``Memory``, the newest turn is kept whole (from
+    its user message) rather than an answer without its question (which Bedrock rejects)."""
+    memory = SessionMemory(session=Session().for_session("w"), token_limit=50, compaction=False)
+    memory.put_messages([user("x " * 100), assistant("ok")])
+    window = memory.get()
+    assert roles_and_text(window) == [("user", "x " * 100), ("assistant", "ok")]
+    assert window == memory.get()  # the cached window too
+
+    # A tool turn: the user, the call, its result (upstream's test_manage_queue_only_tool_message_remaining).
+    memory.put_messages([*turn(1)[:3]])
+    assert [m.role for m in memory.get()] == [MessageRole.USER, MessageRole.ASSISTANT, MessageRole.TOOL]
+    memory.put_messages([assistant("done"), user("y " * 100), *turn(2)[1:3], assistant("z " * 60)])
+    window = memory.get()
+    assert window[0].role == MessageRole.USER and window[0].content == "y " * 100
+    assert [m.role for m in window[1:]] == [MessageRole.ASSISTANT, MessageRole.TOOL, MessageRole.ASSISTANT]
+    assert memory.get(initial_token_count=50)[0].content == "y " * 100  # no room at all: still the whole turn
+
+    # Without any user message on the branch, the newest message stays, no tool result first.
+    alone = SessionMemory(session=Session().for_session("a"), token_limit=30, compaction=False)
+    alone.put_messages([assistant("a " * 20), assistant("b " * 20)])
+    assert roles_and_text(alone.get()) == [("assistant", "b " * 20)]
+    alone.put_messages([user("q"), assistant("r")])  # the window read from the last one, as a fresh read
+    fresh = SessionMemory(session=alone.session, token_limit=30, compaction=False, handle="fresh")
+    assert roles_and_text(alone.get()) == roles_and_text(fresh.get()) == [("user", "q"), ("assistant", "r")]
 
 
 def test_window_counts_tool_arguments():
@@ -230,6 +280,26 @@ def test_rebuilt_in_process_shares_the_live_session(session):
     assert again.session is session
     assert copy.deepcopy(memory) is memory
     assert pickle.loads(pickle.dumps(memory)).session is session
+
+
+class NotedMemory(SessionMemory):
+    """A subclass with a field of its own, as users write them (module level, so pickle finds it)."""
+
+    note: str = "none"
+
+    def get(self, input=None, initial_token_count=0, **kwargs):
+        return [ChatMessage(role="user", content=self.note), *super().get(input, initial_token_count, **kwargs)]
+
+
+def test_a_subclass_pickles_as_itself(session, db):
+    memory = NotedMemory(session=session, note="kept", token_limit=777)
+    again = pickle.loads(pickle.dumps(memory))
+    assert type(again) is NotedMemory
+    assert (again.note, again.token_limit, again.session) == ("kept", 777, session)
+    assert again.get()[0].content == "kept"
+    reopened = pickle.loads(pickle.dumps(NotedMemory.from_dict({**memory.to_dict(), "handle": "elsewhere"})))
+    assert type(reopened) is NotedMemory and reopened.session is not session and reopened.note == "kept"
+    assert type(pickle.loads(pickle.dumps(SessionMemory(session=session)))) is SessionMemory
 
 
 def test_rebuilt_without_the_live_session_reopens_the_store(session, db):
@@ -360,7 +430,7 @@ def test_llm_summarizer_sync_and_async():
     llm = summary_llm("short summary")
     assert llm_summarizer(llm)("prompt") == "short summary"
     assert asyncio.run(llm_summarizer(llm, use_async=True)("prompt")) == "short summary"
-    with pytest.raises(ValueError):
+    with pytest.raises(CompactionError, match="returned no text"):
         llm_summarizer(ScriptedLLM(fallback="  "))("prompt")
 
 
@@ -506,6 +576,8 @@ def test_tiny_token_limits_behave_as_chat_memory_buffer():
             buffer = ChatMemoryBuffer.from_defaults(token_limit=limit, chat_history=history)
             ours = SessionMemory.from_defaults(token_limit=limit, chat_history=history, compaction=False)
             expected = roles_and_text(buffer.get(initial_token_count=initial))
+            if expected and expected[0][0] != "user":  # the buffer's newest message alone: an answer
+                expected = roles_and_text(history[-2:])  # ours, as Memory: the newest turn whole
             assert roles_and_text(ours.get(initial_token_count=initial)) == expected, (limit, initial)
 
 

@@ -96,3 +96,26 @@ def test_a_marked_method_gets_a_twin_that_runs_off_the_loop_and_follows_override
     asyncio.run(main())
     assert Probe.aread.__name__ == "aread"
     assert Probe.aread.__doc__.startswith("Async twin of :meth:`read`")
+
+
+def test_list_is_a_deprecated_alias_of_list_sessions():
+    """``SessionManager.list`` shadowed the builtin: ``list_sessions`` is the name, with its twin
+    ``alist_sessions``; ``list`` / ``alist`` still answer, with a ``DeprecationWarning``."""
+    import warnings
+
+    with SessionManager() as manager:
+        info = manager.create("first")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            listed = manager.list_sessions()
+        assert listed == [info]
+        with pytest.warns(DeprecationWarning, match=r"list\(\) is deprecated; use list_sessions\(\)") as caught:
+            assert manager.list() == listed
+        assert caught[0].filename == __file__  # the warning points at the caller
+
+        async def main() -> None:
+            assert await manager.alist_sessions() == listed
+            with pytest.warns(DeprecationWarning, match=r"alist\(\) is deprecated; use alist_sessions\(\)"):
+                assert await manager.alist() == listed
+
+        asyncio.run(main())

@@ -106,7 +106,7 @@ def test_ensure_session_registers_a_chosen_id():
         assert (info.id, info.name) == ("alice", "alice")
         assert ensure_session(manager, "alice", name="other").name == "alice"
         manager.append("alice", msg("u1", "hello there"))
-        assert [i.id for i in manager.list()] == ["alice"]
+        assert [i.id for i in manager.list_sessions()] == ["alice"]
         assert [hit.session_id for hit in manager.search("hello")] == ["alice"]
 
 

@@ -765,3 +765,17 @@ def test_a_provider_that_raises_on_load_propagates_and_leaves_blocks_unloaded():
     with pytest.raises(RuntimeError, match="backend down"):
         blocks.load()
     assert not blocks.loaded and blocks.get_blocks() == []
+
+
+def test_restoring_an_entry_on_a_session_that_has_not_loaded_its_blocks():
+    """A keyed restore goes to the searchable provider even before the blocks are loaded (it
+    took a searchable block for a skill one: ``Block "kb" is not a skill provider``)."""
+    from sessions_core import Session, StoreSearchContext
+
+    with Session(":memory:").for_session("u") as first:
+        for text in ("Lisbon has trams", "Lisbon has no trams"):
+            first.store.write_block("u", "kb", text, key="lisbon")
+        fresh = Session(first.store).for_session("u").with_context("kb", provider=StoreSearchContext())
+        restored = fresh.restore_context("kb", 1, "lisbon")
+        assert (restored.version, restored.content) == (3, "Lisbon has trams")
+        assert first.store.search_entries("u", "kb", "trams", 5) == [("lisbon", "Lisbon has trams")]

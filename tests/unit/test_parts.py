@@ -71,3 +71,11 @@ def test_problems_over_several_parts_are_each_counted_once():
     text = str(caught.value)
     assert text.count("Field required") == 5
     assert text.endswith("; and 2 more")
+
+
+def test_an_image_given_as_bytes_reaches_openai_as_a_base64_data_url():
+    from sessions_core.openai import to_openai_messages
+
+    image = FilePart(media_type="image/png", data=b"\x89PNG")
+    [sent] = to_openai_messages([SessionMessage(id="u", role="user", parts=[TextPart(text="see"), image])])
+    assert sent["content"][1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from sessions_core import SemanticRecall, VectorHit, VectorIndex, parse_message
+from sessions_core import InvalidInputError, SemanticRecall, VectorHit, VectorIndex, parse_message
 from sessions_core.integration import metadata_matches, synonym_embedding
 from sessions_core.messages import recall_text
 from sessions_core.recall import check_mode, chunk_text, entry_ref, fuse, split_entry_ref, vector_id
@@ -196,7 +196,7 @@ def test_options_go_with_a_new_semantic_recall_only():
 
     for owner in (Session(), SessionManager()):
         shared = SemanticRecall(_Index(), background=False)
-        with pytest.raises(TypeError, match="pass them when creating the shared one"):
+        with pytest.raises(InvalidInputError, match="pass them when creating the shared one"):
             owner.with_semantic_recall(shared, min_score=0.1)
         assert owner.with_semantic_recall(shared).recall is shared
         owner.close()

@@ -42,7 +42,8 @@ def build_cli() -> click.Group:
                     raise
                 message, code = error_for(error)
                 failure = click.ClickException(one_line(message))
-                failure.exit_code = code
+                # click declares exit_code a ClassVar, yet reads it from the instance (self.exit_code)
+                failure.exit_code = code  # pyright: ignore[reportAttributeAccessIssue]
                 raise failure from None
 
     width_option = click.option(
@@ -148,6 +149,18 @@ def build_cli() -> click.Group:
     @click.option("--history", "history", metavar="LABEL", help="List the versions of block LABEL.")
     @click.option("--restore", nargs=2, metavar="LABEL VERSION", help="Make VERSION of block LABEL current.")
     @click.option("--key", help="With --history or --restore: the entry of a keyed block.")
+    @click.option(
+        "--max-tokens",
+        type=click.IntRange(1),
+        metavar="N",
+        help="With --restore: the block's max_tokens (as with_context declares it); a version over it is refused.",
+    )
+    @click.option(
+        "--keep-versions",
+        type=click.IntRange(1),
+        metavar="N",
+        help="With --restore: the block's keep_versions (as with_context declares it); older versions go.",
+    )
     @width_option
     @click.pass_obj
     def blocks_command(
@@ -156,20 +169,27 @@ def build_cli() -> click.Group:
         history: str | None,
         restore: tuple[str, str] | None,
         key: str | None,
+        max_tokens: int | None,
+        keep_versions: int | None,
         width: int,
     ) -> None:
         """Show the context blocks, search entries and cached prompt of SESSION; --history LABEL
         lists a block's versions with what changed, --restore LABEL VERSION makes an old one
-        current (as a new version)."""
+        current (as a new version, through Session.restore_context: give the block's
+        --max-tokens and --keep-versions to have them applied)."""
         if history is not None and restore:
             raise BadInput("--history and --restore go one at a time")
+        if not restore:
+            for option, value in (("--max-tokens", max_tokens), ("--keep-versions", keep_versions)):
+                if value is not None:
+                    raise BadInput(f"{option} goes with --restore")
         if history is not None:
             cmd_block_history(handle, session, history, key, width)
         elif restore:
             label, number = restore
             if not number.isdigit():
                 raise BadInput(f"VERSION must be a version number, not {number!r}")
-            cmd_block_restore(handle, session, label, key, int(number))
+            cmd_block_restore(handle, session, label, key, int(number), max_tokens, keep_versions)
         else:
             if key is not None:
                 raise BadInput("--key goes with --history or --restore")

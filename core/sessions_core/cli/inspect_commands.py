@@ -322,17 +322,30 @@ def cmd_block_history(handle: StoreHandle, session_id: str, label: str, key: str
     emit(out, grid)
 
 
-def cmd_block_restore(handle: StoreHandle, session_id: str, label: str, key: str | None, number: int) -> None:
-    """Make an old version of a block (or entry) current, as a new version."""
+def cmd_block_restore(
+    handle: StoreHandle,
+    session_id: str,
+    label: str,
+    key: str | None,
+    number: int,
+    max_tokens: int | None = None,
+    keep_versions: int | None = None,
+) -> None:
+    """Make an old version of a block (or entry) current, as a new version: the library's
+    ``Session.restore_context`` on the block declared with ``max_tokens`` and ``keep_versions``
+    (a store-backed block; a keyed entry is one of a searchable block), so the write is checked,
+    pruned and published on the change feed as any restore is."""
+    from ..providers import StoreSearchContext
+    from ..session import Session
+
     store = handle.open()
     summary_of(store, session_id)
-    versions = store.block_versions(session_id, label, key)
+    provider = StoreSearchContext() if key is not None else None
+    with Session(store).for_session(session_id) as session:
+        session.with_context(label, max_tokens=max_tokens, provider=provider, keep_versions=keep_versions)
+        new = session.restore_context(label, number, key)
     what = f"block {label!r}" + (f" entry {key!r}" if key is not None else "")
-    found = next((v for v in versions if v.version == number), None)
-    if found is None:
-        raise NotFound(f"{what} of session {session_id!r} has no version {number}")
-    new = store.write_block(session_id, label, found.content, key=key)
-    console().print(f"Restored {what} of session {session_id} to version {number}, as version {new}.")
+    console().print(f"Restored {what} of session {session_id} to version {number}, as version {new.version}.")
 
 
 def change_between(old: str, new: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, cast
 
 from ..errors import SessionsError
 from ..semantic import DrainReport, SemanticRecall
@@ -34,7 +34,8 @@ def load_index(spec: str) -> SemanticRecall:
         found.background = False
         return found
     try:
-        return SemanticRecall(found, background=False)
+        # Any: whatever the user named, checked by SemanticRecall (TypeError)
+        return SemanticRecall(cast(Any, found), background=False)
     except TypeError as error:
         raise BadInput(f"--index {spec}: {error}") from None
 

@@ -8,9 +8,13 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..errors import InvalidRecordError, MessageValidationError, SessionsError, StoreError
+from ..errors import InvalidRecordError, MessageValidationError, SessionsError, StoreError, StoreUnavailableError
 from ..stores.base import InspectableStore, SessionSummary, Store, inspectable
+
+if TYPE_CHECKING:
+    from ..stores.postgres import PostgresStore
 
 
 class NotFound(Exception):
@@ -97,13 +101,12 @@ class StoreHandle:
         opened ``read_only`` is never written (a backup, a read-only folder or mounted snapshot)."""
         if self.store is None:
             self.check()
-            store = (
-                self._open_postgres(create)
-                if self.is_postgres
-                else self._open_sqlite(create, progress, read_only=read_only)
-            )
-            if self.is_postgres and progress is not None:
-                store.setup(progress=progress)
+            if self.is_postgres:
+                store = self._open_postgres(create)
+                if progress is not None:
+                    store.setup(progress=progress)
+            else:
+                store = self._open_sqlite(create, progress, read_only=read_only)
             self.store = inspectable(store)
         return self.store
 
@@ -132,7 +135,7 @@ class StoreHandle:
             raise BadInput(f"{path} is not a session-memory SQLite database ({cause})") from None
         return store
 
-    def _open_postgres(self, create: bool) -> Store:
+    def _open_postgres(self, create: bool) -> PostgresStore:
         try:
             import psycopg
 
@@ -145,7 +148,7 @@ class StoreHandle:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
         except psycopg.Error as error:
             detail = one_line(str(error)) or type(error).__name__
-            raise StoreError(f"cannot connect to {redact(self.url)}: {detail}") from None
+            raise StoreUnavailableError(f"cannot connect to {redact(self.url)}: {detail}") from None
         self.closers.append(conn.close)
         schema = self.schema or "public"
         store = PostgresStore(conn, schema=schema)

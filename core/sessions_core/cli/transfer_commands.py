@@ -55,6 +55,7 @@ def cmd_export(handle: StoreHandle, session_id: str, output: str | None) -> None
                     progress.advance(task)
         stream.flush()
         if temporary is not None:
+            assert output is not None  # a temporary file only when writing to one
             stream.close()
             os.replace(temporary, output)
             temporary = None

@@ -1,6 +1,41 @@
-"""Storage backends."""
+"""Storage backends, and the contract a store of one's own implements: :class:`Store` (the
+required :class:`RequiredStore` methods) with the optional capabilities it declares by
+overriding them (:func:`supports`)."""
 
-from .base import LATEST, Store
+from .base import (
+    CAPABILITIES,
+    LATEST,
+    BlobStore,
+    BlockVersions,
+    InspectableStore,
+    PromptCache,
+    ReadPlanner,
+    RecallStore,
+    RequiredStore,
+    SearchEntries,
+    SessionRegistry,
+    Store,
+    TextSearch,
+    capabilities,
+    supports,
+)
 from .sqlite import SqliteStore
 
-__all__ = ["LATEST", "SqliteStore", "Store"]
+__all__ = [
+    "CAPABILITIES",
+    "LATEST",
+    "BlobStore",
+    "BlockVersions",
+    "InspectableStore",
+    "PromptCache",
+    "ReadPlanner",
+    "RecallStore",
+    "RequiredStore",
+    "SearchEntries",
+    "SessionRegistry",
+    "SqliteStore",
+    "Store",
+    "TextSearch",
+    "capabilities",
+    "supports",
+]

@@ -9,11 +9,12 @@ in a worker thread for its async twins.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 from ..attachments import Blob
 
@@ -271,46 +272,41 @@ class StoreStats:
     """The database's size as the backend reports it (``None`` when unknown)."""
 
 
-class Store(ABC):
-    """A backend for many sessions' message trees."""
-
-    fetch_chunk_rows: int = 200
-    """How many rows a caller fetches at once with :meth:`fetch_contents`."""
+class RequiredStore(ABC):
+    """What every store implements: the message tree, compaction overlays and context blocks
+    (thirteen abstract methods, with ``setup`` and ``close``, which default to doing nothing).
+    A store of one's own subclasses :class:`Store` and implements these; the optional
+    capabilities are the other bases of ``Store``."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    @abstractmethod
     def setup(self) -> None:
         """Create or migrate the schema. Idempotent; safe when several processes run it."""
+        return None
 
-    @abstractmethod
     def close(self) -> None:
         """Release what the store opened itself. Idempotent."""
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called (a store that does not say is never closed)."""
+        return bool(getattr(self, "_closed", False))
 
     # -- message writes --------------------------------------------------------------------
-
-    @abstractmethod
-    def insert_message(
-        self, session_id: str, record: MessageRecord, parent_id: str | None | _Latest
-    ) -> Inserted | None:
-        """Store ``record`` under ``parent_id`` atomically; ``None`` if it was not inserted.
-
-        ``LATEST`` resolves to the session's latest leaf at the moment of the insert (a root when
-        the session is empty); ``None`` makes a new root; an id that is not in this session also
-        makes a root. If ``record.id`` already exists in this session nothing changes and the
-        result is ``None`` (the first content and parent win).
-        """
 
     @abstractmethod
     def insert_messages(
         self, session_id: str, records: Sequence[MessageRecord], parent_id: str | None | _Latest
     ) -> list[Inserted | None]:
-        """Store ``records`` as a chain in ONE transaction: the first under ``parent_id`` (as
-        :meth:`insert_message` resolves it), each next one under the previous record's id.
+        """Store ``records`` as a chain in ONE transaction: the first under ``parent_id``, each
+        next one under the previous record's id.
 
-        Per record, the result is what :meth:`insert_message` returns. A record whose id already
-        exists in this session is not stored again (``None``) and the chain continues from that
-        stored message. If anything fails, nothing of the batch is stored. ``[]`` stores nothing.
+        ``LATEST`` resolves to the session's latest leaf at the moment of the insert (a root when
+        the session is empty); ``None`` makes a new root; an id that is not in this session also
+        makes a root. A record whose id already exists in this session is not stored again
+        (``None``: the first content and parent win) and the chain continues from that stored
+        message. If anything fails, nothing of the batch is stored. ``[]`` stores nothing.
         """
 
     @abstractmethod
@@ -341,60 +337,131 @@ class Store(ABC):
         """The childless message with the greatest ``created_at``, ties broken by the latest
         insert; ``None`` for an empty session."""
 
-    def latest_leaf_id(self, session_id: str) -> str | None:
-        """The id of :meth:`latest_leaf` (a store can read it without the row)."""
-        row = self.latest_leaf(session_id)
-        return row.id if row is not None else None
-
     @abstractmethod
     def children(self, session_id: str, message_id: str) -> list[MessageRow]:
         """The direct children of a message, oldest first (ties by insertion order)."""
 
     @abstractmethod
     def path(self, session_id: str, leaf_id: str) -> list[PathEntry]:
-        """The path root -> ``leaf_id`` without content; ``[]`` if the id is not in this session."""
-
-    def path_ids(self, session_id: str, leaf_id: str) -> tuple[array, list[str]]:
-        """The path root -> ``leaf_id`` as row numbers (an ``array('q')``) and ids, in order: what
-        a read needs, without a tuple per message (a 100,000-message path: ~7 MB, not ~25)."""
-        path = self.path(session_id, leaf_id)
-        return array("q", (entry.seq for entry in path)), [entry.id for entry in path]
-
-    @abstractmethod
-    def path_tail(self, session_id: str, leaf_id: str, max_bytes: int, min_rows: int) -> list[PathEntry]:
-        """The longest suffix of the path to ``leaf_id`` (root-most first) whose sizes sum to at
-        most ``max_bytes``, extended to at least ``min_rows`` rows; it always holds the leaf."""
-
-    @abstractmethod
-    def path_totals(self, session_id: str, leaf_id: str) -> PathTotals | None:
-        """Depth, summed token estimates and summed sizes of the path to ``leaf_id``, read from
-        the message row alone (no walk)."""
+        """The path root -> ``leaf_id`` without content; ``[]`` if the id is not in this session.
+        ``PathEntry.seq`` is the store's key for the row (any int unique in the store)."""
 
     @abstractmethod
     def fetch_contents(self, seqs: Sequence[int]) -> dict[int, StoredContent]:
-        """The creation time and stored JSON of the rows with these ``PathEntry.seq`` values
+        """The creation time and stored JSON of the rows with these ``PathEntry.seq`` keys
         (missing ones are absent); callers pass at most ``fetch_chunk_rows`` at once."""
-
-    def short_path_contents(self, session_id: str, leaf_id: str, limit: int) -> dict[int, StoredContent] | None:
-        """:meth:`fetch_contents` of the whole path to ``leaf_id``, root first (keyed by seq),
-        when it holds at most ``limit`` rows; ``None`` when it holds more. A store can read it
-        in one statement."""
-        seqs, _ = self.path_ids(session_id, leaf_id)
-        if len(seqs) > limit:
-            return None
-        rows = self.fetch_contents(seqs)
-        return {seq: rows[seq] for seq in seqs if seq in rows}
-
-    @abstractmethod
-    def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
-        """The stored payloads with these digests (missing ones are absent). A payload lives as
-        long as some message refers to it."""
 
     # -- compactions -----------------------------------------------------------------------
 
     @abstractmethod
     def add_compaction(self, session_id: str, row: CompactionRow) -> None:
         """Store a compaction overlay."""
+
+    @abstractmethod
+    def get_compactions(self, session_id: str) -> list[CompactionRow]:
+        """Every compaction of the session, oldest first (ties by insertion order)."""
+
+    # -- context blocks --------------------------------------------------------------------
+
+    @abstractmethod
+    def get_blocks(self, session_id: str, labels: Sequence[str]) -> dict[str, str]:
+        """The stored content of the session's blocks among ``labels``, by label (a label with
+        no stored block is absent)."""
+
+    @abstractmethod
+    def write_block(
+        self,
+        session_id: str,
+        label: str,
+        content: str,
+        *,
+        key: str | None = None,
+        source: str = "code",
+        tool_call_id: str | None = None,
+        keep: int | None = None,
+        at_us: int | None = None,
+        created_at_us: int | None = None,
+        version: int | None = None,
+    ) -> int | None:
+        """Create or replace a block's content, in one transaction; ``key`` (passed only to a
+        store with ``SearchEntries``) names an entry of a searchable block. A store with
+        ``BlockVersions`` keeps the write as the block's next version and returns its number
+        (``keep``: versions kept at most, the oldest go; ``at_us``: the write's time;
+        ``version``: the number the content has already, for an import); one without returns
+        ``None``."""
+
+
+class UnsupportedByStore:
+    """Raises :class:`~sessions_core.errors.UnsupportedOperationError` for a method of an
+    optional capability that a store does not implement."""
+
+    @staticmethod
+    def refuse(store: object, capability: str, method: str) -> NoReturn:
+        from ..errors import UnsupportedOperationError
+
+        raise UnsupportedOperationError(
+            f"{type(store).__name__} does not implement the optional {capability} capability"
+            f" ({method}); use a store that does (SqliteStore, PostgresStore) for this feature"
+        )
+
+
+_refuse = UnsupportedByStore.refuse
+
+
+class ReadPlanner(RequiredStore):
+    """Optional fast paths of the history read. Each default is correct, built on the required
+    methods; a store overrides them to answer without walking or reading whole paths."""
+
+    fetch_chunk_rows: int = 200
+    """How many rows a caller fetches at once with :meth:`RequiredStore.fetch_contents`."""
+
+    def insert_message(
+        self, session_id: str, record: MessageRecord, parent_id: str | None | _Latest
+    ) -> Inserted | None:
+        """:meth:`RequiredStore.insert_messages` of one record."""
+        return self.insert_messages(session_id, [record], parent_id)[0]
+
+    def latest_leaf_id(self, session_id: str) -> str | None:
+        """The id of :meth:`RequiredStore.latest_leaf` (a store can read it without the row)."""
+        row = self.latest_leaf(session_id)
+        return row.id if row is not None else None
+
+    def path_ids(self, session_id: str, leaf_id: str) -> tuple[array, list[str]]:
+        """The path root -> ``leaf_id`` as row keys (an ``array('q')``) and ids, in order: what
+        a read needs, without a tuple per message (a 100,000-message path: ~7 MB, not ~25)."""
+        path = self.path(session_id, leaf_id)
+        return array("q", (entry.seq for entry in path)), [entry.id for entry in path]
+
+    def path_tail(self, session_id: str, leaf_id: str, max_bytes: int, min_rows: int) -> list[PathEntry]:
+        """The longest suffix of the path to ``leaf_id`` (root-most first) whose sizes sum to at
+        most ``max_bytes``, extended to at least ``min_rows`` rows; it always holds the leaf."""
+        path = self.path(session_id, leaf_id)
+        start, total = len(path), 0
+        while start > 0:
+            size = path[start - 1].size
+            if total + size > max_bytes and len(path) - start >= max(min_rows, 1):
+                break
+            total += size
+            start -= 1
+        return path[start:]
+
+    def path_totals(self, session_id: str, leaf_id: str) -> PathTotals | None:
+        """Depth, summed token estimates and summed sizes of the path to ``leaf_id`` (a store
+        can read them from the message row alone, with no walk)."""
+        path = self.path(session_id, leaf_id)
+        if not path:
+            return None
+        return PathTotals(len(path), sum(e.tokens for e in path), sum(e.size for e in path))
+
+    def short_path_contents(self, session_id: str, leaf_id: str, limit: int) -> dict[int, StoredContent] | None:
+        """:meth:`RequiredStore.fetch_contents` of the whole path to ``leaf_id``, root first (keyed by
+        seq), when it holds at most ``limit`` rows; ``None`` when it holds more. A store can read
+        it in one statement."""
+        seqs, _ = self.path_ids(session_id, leaf_id)
+        if len(seqs) > limit:
+            return None
+        rows = self.fetch_contents(seqs)
+        return {seq: rows[seq] for seq in seqs if seq in rows}
 
     def add_compaction_unless(
         self,
@@ -412,13 +479,9 @@ class Store(ABC):
         self.add_compaction(session_id, row)
         return row
 
-    @abstractmethod
-    def get_compactions(self, session_id: str) -> list[CompactionRow]:
-        """Every compaction of the session, oldest first (ties by insertion order)."""
-
     def overlays(self, session_id: str) -> list[OverlayRow]:
-        """:meth:`get_compactions` with the depths of each overlay's ends where the store keeps
-        them (this default keeps none: reads then walk whole paths)."""
+        """:meth:`RequiredStore.get_compactions` with the depths of each overlay's ends where the store
+        keeps them (this default keeps none: reads then walk whole paths)."""
         return [OverlayRow(row, None, None) for row in self.get_compactions(session_id)]
 
     def with_overlays(self, session_ids: Sequence[str]) -> set[str]:
@@ -427,7 +490,7 @@ class Store(ABC):
 
     def path_up(self, session_id: str, start_id: str, *, above: bool = False) -> tuple[array, list[str], array, bool]:
         """The path from ``start_id`` (``above``: from its parent) up towards the root, as row
-        numbers, ids and stored token estimates (top first), ending at (and holding) the first
+        keys, ids and stored token estimates (top first), ending at (and holding) the first
         row that ends an overlay whose depths are known, and whether its top row is a root; empty
         if there is no such start."""
         path = self.path(session_id, start_id)
@@ -451,119 +514,71 @@ class Store(ABC):
             return []
         return ids[ids.index(from_id) :][::-1]
 
-    @property
-    def closed(self) -> bool:
-        """Whether ``close()`` was called (a store that does not say is never closed)."""
-        return bool(getattr(self, "_closed", False))
-
-    # -- context blocks --------------------------------------------------------------------
-
-    @abstractmethod
     def get_block(self, session_id: str, label: str) -> str | None:
-        """The stored content of a session's context block, or ``None``."""
+        """The stored content of one of the session's context blocks, or ``None``."""
+        return self.get_blocks(session_id, [label]).get(label)
 
-    def get_blocks(self, session_id: str, labels: Sequence[str]) -> dict[str, str]:
-        """The stored content of the session's blocks among ``labels``, by label (a label with
-        no stored block is absent). A store may read them in one query; this default asks
-        :meth:`get_block` for each."""
-        found = {label: self.get_block(session_id, label) for label in dict.fromkeys(labels)}
-        return {label: content for label, content in found.items() if content is not None}
-
-    @abstractmethod
     def set_block(self, session_id: str, label: str, content: str) -> None:
-        """Create or replace a session's context block."""
+        """Create or replace a session's context block (:meth:`RequiredStore.write_block`)."""
+        self.write_block(session_id, label, content)
 
-    def write_block(
-        self,
-        session_id: str,
-        label: str,
-        content: str,
-        *,
-        key: str | None = None,
-        source: str = "code",
-        tool_call_id: str | None = None,
-        keep: int | None = None,
-        at_us: int | None = None,
-        created_at_us: int | None = None,
-        version: int | None = None,
-    ) -> int | None:
-        """Write a block's content (``key``: an entry of a searchable block) and keep it as the
-        block's next version, in one transaction; the version's number, or ``None`` from a store
-        that keeps no versions (this default: :meth:`set_block` / :meth:`set_search_entry`).
-        ``keep``: versions kept at most (the oldest go); ``at_us``: the write's time;
-        ``version``: the number the content has already (an import that brought its versions)."""
-        if key is None:
-            self.set_block(session_id, label, content)
-        else:
-            self.set_search_entry(session_id, label, key, content)
-        return None
+
+class BlobStore(RequiredStore):
+    """Optional: payloads stored once, apart from the messages referring to them. A store without
+    it keeps attachments inline in the message JSON."""
+
+    def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
+        """The stored payloads with these digests (missing ones are absent). A payload lives as
+        long as some message refers to it; ``Store.insert_messages`` stores ``record.blobs``."""
+        _refuse(self, "BlobStore", "get_blobs")
+
+
+class BlockVersions(RequiredStore):
+    """Optional: every write of a context block kept as a version (``get_context_history``,
+    ``restore_context``, ``edit_context``)."""
 
     def block_versions(
         self, session_id: str, label: str, key: str | None = None, limit: int | None = None
     ) -> list[BlockVersionRow]:
-        """The block's (or entry's) kept versions, newest first, at most ``limit``."""
+        """The block's (or entry's) kept versions, newest first, at most ``limit``; ``[]`` from a
+        store that keeps none (this default)."""
         return []
 
-    @abstractmethod
+
+class PromptCache(RequiredStore):
+    """Optional: the frozen system prompt persisted per session (``with_cached_prompt()``)."""
+
     def get_cached_prompt(self, session_id: str) -> str | None:
         """The session's persisted frozen system prompt, or ``None``."""
+        _refuse(self, "PromptCache", "get_cached_prompt")
 
-    @abstractmethod
     def set_cached_prompt(self, session_id: str, prompt: str) -> None:
         """Persist the session's frozen system prompt."""
+        _refuse(self, "PromptCache", "set_cached_prompt")
 
-    @abstractmethod
+
+class SearchEntries(RequiredStore):
+    """Optional: the keyed entries of searchable context blocks (``StoreSearchContext``)."""
+
     def set_search_entry(self, session_id: str, label: str, key: str, content: str) -> None:
         """Create or replace an entry of a searchable block; the old text is no longer found."""
+        _refuse(self, "SearchEntries", "set_search_entry")
 
-    @abstractmethod
     def count_search_entries(self, session_id: str, label: str) -> int:
         """How many entries a searchable block holds."""
+        _refuse(self, "SearchEntries", "count_search_entries")
 
-    @abstractmethod
     def search_entries(
         self, session_id: str, label: str, query: str, limit: int, match: str = "any"
     ) -> list[tuple[str, str]]:
-        """``(key, content)`` of the block's entries matching ``query`` as ``search_messages``
-        matches, best first."""
+        """``(key, content)`` of the block's entries matching ``query`` as
+        ``TextSearch.search_messages`` matches, best first."""
+        _refuse(self, "SearchEntries", "search_entries")
 
-    # -- session registry ------------------------------------------------------------------
 
-    @abstractmethod
-    def register_session(self, row: SessionRow) -> None:
-        """Add a session to a namespace's registry."""
+class TextSearch(RequiredStore):
+    """Optional: full-text search of messages (``Session.search``, ``search_context``)."""
 
-    @abstractmethod
-    def get_session_row(self, namespace: str, session_id: str) -> SessionRow | None:
-        """One registered session, or ``None``."""
-
-    @abstractmethod
-    def list_session_rows(self, namespace: str) -> list[SessionRow]:
-        """The namespace's sessions, most recently updated first."""
-
-    @abstractmethod
-    def update_session_row(self, namespace: str, session_id: str, changes: SessionChanges) -> bool:
-        """Apply ``changes`` (set the name or end reason, add to counters, set ``updated_at``);
-        ``False`` if the session is not registered."""
-
-    @abstractmethod
-    def delete_session(self, namespace: str, session_id: str) -> bool:
-        """Atomically remove a registered session with its messages, overlays, blocks, cached
-        prompt and search entries; ``False`` if it is not registered."""
-
-    @abstractmethod
-    def fork_session(self, source_storage_id: str, leaf_id: str, row: SessionRow) -> None:
-        """Atomically register ``row`` and copy into it the path root -> ``leaf_id`` of the source
-        (ids, parents, times and estimates kept) with the overlays lying on that path."""
-
-    @abstractmethod
-    def search_sessions(self, namespace: str, query: str, limit: int, match: str = "any") -> list[SearchRow]:
-        """Like ``search_messages`` over every session registered in ``namespace``; each row's
-        ``session_id`` is the registry id."""
-
-    # -- search ----------------------------------------------------------------------------
-
-    @abstractmethod
     def search_messages(
         self, session_ids: Sequence[str] | None, query: str, limit: int, match: str = "any"
     ) -> list[SearchRow]:
@@ -575,6 +590,92 @@ class Store(ABC):
         text: the store quotes it; a query with no searchable word gives ``[]``. ``match`` other
         than those two raises ``ValueError``.
         """
+        _refuse(self, "TextSearch", "search_messages")
+
+
+class SessionRegistry(RequiredStore):
+    """Optional: the named sessions of a ``SessionManager``, by namespace."""
+
+    def register_session(self, row: SessionRow) -> None:
+        """Add a session to a namespace's registry."""
+        _refuse(self, "SessionRegistry", "register_session")
+
+    def get_session_row(self, namespace: str, session_id: str) -> SessionRow | None:
+        """One registered session, or ``None``."""
+        _refuse(self, "SessionRegistry", "get_session_row")
+
+    def list_session_rows(self, namespace: str) -> list[SessionRow]:
+        """The namespace's sessions, most recently updated first."""
+        _refuse(self, "SessionRegistry", "list_session_rows")
+
+    def update_session_row(self, namespace: str, session_id: str, changes: SessionChanges) -> bool:
+        """Apply ``changes`` (set the name or end reason, add to counters, set ``updated_at``);
+        ``False`` if the session is not registered."""
+        _refuse(self, "SessionRegistry", "update_session_row")
+
+    def delete_session(self, namespace: str, session_id: str) -> bool:
+        """Atomically remove a registered session with its messages, overlays, blocks, cached
+        prompt and search entries; ``False`` if it is not registered."""
+        _refuse(self, "SessionRegistry", "delete_session")
+
+    def fork_session(self, source_storage_id: str, leaf_id: str, row: SessionRow) -> None:
+        """Atomically register ``row`` and copy into it the path root -> ``leaf_id`` of the source
+        (ids, parents, times and estimates kept) with the overlays lying on that path."""
+        _refuse(self, "SessionRegistry", "fork_session")
+
+    def search_sessions(self, namespace: str, query: str, limit: int, match: str = "any") -> list[SearchRow]:
+        """Like ``TextSearch.search_messages`` over every session registered in ``namespace``;
+        each row's ``session_id`` is the registry id."""
+        _refuse(self, "SessionRegistry", "search_sessions")
+
+
+CAPABILITIES: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (ReadPlanner, BlobStore, BlockVersions, PromptCache, SearchEntries, TextSearch, SessionRegistry)
+}
+"""The optional capabilities a store declares by overriding their methods (``supports``)."""
+
+
+class Store(ReadPlanner, BlobStore, BlockVersions, PromptCache, SearchEntries, TextSearch, SessionRegistry):
+    """A backend for many sessions' message trees.
+
+    The required contract is :class:`RequiredStore`'s: the message tree, compaction overlays
+    and context blocks. Everything else is an optional capability, a base class whose methods
+    a store overrides to declare it (:func:`supports`): ``ReadPlanner`` (fast paths; its
+    defaults are correct), ``BlobStore``, ``BlockVersions``, ``PromptCache``,
+    ``SearchEntries``, ``TextSearch``, ``SessionRegistry``; and the subclasses
+    ``InspectableStore`` and ``RecallStore``. A feature whose capability a store lacks raises
+    ``UnsupportedOperationError`` naming it.
+    """
+
+
+def supports(store: RequiredStore, capability: str | type) -> bool:
+    """Whether ``store`` implements an optional capability (a name of :data:`CAPABILITIES` or
+    its class, or ``InspectableStore`` / ``RecallStore``): it overrides every method of it
+    (``ReadPlanner``: any, its defaults being correct), as LangGraph's conformance suite
+    detects a saver's capabilities."""
+    cls = CAPABILITIES.get(capability) if isinstance(capability, str) else capability
+    if cls is None and capability in ("InspectableStore", "RecallStore"):
+        cls = InspectableStore if capability == "InspectableStore" else RecallStore
+    if cls is None or not (cls in CAPABILITIES.values() or cls in (InspectableStore, RecallStore)):
+        from ..errors import InvalidInputError
+
+        raise InvalidInputError(f"unknown store capability {capability!r}; known: {sorted(CAPABILITIES)}")
+    return _type_supports(type(store), cls)
+
+
+@functools.lru_cache(maxsize=256)
+def _type_supports(store_type: type, capability: type) -> bool:
+    if capability in (InspectableStore, RecallStore):
+        return issubclass(store_type, capability)
+    methods = [name for name, value in vars(capability).items() if not name.startswith("_") and callable(value)]
+    overridden = [getattr(store_type, name) is not getattr(capability, name) for name in methods]
+    return any(overridden) if capability is ReadPlanner else all(overridden)
+
+
+def capabilities(store: Store) -> frozenset[str]:
+    """The optional capabilities ``store`` implements, by name."""
+    return frozenset(name for name in (*CAPABILITIES, "InspectableStore", "RecallStore") if supports(store, name))
 
 
 class InspectableStore(Store):

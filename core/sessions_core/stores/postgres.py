@@ -18,10 +18,13 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from ..errors import StoreError
+if TYPE_CHECKING:
+    from typing_extensions import LiteralString
+
+from ..errors import StoreError, StoreUnavailableError
 from ..fts import Alternative, Unit, tsquery_literal, tsvector_literal, tsvector_terms
 from ..ranking import Estimated
 from ..text import unstorable
@@ -71,6 +74,12 @@ def _from_stage(statement: str) -> str:
     for placeholder, staged in _STAGED_VALUES.items():
         statement = statement.replace(placeholder, staged)
     return statement
+
+
+def _query(sql: str) -> LiteralString:
+    """``sql`` as psycopg's ``Query`` type, which wants a literal: every statement this store runs
+    is built from the package's own SQL and quoted identifiers, never from a caller's text."""
+    return cast("LiteralString", sql)
 
 
 _PLACEHOLDER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
@@ -169,7 +178,7 @@ class PostgresStore(SqlStore):
                     " (a postgresql:// URL or libpq key=value pairs)"
                 ) from error
             self._conninfo = conninfo_or_pool
-            self._pool_options = {"min_size": min_size, "max_size": max_size}
+            self._pool_options: dict[str, Any] = {"min_size": min_size, "max_size": max_size}
             self._owns = True  # the pool is made on first use, once a connection has worked
             self.url = url_without_password(conninfo_or_pool)
         elif isinstance(conninfo_or_pool, ConnectionPool):
@@ -193,7 +202,8 @@ class PostgresStore(SqlStore):
         if timeout is None:
             timeout = params.get("connect_timeout") or os.environ.get("PGCONNECT_TIMEOUT") or DEFAULT_CONNECT_TIMEOUT
         try:
-            self._connect_timeout = timeout_from_conninfo({"connect_timeout": timeout})
+            # str: what psycopg reads a conninfo value as anyway (ConnDict holds no float)
+            self._connect_timeout = timeout_from_conninfo({"connect_timeout": str(timeout)})
         except psycopg.Error as error:
             raise StoreError(f"{self!r}: {error} (connect_timeout is a number of seconds)") from error
         super().__init__()
@@ -235,7 +245,7 @@ class PostgresStore(SqlStore):
 
     def _execute_many(self, conn: psycopg.Connection, sql: str, params: Sequence[Any]) -> None:
         with conn.cursor() as cursor:
-            cursor.executemany(sql, params)
+            cursor.executemany(_query(sql), params)
 
     def _bind_first(self, value: Any, params: dict[str, Any]) -> dict[str, Any]:
         return {**params, "first": value}
@@ -254,12 +264,13 @@ class PostgresStore(SqlStore):
             raise StoreError(f"{self!r}: {error}") from error
 
     def _size_bytes(self, conn: psycopg.Connection) -> int:
-        size = conn.execute(
+        row = conn.execute(
             "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
             " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
             (self.schema,),
-        ).fetchone()[0]
-        return int(size)
+        ).fetchone()
+        assert row is not None  # an aggregate always gives one row
+        return int(row[0])
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -301,7 +312,7 @@ class PostgresStore(SqlStore):
                 pool.check()
                 continue
             return pool, conn
-        raise StoreError(f"{self!r}: every connection of the pool was broken; try again")
+        raise StoreUnavailableError(f"{self!r}: every connection of the pool was broken; try again")
 
     def _wait(self, pool: ConnectionPool) -> psycopg.Connection:
         """A connection of ``pool``. Past the connect timeout, one direct connection tells
@@ -353,7 +364,7 @@ class PostgresStore(SqlStore):
         except psycopg.Error as error:
             if pool is not None and self._owns:
                 self._drop_pool(pool)
-            raise StoreError(
+            raise StoreUnavailableError(
                 f"{self!r}: cannot connect to PostgreSQL: {_one_line(error)}"
                 " (check that the server runs and the conninfo's host, port, user, password and database)"
             ) from error
@@ -392,7 +403,7 @@ class PostgresStore(SqlStore):
             except psycopg.OperationalError as error:
                 pool = self._pool
                 if attempt == 2 or not idempotent or pool is None:
-                    raise StoreError(f"{self!r}: the database connection failed: {error}") from error
+                    raise StoreUnavailableError(f"{self!r}: the database connection failed: {error}") from error
                 pool.check()  # replace the pool's other dead connections before the retry
             except psycopg.Error as error:
                 raise StoreError(f"{self!r}: {error}") from error
@@ -426,12 +437,12 @@ class PostgresStore(SqlStore):
             with self._borrow() as conn:
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
-                    conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(self.schema)}")
+                    conn.execute(_query(f"CREATE SCHEMA IF NOT EXISTS {_quote(self.schema)}"))
                     version = _version(conn, self.schema)
                     if version > len(MIGRATIONS):
                         raise StoreError(f"{self!r}: schema version {version} is newer than this library knows")
                     for script in _qualified(list(MIGRATIONS[version:]), self.schema):
-                        conn.execute(script)
+                        conn.execute(_query(script))
         except psycopg.Error as error:
             raise StoreError(f"{self!r}: setup failed: {error}") from error
         self._ready = True
@@ -492,7 +503,7 @@ class PostgresStore(SqlStore):
             for previous, record in zip(records, records[1:])
         ]
 
-        rows = [conn.execute(first_sql, first).fetchone()]
+        rows = [conn.execute(_query(first_sql), first).fetchone()]
         if rest:
             # Pipelined: one round trip for the chain; each statement sees the rows the
             # previous ones inserted (same transaction), so depths and totals chain up.
@@ -501,7 +512,7 @@ class PostgresStore(SqlStore):
             threshold, conn.prepare_threshold = conn.prepare_threshold, None
             try:
                 with conn.cursor() as cursor:
-                    cursor.executemany(self.compile(INSERT_UNDER_PARENT), rest, returning=True)
+                    cursor.executemany(_query(self.compile(INSERT_UNDER_PARENT)), rest, returning=True)
                     while True:
                         rows.append(cursor.fetchone())
                         if not cursor.nextset():
@@ -528,7 +539,7 @@ class PostgresStore(SqlStore):
         statement = INSERT_UNDER_LATEST if isinstance(parent_id, _Latest) else INSERT_UNDER_PARENT
         if not isinstance(parent_id, _Latest):
             params["parent"] = parent_id
-        row = conn.execute(self.compile(_from_stage(statement)), params).fetchone()
+        row = conn.execute(_query(self.compile(_from_stage(statement))), params).fetchone()
         if row is None:
             return [None]
         self._link_blobs(conn, row[4], record)
@@ -547,7 +558,9 @@ class PostgresStore(SqlStore):
     def _stage_large(conn: psycopg.Connection, record: MessageRecord) -> None:
         """Put the record's text and JSON into this connection's staging table (emptied at
         commit), streamed with ``COPY`` a step at a time."""
-        if conn.execute(f"SELECT to_regclass('{_STAGED}')").fetchone()[0] is None:
+        staged = conn.execute(f"SELECT to_regclass('{_STAGED}')").fetchone()
+        assert staged is not None  # a SELECT without FROM gives one row
+        if staged[0] is None:
             conn.execute(_STAGE_TABLE)
         else:
             conn.execute(f"DELETE FROM {_STAGED}")  # what an earlier message of this transaction staged
@@ -706,10 +719,11 @@ EXACT_TOTAL_BELOW = 50_000
 
 
 def _version(conn: psycopg.Connection, schema: str) -> int:
-    table = conn.execute("SELECT to_regclass(%s)", (f"{_quote(schema)}.session_memory_schema",)).fetchone()[0]
-    if table is None:
+    table = conn.execute("SELECT to_regclass(%s)", (f"{_quote(schema)}.session_memory_schema",)).fetchone()
+    assert table is not None  # a SELECT without FROM gives one row
+    if table[0] is None:
         return 0
-    row = conn.execute(f"SELECT version FROM {_quote(schema)}.session_memory_schema").fetchone()
+    row = conn.execute(_query(f"SELECT version FROM {_quote(schema)}.session_memory_schema")).fetchone()
     return 0 if row is None else row[0]
 
 

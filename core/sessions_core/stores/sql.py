@@ -68,7 +68,9 @@ TABLES = (*SESSION_TABLES, "sessions", "blobs", "message_blobs", "search_backfil
 def load_migrations(dialect: str) -> tuple[str, ...]:
     """The dialect's migrations, in order (``migrations/<dialect>/NNNN_name.sql``): append-only,
     a released file is never edited, and its position is the schema version it brings."""
-    folder = resources.files(__package__).joinpath("migrations", dialect)
+    assert __package__ is not None  # always set: this module is in a package
+    # One name per joinpath: Python 3.10's Traversable takes one.
+    folder = resources.files(__package__).joinpath("migrations").joinpath(dialect)
     files = sorted((entry for entry in folder.iterdir() if entry.name.endswith(".sql")), key=lambda f: f.name)
     return tuple(entry.read_text(encoding="utf-8") for entry in files)
 
@@ -721,7 +723,7 @@ class SqlStore(RecallStore, InspectableStore):
 
     @staticmethod
     @abstractmethod
-    def _split_terms(stored: str) -> list[str]:
+    def _split_terms(stored: str, /) -> list[str]:
         """The terms of a ``search_terms`` value read as text (``{terms_text}``), in order."""
 
     def _ranked(

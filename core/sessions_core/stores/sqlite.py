@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import StoreError
+from ..errors import InvalidInputError, StoreError, StoreUnavailableError
 from ..fts import Alternative, Unit, fts5_expression, index_text
 from ..text import unstorable
 from .base import LATEST, Inserted, MessageRecord, PathTotals, SearchRow, _Latest, utf8_size
@@ -146,10 +146,10 @@ class SqliteStore(SqlStore):
         read_only: bool = False,
     ) -> None:
         if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
-            raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+            raise InvalidInputError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.database = str(path)
         if read_only and (self.database == ":memory:" or self.database.startswith("file:")):
-            raise ValueError("read_only=True takes the path of a database file")
+            raise InvalidInputError("read_only=True takes the path of a database file")
         self.read_only = read_only
         # The file's absolute path: as given when it is one (no I/O), else resolved when it opens.
         self._url: str | None = os.path.normpath(self.database) if os.path.isabs(self.database) else None
@@ -256,7 +256,7 @@ class SqliteStore(SqlStore):
                 return
         self._discard_connection()
         what = "was deleted (or moved away)" if found is None else "was replaced by another file"
-        raise StoreError(
+        raise StoreUnavailableError(
             f"{self!r}: the database file {what} since this store opened it; nothing was written. Delete"
             " or replace a database file only while no store has it open (with its -wal and -shm files);"
             " this store's next call opens what the path names then"
@@ -479,6 +479,7 @@ class SqliteStore(SqlStore):
             # parent lookup per row.
             ids = [record.id for record in records]
             known = {row[0]: row[1:] for row in self._rows_for_ids(conn, _POSITIONS, session_id, ids)}
+            parent: tuple[Any, ...] | None
             if parent_id is LATEST:
                 parent = conn.execute(_POSITION_OF_LATEST_LEAF, {"s": session_id}).fetchone()
             elif parent_id is None:
@@ -674,6 +675,7 @@ def _insert_large(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
     would be copied by the binding and again into the row built in memory: four times its size."""
     *head, text, terms, content = row
     seq = conn.execute(_INSERT_LARGE_ROW, (*head, "", terms, "", utf8_size(text), utf8_size(content))).lastrowid
+    assert seq is not None  # set by every INSERT
     _write_in_place(conn, seq, text, content)
 
 

@@ -6,6 +6,7 @@ import base64
 import hashlib
 
 from .builders import ids, msg
+from .harness import skip_where_unsupported
 
 PNG = bytes(range(256)) * 8
 DIGEST = hashlib.sha256(PNG).hexdigest()
@@ -117,3 +118,6 @@ def test_a_batch_stores_its_payloads_once_and_reads_them_back(make_session):
     assert store.get_blobs([DIGEST]) == {DIGEST: PNG}
     s.delete_messages(["c"])
     assert store.get_blobs([DIGEST]) == {}
+
+
+skip_where_unsupported(globals())

@@ -4,13 +4,15 @@ of messages, on every backend and mode."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
-from sessions_core import LATEST, MessageValidationError, SessionMessage
+from sessions_core import LATEST, MessageValidationError, SessionMessage, TextPart
 from sessions_core.stores.base import MessageRecord
 
 from .builders import ids, msg
+from .harness import skip_where_unsupported
 
 
 def _session(s):
@@ -106,7 +108,7 @@ def test_compaction_ids_are_skipped(make_session):
 def test_results_equal_what_the_history_reads(make_session):
     s = make_session()
     earlier = datetime.now(timezone.utc) - timedelta(minutes=5)
-    given = SessionMessage(id="m1", role="assistant", parts=[{"type": "text", "text": "hi"}])
+    given = SessionMessage(id="m1", role="assistant", parts=[TextPart(text="hi")])
     results = s.append_messages(
         [
             msg("m0", createdAt=earlier.isoformat()),
@@ -189,7 +191,7 @@ def test_the_estimate_tracks_the_batch(make_session):
 def test_the_store_stores_nothing_when_a_record_fails(backend):
     store = backend.open()
 
-    def record(name, role="user"):
+    def record(name: str, role: Any = "user") -> MessageRecord:  # role=None: a row the store refuses
         return MessageRecord(name, role, f'{{"id":"{name}"}}', name, 1, 1_000 + len(name))
 
     [first] = store.insert_messages("s", [record("m0")], LATEST)
@@ -203,3 +205,6 @@ def test_the_store_stores_nothing_when_a_record_fails(backend):
     assert [(r.parent_id, r.totals.depth, r.totals.tokens) for r in results[1:]] == [("m0", 2, 2), ("m1", 3, 3)]
     assert store.insert_messages("s", [], LATEST) == []
     store.close()
+
+
+skip_where_unsupported(globals())

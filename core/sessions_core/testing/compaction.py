@@ -14,7 +14,7 @@ import random
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -24,6 +24,8 @@ from sessions_core import (
     CompactResult,
     SessionMessage,
     SessionsError,
+    ToolCallPart,
+    ToolResultPart,
     create_compact_function,
 )
 from sessions_core.compaction import tool_pairs_intact
@@ -31,7 +33,7 @@ from sessions_core.stores.base import CompactionRow
 from sessions_core.tokens import estimate_message_tokens
 
 from .builders import ids, msg
-from .harness import AsyncDriver
+from .harness import AsyncDriver, skip_where_unsupported
 
 PREFIX = "compaction_"
 
@@ -183,8 +185,8 @@ def tool_ids(messages: list[SessionMessage]) -> tuple[set[str], set[str]]:
     """The call ids of the ``tool-call`` parts and of the ``tool-result`` parts."""
     parts = [p for m in messages for p in m.parts]
     return (
-        {p.tool_call_id for p in parts if p.type == "tool-call"},
-        {p.tool_call_id for p in parts if p.type == "tool-result"},
+        {p.tool_call_id for p in parts if isinstance(p, ToolCallPart)},
+        {p.tool_call_id for p in parts if isinstance(p, ToolResultPart)},
     )
 
 
@@ -281,7 +283,7 @@ def _expected_reading(store: Any, session_id: str, leaf: str, counter: Any) -> t
             shown += [e.id for e in entries]
             tokens += sum(e.tokens for e in entries)
         else:
-            shown.append(PREFIX + segment.overlay.id)
+            shown.append(PREFIX + cast(CompactionRow, segment.overlay).id)  # one of get_compactions'
             tokens += counter([summary_message(segment.overlay)])
     return shown, tokens
 
@@ -734,6 +736,7 @@ class Hang:
         """Release the plain hang; wait for the async ones to be cancelled and for every
         timeout thread to end (driver calls let the async-mode event loop run)."""
         self.release.set()
+        alive: list[threading.Thread] = []
         for _ in range(200):
             alive = [t for t in threading.enumerate() if t.name == "sessions-core-timeout"]
             if self.cancelled >= cancelled and not alive:
@@ -966,3 +969,6 @@ def test_auto_compaction_keeps_2000_messages_under_the_threshold(make_session, b
         f" max estimate {max_estimate} <= threshold {threshold}, final estimate"
         f" {s.get_token_estimate()}, {reads} full reads, {elapsed:.2f} s"
     )
+
+
+skip_where_unsupported(globals())

@@ -28,7 +28,7 @@ from sessions_core import (
 from sessions_core.context import context_entry_key
 
 from .builders import msg, untimed
-from .harness import AsyncDriver
+from .harness import AsyncDriver, skip_where_unsupported, unsupported_skips
 
 SEP = "═" * 46
 SQL_SKILL = "---\ndescription: SQL guide\n---\nUse indexes.\n"
@@ -696,18 +696,19 @@ def guarded(make_session, skills_dir):
     """A session whose blocks are set up with known content, and a check that nothing changed."""
     FlakyStoreContext.failing = False
     s = make_session("bad")
-    s.with_context("soul", provider=StaticContext("Be kind."))
-    s.with_context("memory", description="Learned facts", max_tokens=10)
-    s.with_context("flaky", provider=FlakyStoreContext())
-    s.with_context("knowledge", provider=FailingSearch())
-    s.with_context("manual", provider=FileSkillProvider(skills_dir, writable=False))
-    s.with_context("broken", provider=FailingSkills())
-    s.with_context("remote", provider=AsyncFailingWrites())
-    s.with_cached_prompt()
-    s.replace_context_block("memory", "Keep me.")
-    s.replace_context_block("flaky", "Flaky kept.")
-    call_tool(s, "set_context", {"label": "knowledge", "content": "Old entry", "metadata": {"title": "old"}})
-    s.freeze_system_prompt()
+    with unsupported_skips():
+        s.with_context("soul", provider=StaticContext("Be kind."))
+        s.with_context("memory", description="Learned facts", max_tokens=10)
+        s.with_context("flaky", provider=FlakyStoreContext())
+        s.with_context("knowledge", provider=FailingSearch())
+        s.with_context("manual", provider=FileSkillProvider(skills_dir, writable=False))
+        s.with_context("broken", provider=FailingSkills())
+        s.with_context("remote", provider=AsyncFailingWrites())
+        s.with_cached_prompt()
+        s.replace_context_block("memory", "Keep me.")
+        s.replace_context_block("flaky", "Flaky kept.")
+        call_tool(s, "set_context", {"label": "knowledge", "content": "Old entry", "metadata": {"title": "old"}})
+        s.freeze_system_prompt()
     FlakyStoreContext.failing = True
     yield s
     FlakyStoreContext.failing = False
@@ -886,3 +887,6 @@ def test_many_blocks_are_read_together_and_render_their_stored_content(make_sess
     assert prompt.count("content ") == 1188 and "content 1199 ünïcode ✓" in prompt
     assert stored.get_blocks("many", [labels[7], labels[8], labels[8], "absent"]) == {labels[8]: "content 8 ünïcode ✓"}
     assert stored.get_blocks("other", labels) == {}
+
+
+skip_where_unsupported(globals())

@@ -9,6 +9,7 @@ import pytest
 from sessions_core import MessageTooLargeError, create_compact_function
 
 from .builders import ids, msg
+from .harness import skip_where_unsupported
 
 
 def _session(s):
@@ -151,3 +152,6 @@ def test_oversized_client_messages_are_refused_and_nothing_is_stored(make_sessio
     assert s.get_message("big") is None
     assert ids(s.get_history()) == ["small"]
     assert s.append_message(msg("server-big", "x" * 500)).inserted  # the limit is for client input
+
+
+skip_where_unsupported(globals())

@@ -17,14 +17,16 @@ an ``InspectableStore``); the tests that need one ask for ``persistent_backend``
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from sessions_core import Session, SessionManager, Store, Tool
+from sessions_core import Session, SessionManager, Store, Tool, UnsupportedOperationError
 from sessions_core.stores.base import InspectableStore
 
 __all__ = [
@@ -38,6 +40,8 @@ __all__ = [
     "make_session",
     "mode",
     "persistent_backend",
+    "skip_where_unsupported",
+    "unsupported_skips",
 ]
 
 
@@ -164,6 +168,7 @@ class AsyncDriver:
             if self._wrap_results:
                 return lambda *args, **kwargs: self._wrap(attribute(*args, **kwargs))
             return attribute
+        assert twin is not None  # has_twin
 
         def call(*args: Any, **kwargs: Any) -> Any:
             return self._wrap(self._loop.run_until_complete(twin(*args, **kwargs)))
@@ -247,3 +252,31 @@ def inspectable_store(backend: Backend) -> Iterator[InspectableStore]:
         yield store
     finally:
         store.close()
+
+
+def skip_where_unsupported(namespace: dict[str, Any]) -> None:
+    """Make each test of a suite module skip where the store lacks an optional capability the
+    test uses: the store's default for it raises ``UnsupportedOperationError`` naming it (the
+    capability is detected, not declared per test). Called at the end of every suite module."""
+    for name, value in list(namespace.items()):
+        if name.startswith("test_") and inspect.isfunction(value) and not hasattr(value, "__wrapped__"):
+            namespace[name] = _skipping_unsupported(value)
+
+
+def _skipping_unsupported(test: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with unsupported_skips():
+            return test(*args, **kwargs)
+
+    return run
+
+
+@contextmanager
+def unsupported_skips() -> Iterator[None]:
+    """Within this block (a fixture's setup), an ``UnsupportedOperationError`` from the store
+    skips the test, naming the capability the store lacks."""
+    try:
+        yield
+    except UnsupportedOperationError as error:
+        pytest.skip(f"optional capability: {error}")

@@ -6,9 +6,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from sessions_core import MessageValidationError, SessionMessage
+from sessions_core import MessageValidationError, SessionMessage, TextPart
 
 from .builders import ids, msg
+from .harness import skip_where_unsupported
 
 
 def chain(session, *names: str) -> None:
@@ -42,7 +43,7 @@ def test_append_is_idempotent_by_id(make_session):
 
 def test_append_accepts_models_and_camel_case(make_session):
     s = make_session()
-    s.append_message(SessionMessage(id="a", role="user", parts=[{"type": "text", "text": "hi"}]))
+    s.append_message(SessionMessage(id="a", role="user", parts=[TextPart(text="hi")]))
     s.append_message(
         {
             "id": "b",
@@ -424,3 +425,6 @@ def test_a_new_store_on_the_same_database_sees_everything(make_session):
     assert ids(again.get_history("m1")) == ["m0", "m1"]
     again.append_message(msg("m2"))
     assert ids(s.get_history()) == ["m0", "m1b", "m2"]
+
+
+skip_where_unsupported(globals())

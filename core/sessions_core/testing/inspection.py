@@ -11,6 +11,7 @@ from sessions_core import Session, SessionManager, StaticContext, StoreSearchCon
 from sessions_core.stores.base import CompactionRow
 
 from .builders import msg
+from .harness import skip_where_unsupported
 
 SESSION = "chat"
 
@@ -147,3 +148,6 @@ def test_stats_count_every_kind_of_row(inspectable_store):
     assert (stats.sessions, stats.registered_sessions, stats.messages) == (3, 1, 10)
     assert (stats.compactions, stats.blocks, stats.cached_prompts, stats.search_entries) == (2, 2, 1, 2)
     assert stats.schema_version >= 1 and stats.size_bytes > 0
+
+
+skip_where_unsupported(globals())

@@ -21,6 +21,7 @@ from sessions_core import (
 )
 
 from .builders import ids, msg, plain_hits, untimed
+from .harness import skip_where_unsupported
 
 SPLIT_PREFIX = "[Context from previous session]\n\n"
 SESSION_SEARCH_DESCRIPTION = "Search past conversations for relevant context. Searches across all sessions."
@@ -90,9 +91,9 @@ def test_create_returns_the_registered_session(make_manager):
 
 def test_list_returns_every_session(make_manager):
     m = make_manager()
-    assert m.list() == []
+    assert m.list_sessions() == []
     made = [m.create(f"s{i}") for i in range(3)]
-    listed = m.list()
+    listed = m.list_sessions()
     assert {s.id for s in listed} == {s.id for s in made}
     assert all(isinstance(s, SessionInfo) for s in listed)
 
@@ -104,7 +105,7 @@ def test_rename(make_manager):
     assert renamed.name == "new" and m.get(info.id).name == "new"
     assert renamed.updated_at > info.updated_at and renamed.created_at == info.created_at
     assert m.rename("missing", "x") is None
-    assert m.get("missing") is None and len(m.list()) == 1
+    assert m.get("missing") is None and len(m.list_sessions()) == 1
 
 
 def test_delete_removes_the_session_and_everything_it_stored(make_manager):
@@ -125,7 +126,7 @@ def test_delete_removes_the_session_and_everything_it_stored(make_manager):
     assert store.get_cached_prompt(gone_key) is not None and store.count_search_entries(gone_key, "notes") == 1
 
     assert m.delete(gone) is True
-    assert m.get(gone) is None and [s.id for s in m.list()] == [kept]
+    assert m.get(gone) is None and [s.id for s in m.list_sessions()] == [kept]
     assert store.get_message(gone_key, "m0") is None and store.get_message(gone_key, "m1") is None
     assert store.get_compactions(gone_key) == []
     assert store.get_block(gone_key, "memory") is None
@@ -174,7 +175,7 @@ TOUCHING = {
 
 NOT_TOUCHING = {
     "get": lambda m, s: m.get(s),
-    "list": lambda m, s: m.list(),
+    "list_sessions": lambda m, s: m.list_sessions(),
     "get_session": lambda m, s: m.get_session(s),
     "get_history": lambda m, s: m.get_history(s),
     "get_history at a leaf": lambda m, s: m.get_history(s, "m0"),
@@ -190,7 +191,7 @@ def _three_sessions(m):
     oldest = m.create("oldest").id
     m.append(oldest, msg("m0"))
     middle, newest = m.create("middle").id, m.create("newest").id
-    assert [s.id for s in m.list()] == [newest, middle, oldest]
+    assert [s.id for s in m.list_sessions()] == [newest, middle, oldest]
     return oldest, middle, newest
 
 
@@ -202,30 +203,30 @@ def test_writes_touch_the_session(make_manager, operation):
     TOUCHING[operation](m, oldest)
     after = m.get(oldest)
     assert after.updated_at > before.updated_at and after.created_at == before.created_at
-    assert [s.id for s in m.list()] == [oldest, newest, middle]
+    assert [s.id for s in m.list_sessions()] == [oldest, newest, middle]
 
 
 @pytest.mark.parametrize("operation", list(NOT_TOUCHING))
 def test_reads_do_not_touch_the_session(make_manager, operation):
     m = make_manager()
     oldest, middle, newest = _three_sessions(m)
-    before = m.list()
+    before = m.list_sessions()
     NOT_TOUCHING[operation](m, oldest)
-    assert m.list() == before
+    assert m.list_sessions() == before
 
 
 def test_list_is_most_recently_updated_first(make_manager):
     m = make_manager()
     a, b, c = (m.create(n).id for n in "abc")
-    assert [s.id for s in m.list()] == [c, b, a]
+    assert [s.id for s in m.list_sessions()] == [c, b, a]
     m.append(a, msg("x"))
-    assert [s.id for s in m.list()] == [a, c, b]
+    assert [s.id for s in m.list_sessions()] == [a, c, b]
     m.rename(b, "b2")
-    assert [s.id for s in m.list()] == [b, a, c]
+    assert [s.id for s in m.list_sessions()] == [b, a, c]
     m.get_history(c)
     m.get_message_count(c)
-    assert [s.id for s in m.list()] == [b, a, c]
-    listed = m.list()
+    assert [s.id for s in m.list_sessions()] == [b, a, c]
+    listed = m.list_sessions()
     assert all(x.updated_at >= y.updated_at for x, y in zip(listed, listed[1:], strict=False))
 
 
@@ -376,7 +377,7 @@ def test_fork_reads_exactly_as_the_original_did_at_that_message(make_manager):
     assert isinstance(fork, SessionInfo) and fork.id != src
     assert (fork.name, fork.parent_session_id, fork.model, fork.source) == ("forked", src, None, None)
     assert (fork.input_tokens, fork.output_tokens, fork.estimated_cost, fork.end_reason) == (0, 0, 0.0, None)
-    assert m.get(fork.id) == fork and fork.id in {s.id for s in m.list()}
+    assert m.get(fork.id) == fork and fork.id in {s.id for s in m.list_sessions()}
 
     forked = m.get_history(fork.id)
     assert _normalized(forked) == _normalized(original)
@@ -445,7 +446,7 @@ def test_compact_and_split(make_manager):
     assert [p.model_dump() for p in carried.parts] == [{"type": "text", "text": SPLIT_PREFIX + "We discussed X."}]
     assert carried.id not in ("m0", "m1")
     assert m.get_history(old.id) == history_before and m.get_compactions(old.id) == compactions_before
-    assert [s.id for s in m.list()][0] == new.id
+    assert [s.id for s in m.list_sessions()][0] == new.id
     assert [h.session_id for h in m.search("discussed")] == [new.id]
 
 
@@ -482,7 +483,7 @@ def test_add_usage_adds_to_the_counters(make_manager):
     assert info.estimated_cost == pytest.approx(0.75)
     assert (m.get(b).input_tokens, m.get(b).output_tokens, m.get(b).estimated_cost) == (0, 0, 0.0)
     m.add_usage("unknown", 1, 1, 1.0)
-    assert m.get("unknown") is None and len(m.list()) == 2
+    assert m.get("unknown") is None and len(m.list_sessions()) == 2
 
 
 # -- search and session_search -------------------------------------------------------------
@@ -761,8 +762,8 @@ def test_a_new_store_on_the_same_database_sees_every_session(make_manager):
     a, prompt = populate(first)
     again = make_manager("team").with_context("memory").with_context("notes", provider=StoreSearchContext())
     again.with_cached_prompt()
-    assert again.list() == first.list() and len(again.list()) == 4
-    for info in again.list():
+    assert again.list_sessions() == first.list_sessions() and len(again.list_sessions()) == 4
+    for info in again.list_sessions():
         assert again.get_history(info.id) == first.get_history(info.id)
         assert again.get_compactions(info.id) == first.get_compactions(info.id)
     assert again.get(a).input_tokens == 100 and again.get(a).estimated_cost == pytest.approx(1.25)
@@ -774,7 +775,7 @@ def test_a_new_store_on_the_same_database_sees_every_session(make_manager):
     assert untimed(search.invoke({"label": "notes", "query": "walrus"})) == "[walrus]\nwalrus facts"
     assert {h.session_id for h in again.search("walrus")} == {h.session_id for h in first.search("walrus")}
     assert len(again.search("walrus")) == 2  # the source and its fork
-    assert make_manager().list() == []
+    assert make_manager().list_sessions() == []
 
 
 # -- isolation -----------------------------------------------------------------------------
@@ -976,7 +977,7 @@ def _exercise(m, sid, seen, cross):
     [session_search] = m.tools()
     cross.append(session_search.invoke({"query": "deploy production"}))
     cross.append([t.name for t in m.session_tools(sid)])
-    cross.append(m.list())
+    cross.append(m.list_sessions())
 
     # Fork, split, clear, delete.
     keep(m.fork(sid, "m1", "fork"))
@@ -1014,7 +1015,7 @@ def test_namespaces_sharing_a_store_never_touch_each_other(make_manager, namespa
     _seed(mine, acting, "yak")
     _seed(theirs, other, "zebra")
     before = _snapshot(theirs, other)
-    their_list = theirs.list()
+    their_list = theirs.list_sessions()
 
     seen = []
     _exercise(mine, acting, seen, seen)
@@ -1051,11 +1052,11 @@ def test_namespaces_sharing_a_store_never_touch_each_other(make_manager, namespa
     assert search.invoke({"label": "history", "query": "zebra"}) == "No results found."
 
     assert _snapshot(theirs, other) == before
-    assert theirs.list() == their_list
+    assert theirs.list_sessions() == their_list
     assert "zebra" not in repr(seen)
     assert other not in repr([x for x in seen if not isinstance(x, SessionInfo)])
     assert all(not (isinstance(x, SessionInfo) and x.id == other) for x in seen)
-    assert other not in {s.id for s in mine.list()}
+    assert other not in {s.id for s in mine.list_sessions()}
 
 
 def test_the_same_session_id_in_two_namespaces(make_manager):
@@ -1080,3 +1081,6 @@ def test_an_id_holding_a_colon_stays_in_its_namespace(make_manager):
     assert ids(default.get_history("user:42")) == ["d"]
     assert ids(user.get_history("42")) == ["u"]
     assert ids(default.get_history("42")) == [] and ids(user.get_history("user:42")) == []
+
+
+skip_where_unsupported(globals())

@@ -6,6 +6,7 @@ import pytest
 
 from ..providers import StoreSearchContext
 from .builders import ids, msg, untimed
+from .harness import skip_where_unsupported
 
 
 def _store(s):
@@ -350,3 +351,6 @@ def test_a_hit_an_overlay_hides_says_it_was_compacted(make_session):
     assert hits == {"m0": False, "m1": True, "m2": True, "m3": True, "m4": False}
     assert not other.search("deploy")[0].compacted
     assert _store(s).with_overlays(["hidden", "open", "unknown"]) == {"hidden"}
+
+
+skip_where_unsupported(globals())

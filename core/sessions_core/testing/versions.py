@@ -11,10 +11,10 @@ import pytest
 
 from sessions_core import ContextError, InvalidTextError, StoreSearchContext
 from sessions_core.provenance import writing_as
-from sessions_core.stores.base import Store
+from sessions_core.stores.base import BlockVersions, supports
 from sessions_core.transfer import export_lines, import_records
 
-from .harness import AsyncDriver
+from .harness import AsyncDriver, skip_where_unsupported
 
 
 def _session(s: Any) -> Any:
@@ -26,8 +26,8 @@ def _versions(s: Any, label: str = "memory", key: str | None = None) -> list[tup
 
 
 def _keeps_versions(s: Any) -> None:
-    if type(_session(s).store).write_block is Store.write_block:
-        pytest.skip("this store keeps no block versions (the Store defaults)")
+    if not supports(_session(s).store, BlockVersions):
+        pytest.skip("this store keeps no block versions (optional BlockVersions)")
 
 
 def test_every_write_is_a_version_with_where_it_came_from(make_session):
@@ -126,8 +126,8 @@ def test_failed_writes_record_no_version(make_session):
 def test_versions_are_per_session_and_namespace_and_go_with_the_session(make_manager):
     alpha = make_manager(namespace="alpha")
     store = _session(alpha).store
-    if type(store).write_block is Store.write_block:
-        pytest.skip("this store keeps no block versions (the Store defaults)")
+    if not supports(store, BlockVersions):
+        pytest.skip("this store keeps no block versions (optional BlockVersions)")
     beta = make_manager(namespace="beta", store=store)
     for manager in (alpha, beta):
         manager.with_context("memory", description="Facts")
@@ -194,3 +194,6 @@ def test_export_and_import_carry_the_versions(make_session):
     copy = type(_session(s))(store).for_session("v7-copy").with_context("memory", description="Facts")
     copy.replace_context_block("memory", "third fact")
     assert [v.version for v in copy.get_context_history("memory")] == [3, 2, 1]
+
+
+skip_where_unsupported(globals())
