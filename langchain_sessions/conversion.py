@@ -49,7 +49,7 @@ from sessions_core import (
     ToolResultPart,
     ToolUIPart,
 )
-from sessions_core.integration import file_data_text, is_marker, is_summary_id, is_tool_ui_type
+from sessions_core.integration import COMPACTION_ID_PREFIX, file_data_text, is_marker, is_tool_ui_type
 
 __all__ = [
     "COMPACTION_SOURCE",
@@ -272,7 +272,7 @@ def to_langchain_messages(messages: Iterable[SessionMessage | Mapping[str, Any]]
     for message in messages:
         if not isinstance(message, SessionMessage):
             message = SessionMessage.model_validate(message)
-        if is_marker(message):
+        if message.role == "system" and is_marker(message):
             continue
         record = message.metadata.get(RECORD_KEY)
         if isinstance(record, Mapping) and record.get("type") in _CLASSES:
@@ -369,7 +369,7 @@ def _output_text(output: Any) -> str:
 
 def _from_foreign(message: SessionMessage) -> list[BaseMessage]:
     """A message written without a LangChain record: what a provider accepts."""
-    if is_summary_id(message.id):
+    if message.id.startswith(COMPACTION_ID_PREFIX):
         return [AIMessage(content=message.text, id=message.id, additional_kwargs={"lc_source": COMPACTION_SOURCE})]
     content = _foreign_content(message)
     if message.role == "user":
@@ -443,4 +443,4 @@ def _foreign_content(message: SessionMessage) -> str | list[Any]:
 
 def is_summary(message: BaseMessage) -> bool:
     """Whether ``message`` is a compaction summary standing for a range of the history."""
-    return isinstance(message.id, str) and is_summary_id(message.id)
+    return isinstance(message.id, str) and message.id.startswith(COMPACTION_ID_PREFIX)

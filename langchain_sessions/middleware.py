@@ -6,10 +6,9 @@ import functools
 import logging
 import threading
 import uuid
-from collections import OrderedDict
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Annotated, Any, TypeVar, cast
 
 from langchain.agents.middleware import (
@@ -26,18 +25,20 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from typing_extensions import NotRequired
 
-from sessions_core import LATEST, CompactionError, Session, create_compact_function
+from sessions_core import LATEST, create_compact_function
 from sessions_core.integration import (
-    is_summary_id,
-    plan_overlays,
+    COMPACTION_ID_PREFIX,
+    CallView,
+    Incoming,
+    TurnService,
     prefer_async,
     run_in_thread,
-    summary_id,
     summary_message,
+    view_segments,
 )
 
 from ._source import SessionSource, SessionSourceLike
-from .conversion import is_summary, source_id, to_langchain_messages, to_session_message
+from .conversion import source_id, to_langchain_messages, to_session_message
 from .summarizer import ChatModelSummarizer, as_summarize
 from .toolkit import langchain_tools
 
@@ -45,11 +46,7 @@ __all__ = ["SessionMemoryMiddleware", "SessionMemoryState"]
 
 logger = logging.getLogger("langchain_sessions")
 
-_CACHE_SESSIONS = 1024
 _Middleware = TypeVar("_Middleware", bound="SessionMemoryMiddleware")
-_K = TypeVar("_K")
-_V = TypeVar("_V")
-_ACTIVE_COMPACTION: ContextVar[Callable[..., Any] | None] = ContextVar("session_memory_compaction", default=None)
 
 
 class SessionMemoryState(AgentState):
@@ -57,12 +54,6 @@ class SessionMemoryState(AgentState):
     the state, so that the middleware adds no graph step; the field stays for old checkpoints)."""
 
     session_memory_prompt: NotRequired[Annotated[str | None, PrivateStateAttr]]
-
-
-@dataclass
-class _Run:
-    prompt: str
-    tools: list[BaseTool]
 
 
 class SessionMemoryMiddleware(AgentMiddleware):
@@ -149,14 +140,10 @@ class SessionMemoryMiddleware(AgentMiddleware):
         if self.tools and not isinstance(self, _ServesTools):
             self.__class__ = _serving_tools(type(self))
         self._tool_names = {tool.name for tool in self.tools}
-        self._lock = threading.Lock()
+        self.turns = TurnService(self.source.target, tools=memory_tools, compaction=self._compact)
         self._tool_lock = threading.Lock()
         self._answers: dict[tuple[str, str], dict[str, list[BaseMessage]]] = {}
-        self._runs: OrderedDict[str, _Run] = OrderedDict()
-        self._known: OrderedDict[str, set[str]] = OrderedDict()
-        self._prefixes: OrderedDict[tuple[str, str], list[BaseMessage]] = OrderedDict()
-        self._failed: set[str] = set()
-        self._installed: set[int] = set()
+        self._converted: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
         self._last_model: Any = None
         self._warned_profile = False
 
@@ -178,147 +165,47 @@ class SessionMemoryMiddleware(AgentMiddleware):
             context=getattr(runtime, "context", None), config=config, thread_id=getattr(info, "thread_id", None)
         )
 
-    def _install(self, session_id: str, session: Session) -> None:
-        """Set our compaction function on a session, and follow its deletes (so a message
-        deleted by this process is stored again if it is still in a thread's state)."""
-        with self._lock:
-            if id(session) in self._installed:
-                return
-            self._installed.add(id(session))
-        session.on_compaction(self._compact)
-        session.subscribe(lambda event: self._on_event(session_id, event))
+    # -- what of the state to store --------------------------------------------------------
 
-    def _on_event(self, session_id: str, event: Any) -> None:
-        if event.type not in ("delete", "clear"):
-            return
-        with self._lock:
-            if event.type == "clear":
-                self._known.pop(session_id, None)
-            elif session_id in self._known:
-                self._known[session_id].difference_update(event.message_ids)
-            for key in [key for key in self._prefixes if key[0] == session_id]:
-                del self._prefixes[key]
-
-    def _session(self, runtime: Any) -> tuple[str, Session]:
-        session_id = self._session_id(runtime)
-        session = self.source.get(session_id)
-        self._install(session_id, session)
-        return session_id, session
-
-    def _remember(self, cache: OrderedDict[_K, _V], key: _K, value: _V) -> None:
-        with self._lock:
-            cache[key] = value
-            cache.move_to_end(key)
-            while len(cache) > _CACHE_SESSIONS:
-                cache.popitem(last=False)
-
-    def _known_ids(self, session_id: str) -> set[str]:
-        with self._lock:
-            known = self._known.get(session_id)
-        if known is None:
-            known = set()
-            self._remember(self._known, session_id, known)
-        return known
-
-    # -- persistence -----------------------------------------------------------------------
-
-    def _plan(self, session_id: str, messages: Sequence[BaseMessage]) -> list[tuple[BaseMessage, Any]]:
-        """The messages not known to be stored, each with the parent to store it under: the
-        message before it in the state, so a rewound thread branches where it was rewound.
+    def _incoming(self, messages: Sequence[BaseMessage]) -> list[Incoming]:
+        """Every message of the state that has an id, with the parent to store it under (the
+        message before it in the state, so a rewound thread branches where it was rewound); the
+        turn service stores those it does not know.
 
         An AI message's invalid tool calls are answered in the store right after it (the error
         ``create_agent`` answers them with, under an id derived from the call), so every stored
         tool call has its result on the path; the copy ``create_agent`` later inserts into the
         state is not stored again. A call the state answers itself keeps that answer."""
-        known = self._known_ids(session_id)
         ours = {
             a.tool_call_id: a.content for m in messages if isinstance(m, AIMessage) for a in _invalid_call_answers(m)
         }
         answered = {  # invalid calls the state answers itself (not with create_agent's copy of ours)
             m.tool_call_id for m in messages if isinstance(m, ToolMessage) and ours.get(m.tool_call_id) != m.content
         }
-        pending: list[tuple[BaseMessage, Any]] = []
+        incoming: list[Incoming] = []
         previous: str | None = None
         repaired: set[str] = set()
         for message in messages:
             if isinstance(message, ToolMessage) and message.tool_call_id in repaired:
                 continue  # create_agent's answer to an invalid tool call: ours is stored instead
             ident = source_id(message)
-            if is_summary(message) or not ident:
+            if not ident or ident.startswith(COMPACTION_ID_PREFIX):
                 previous = None
                 continue
-            if ident not in known:
-                pending.append((message, previous if previous is not None else LATEST))
+            incoming.append(_incoming(message, ident, previous if previous is not None else LATEST))
             previous = ident
             if isinstance(message, AIMessage):
                 repaired = set()
                 for answer in _invalid_call_answers(message):
                     if answer.tool_call_id in answered:
                         continue
-                    if answer.id not in known:
-                        pending.append((answer, previous))
+                    assert answer.id is not None
+                    incoming.append(_incoming(answer, answer.id, previous))
                     previous = answer.id
                     repaired.add(answer.tool_call_id)
             elif not isinstance(message, ToolMessage):
                 repaired = set()
-        return pending
-
-    def _stored(self, session_id: str, message: BaseMessage, result: Any) -> None:
-        ident = source_id(message)
-        if ident:
-            self._known_ids(session_id).add(ident)
-        if result.inserted and isinstance(message, AIMessage) and message.usage_metadata:
-            usage = message.usage_metadata
-            self.source.add_usage(session_id, usage.get("input_tokens", 0), usage.get("output_tokens", 0))
-
-    def _persist(self, session_id: str, session: Session, messages: Sequence[BaseMessage]) -> None:
-        for message, parent in self._plan(session_id, messages):
-            try:
-                stored = to_session_message(message)
-            except (TypeError, ValueError) as error:
-                logger.warning("message %r not stored: %s", message.id, error)
-                continue
-            self._stored(session_id, message, session.append_message(stored, parent))
-
-    # -- before_agent: freeze the prompt, store the input, read what came before ----------
-
-    def _run_tools(self, session_id: str) -> list[BaseTool]:
-        return langchain_tools(self.source.tools(session_id), self.source) if self.memory_tools else []
-
-    def _start(self, session_id: str, prompt: str) -> None:
-        self._remember(self._runs, session_id, _Run(prompt, self._run_tools(session_id)))
-        with self._lock:
-            self._failed.discard(session_id)
-
-    def _prefix_key(self, session_id: str, messages: Sequence[BaseMessage]) -> tuple[str, str] | None:
-        first = next((source_id(m) for m in messages if source_id(m)), None)
-        return None if first is None or not self.load_history else (session_id, first)
-
-    def _keep_prefix(self, key: tuple[str, str], path: list[Any], messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-        """The stored branch before the state's first message: what the model sees before the
-        state (all of the history without a checkpointer; nothing, or what an earlier thread
-        of the same session said, with one)."""
-        in_state = {source_id(m) for m in messages}
-        prefix = [m for m in to_langchain_messages(path) if source_id(m) not in in_state]
-        self._known_ids(key[0]).update(i for i in (source_id(m) for m in prefix) if i and not is_summary_id(i))
-        self._remember(self._prefixes, key, prefix)
-        return prefix
-
-    def _prefix(
-        self, session: Session, key: tuple[str, str] | None, messages: Sequence[BaseMessage]
-    ) -> list[BaseMessage]:
-        if key is None:
-            return []
-        with self._lock:
-            prefix = self._prefixes.get(key)
-        return prefix if prefix is not None else self._keep_prefix(key, session.get_history(key[1]), messages)
-
-    def _begin(self, session_id: str, session: Session, messages: Sequence[BaseMessage]) -> None:
-        """Start a run: freeze the prompt, read the stored branch before the state."""
-        self._start(session_id, session.system_prompt_for_run())
-        key = self._prefix_key(session_id, messages)
-        if key is not None:
-            self._keep_prefix(key, session.get_history(key[1]), messages)
+        return incoming
 
     # -- tool results: stored as soon as every earlier call of the same AI message is done ----
 
@@ -332,7 +219,7 @@ class SessionMemoryMiddleware(AgentMiddleware):
         for answer in answers:
             if not answer.id:
                 answer.id = str(uuid.uuid4())
-        session_id, session = self._session(request.runtime)
+        session_id = self._session_id(request.runtime)
         order = [c["id"] for c in caller.tool_calls]
         with self._tool_lock:
             done = self._answers.setdefault((session_id, caller.id), {})
@@ -345,22 +232,21 @@ class SessionMemoryMiddleware(AgentMiddleware):
             if len(done) == len(order):
                 del self._answers[(session_id, caller.id)]
             if ready:
-                self._persist(session_id, session, [*messages, *ready])
+                self.turns.after_call(session_id, self._incoming([*messages, *ready]))
 
     # -- wrap_model_call: system prompt, tools, compacted view -------------------------------
 
-    def _run(self, session_id: str, session: Session) -> _Run:
-        with self._lock:
-            run = self._runs.get(session_id)
-        if run is None:  # a run resumed in another process: it did not start here
-            prompt = session.system_prompt_for_run()
-            run = _Run(prompt, self._run_tools(session_id))
-            self._remember(self._runs, session_id, run)
-        return run
+    def _convert(self, key: Any, make: Callable[[], list[Any]]) -> list[Any]:
+        """The framework's form of a run's tools or of a stored branch, converted once."""
+        converted = self._converted.get(key)
+        if converted is None:
+            converted = self._converted[key] = make()
+        return converted
 
-    def _prepare(self, request: ModelRequest, run: _Run, view: list[BaseMessage]) -> ModelRequest:
+    def _prepare(self, request: ModelRequest, view: CallView, messages: Sequence[BaseMessage]) -> ModelRequest:
+        run = view.run
         system = _with_prompt(request.system_message, run.prompt)
-        ours = {tool.name: tool for tool in run.tools}
+        ours = {tool.name: tool for tool in self._convert(run, lambda: langchain_tools(run.tools, self.source))}
         tools: list[Any] = []
         for tool in request.tools:
             name = getattr(tool, "name", None) if isinstance(tool, BaseTool) else None
@@ -375,8 +261,15 @@ class SessionMemoryMiddleware(AgentMiddleware):
                 f" SessionMemoryMiddleware gives the agent its memory tools ({', '.join(ours)}): use a"
                 " model with tool calling, or SessionMemoryMiddleware(..., memory_tools=False)"
             )
+        before = view.before
+        prefix: list[BaseMessage] = []
+        if before is not None:
+            in_state = {source_id(m) for m in messages}
+            stored = self._convert(before, lambda: to_langchain_messages(before.messages))
+            prefix = [m for m in stored if source_id(m) not in in_state]
+        shown = _view([*prefix, *messages], view)
         # cast: LangChain types the request's messages as its union of concrete message classes
-        return request.override(system_message=system, messages=cast("list[AnyMessage]", view), tools=tools)
+        return request.override(system_message=system, messages=cast("list[AnyMessage]", shown), tools=tools)
 
     def _trigger(self, model: Any) -> int | None:
         limit = self.compact_at
@@ -391,11 +284,7 @@ class SessionMemoryMiddleware(AgentMiddleware):
             return None
         return int(window * limit)
 
-    def _over(self, request: ModelRequest, trigger: int | None, session_id: str) -> bool:
-        with self._lock:
-            failed = session_id in self._failed
-        if trigger is None or failed:
-            return False
+    def _over(self, request: ModelRequest, trigger: int) -> bool:
         messages: list[BaseMessage] = (
             [request.system_message, *request.messages] if request.system_message else list(request.messages)
         )
@@ -411,62 +300,47 @@ class SessionMemoryMiddleware(AgentMiddleware):
         return create_compact_function(summarize=summarize, protect_head=self.protect_head, keep_recent_tokens=keep)
 
     def _compact(self, messages: Any, context: Any = None) -> Any:
-        """The compaction function set on each session: the one of the current model call, or
-        (for the session's own ``compact_after``) the last model seen."""
-        active = _ACTIVE_COMPACTION.get()
-        if active is None:
-            model = self._last_model
-            if self.summarizer is None and model is None:
-                return None
-            trigger = self._trigger(model) if model is not None else None
-            active = self._compaction_fn(model, trigger or 80_000)
-        return active(messages, context)
-
-    def _failed_compaction(self, session_id: str, error: Exception) -> None:
-        with self._lock:
-            self._failed.add(session_id)
-        logger.warning("compaction of session %r failed, history kept whole: %s", session_id, error)
-
-    def _model_request(self, request: ModelRequest) -> ModelRequest:
-        """The request with the run's system prompt and tools and the compacted history
-        (compacting first when the model's input is over the trigger)."""
-        session_id, session = self._session(request.runtime)
-        self._last_model = request.model
-        run = self._run(session_id, session)
-        prefix = self._prefix(session, self._prefix_key(session_id, request.messages), request.messages)
-        prepared = self._prepare(request, run, _view([*prefix, *request.messages], session.get_compactions()))
-        trigger = self._trigger(request.model)
-        if trigger is not None and self._over(prepared, trigger, session_id):
-            token = _ACTIVE_COMPACTION.set(self._compaction_fn(request.model, trigger))
-            try:
-                if session.compact(_last_stored(request.messages)) is not None:
-                    view = _view([*prefix, *request.messages], session.get_compactions())
-                    prepared = self._prepare(request, run, view)
-            except CompactionError as error:
-                self._failed_compaction(session_id, error)
-            finally:
-                _ACTIVE_COMPACTION.reset(token)
-        return prepared
+        """The compaction function set on each session (what its own ``compact_after`` runs):
+        with the last model seen, or ``summarizer``."""
+        model = self._last_model
+        if self.summarizer is None and model is None:
+            return None
+        trigger = self._trigger(model) if model is not None else None
+        return self._compaction_fn(model, trigger or 80_000)(messages, context)
 
     def _before_call(self, request: ModelRequest) -> ModelRequest:
         """Store what is new in the state (starting a run when the state is not in a tool
-        loop) and prepare the request."""
-        session_id, session = self._session(request.runtime)
+        loop) and give the request the run's system prompt and tools and the compacted history
+        (compacting first when the model's input is over the trigger)."""
+        session_id = self._session_id(request.runtime)
+        self._last_model = request.model
         messages = request.state.get("messages", []) if isinstance(request.state, dict) else []
-        self._persist(session_id, session, messages)
-        if not _in_tool_loop(messages):
-            self._begin(session_id, session, messages)
-        return self._model_request(request)
+        first = next((source_id(m) for m in request.messages if source_id(m)), None)
+        view = self.turns.before_call(
+            session_id,
+            self._incoming(messages),
+            new_run=not _in_tool_loop(messages),
+            read_before=first if self.load_history else None,
+        )
+        prepared = self._prepare(request, view, request.messages)
+        trigger = self._trigger(request.model)
+        if trigger is not None and self._over(prepared, trigger):
+            compactions = self.turns.compact(
+                session_id, _last_stored(request.messages), self._compaction_fn(request.model, trigger)
+            )
+            if compactions is not None:
+                prepared = self._prepare(request, replace(view, compactions=compactions), request.messages)
+        return prepared
 
     def _after_call(self, request: ModelRequest, response: Any) -> ModelCallResult:
         """Store the model's reply under the state."""
-        session_id, session = self._session(request.runtime)
+        session_id = self._session_id(request.runtime)
         replies = list(getattr(response, "result", None) or [])
         for reply in replies:
             if not reply.id:
                 reply.id = str(uuid.uuid4())
         messages = request.state.get("messages", []) if isinstance(request.state, dict) else []
-        self._persist(session_id, session, [*messages, *replies])
+        self.turns.after_call(session_id, self._incoming([*messages, *replies]))
         return response
 
     def wrap_model_call(
@@ -584,28 +458,37 @@ def _invalid_call_answers(message: AIMessage) -> list[ToolMessage]:
 def _last_stored(messages: Sequence[BaseMessage]) -> str | None:
     for message in reversed(messages):
         ident = source_id(message)
-        if ident and not is_summary(message):
+        if ident and not ident.startswith(COMPACTION_ID_PREFIX):
             return ident
     return None
 
 
-def _view(messages: Sequence[BaseMessage], overlays: Sequence[Any]) -> list[BaseMessage]:
+def _view(messages: Sequence[BaseMessage], view: CallView) -> list[BaseMessage]:
     """The messages with each compaction overlay applied: the range it covers replaced by its
     summary. A summary already in the messages (history loaded compacted) stands where its
     range starts, so a later overlay of the same chain replaces it too."""
-    messages = list(messages)
-    if not overlays:
-        return messages
-    by_summary_id = {summary_id(overlay.id): overlay for overlay in overlays}
-    ids: list[str] = []
-    for message in messages:
-        ident = source_id(message) or ""
-        overlay = by_summary_id.get(ident)
-        ids.append(overlay.from_message_id if overlay is not None else ident)
-    view: list[BaseMessage] = []
-    for segment in plan_overlays(ids, overlays):
+    if not view.compactions:
+        return list(messages)
+    shown: list[BaseMessage] = []
+    for segment in view_segments([source_id(m) or "" for m in messages], view.compactions):
         if segment.overlay is None:
-            view.extend(messages[segment.start : segment.end])
+            shown.extend(messages[segment.start : segment.end])
         else:
-            view.extend(to_langchain_messages([summary_message(segment.overlay)]))
-    return view
+            shown.extend(to_langchain_messages([summary_message(segment.overlay)]))
+    return shown
+
+
+def _incoming(message: BaseMessage, ident: str, parent: Any) -> Incoming:
+    """A state message for the turn service: converted only if it is not known to be stored."""
+    usage = None
+    if isinstance(message, AIMessage) and message.usage_metadata:
+        usage = (message.usage_metadata.get("input_tokens", 0), message.usage_metadata.get("output_tokens", 0))
+
+    def convert() -> Any:
+        try:
+            return to_session_message(message)
+        except (TypeError, ValueError) as error:
+            logger.warning("message %r not stored: %s", message.id, error)
+            return None
+
+    return Incoming(ident, parent, convert, usage)

@@ -82,11 +82,12 @@ class CompactionRunner:
             total = history_tokens(leaf_id)
         self.estimate = (leaf_id, total)
 
-    def run(self, history: list[SessionMessage]) -> CompactResult | None:
-        """Call the compaction function on ``history``; ``None`` when it found nothing to do.
-        Raises ``CompactionError`` if it fails, times out or returns something unusable."""
+    def run(self, history: list[SessionMessage], using: Callable[..., Any] | None = None) -> CompactResult | None:
+        """Call the compaction function (``using``, else the configured one) on ``history``;
+        ``None`` when it found nothing to do. Raises ``CompactionError`` if it fails, times out
+        or returns something unusable."""
         context = CompactContext(token_counter=self.count)
-        fn = self.fn
+        fn = using or self.fn
         assert fn is not None, "run() needs a compaction function (Session.compact checks)"
         try:
             outcome = call_with_timeout(self.timeout, fn, history, context)

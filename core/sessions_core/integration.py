@@ -22,7 +22,7 @@ framework-neutral and behaves the same for every adapter:
 
 from ._async import async_twin, prefer_async, run_in_thread
 from .branching import ensure_session, raw_history, set_active_history, soft_reset
-from .messages import file_data_text, is_marker, is_tool_ui_type
+from .messages import COMPACTION_ID_PREFIX, file_data_text, is_marker, is_tool_ui_type
 from .overlays import is_summary_id, plan_overlays, summary_id
 from .reads import summary_message
 from .schemas import tool_args_model
@@ -31,9 +31,17 @@ from .store_owner import store_url
 from .summarizers import Summarizer
 from .synonyms import synonym_embedding
 from .tokens import count_message_tokens
+from .turns import CallView, Incoming, Run, StoredBranch, TurnService, view_segments
 from .window import recent_window
 
 __all__ = [
+    "COMPACTION_ID_PREFIX",
+    "CallView",
+    "Incoming",
+    "Run",
+    "StoredBranch",
+    "TurnService",
+    "view_segments",
     "Summarizer",
     "async_twin",
     "count_message_tokens",

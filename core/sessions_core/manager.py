@@ -10,7 +10,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._async import io, run_in_thread
 from ._time import from_us, now_us
@@ -27,6 +27,11 @@ from .store_owner import StoreOwner
 from .stores.base import LATEST, SessionChanges, SessionRow, _Latest
 from .text import check_text
 from .tools import Tool, ToolHit, format_hits, session_search_tool
+
+if TYPE_CHECKING:
+    from ._twins import SessionManagerTwins
+else:
+    SessionManagerTwins = object  # typed twins for type checkers; AsyncTwins makes the real ones
 
 SPLIT_PREFIX = "[Context from previous session]\n\n"
 DEFAULT_CACHE_SIZE = 1024
@@ -82,7 +87,7 @@ class _SearchableHistory:
         return format_hits(hits) if hits else None
 
 
-class SessionManager(RecallOwner, StoreOwner):
+class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
     """Many named sessions in one store.
 
     ``store`` is a path, ``":memory:"``, a ``postgresql://`` URL or a store object.

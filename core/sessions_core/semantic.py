@@ -19,7 +19,7 @@ import weakref
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._async import AsyncTwins, caller_loop, io, resolve
 from ._time import now_us
@@ -27,6 +27,11 @@ from .errors import ConflictError, InvalidInputError, RecallError, SessionsError
 from .messages import COMPACTION_ID_PREFIX, message_from_storage, recall_text
 from .recall import ENTRY, MESSAGE, SESSION, VectorHit, VectorIndex, chunk_text, digest, split_entry_ref, vector_id
 from .stores.base import OutboxRow, RecallBacklog, RecallSource, RecallStore, Store, VectorRow, recall_store
+
+if TYPE_CHECKING:
+    from ._twins import RecallOwnerTwins
+else:
+    RecallOwnerTwins = object  # typed twins for type checkers; AsyncTwins makes the real ones
 
 logger = logging.getLogger("sessions_core.semantic")
 
@@ -488,7 +493,7 @@ class SemanticRecall:
         return [RecallHit(s, k, ref, score) for (s, k, ref), score in list(best.items())[:limit]]
 
 
-class RecallOwner(AsyncTwins):
+class RecallOwner(AsyncTwins, RecallOwnerTwins):
     """What ``Session`` and ``SessionManager`` share of semantic recall."""
 
     _recall: SemanticRecall | None = None

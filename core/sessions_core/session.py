@@ -38,11 +38,15 @@ from .tools import Tool, context_tools
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+    from ._twins import SessionTwins
+else:
+    SessionTwins = object  # typed twins for type checkers; AsyncTwins makes the real ones
+
 # ``open_store``, ``StoreOwner``, ``TokenCounter`` and ``summary_message`` were defined here before the split.
 __all__ = ["Session", "StoreOwner", "TokenCounter", "open_store", "summary_message"]
 
 
-class Session(RecallOwner, StoreOwner):
+class Session(RecallOwner, StoreOwner, SessionTwins):
     """A conversation stored as a tree of messages.
 
     ``store`` is a SQLite path, ``":memory:"`` (the default), a ``postgresql://`` URL or a store
@@ -448,22 +452,23 @@ class Session(RecallOwner, StoreOwner):
         return compaction
 
     @io
-    def compact(self, leaf_id: str | None = None) -> CompactResult | None:
+    def compact(self, leaf_id: str | None = None, *, using: Callable[..., Any] | None = None) -> CompactResult | None:
         """Summarise the middle of the branch ending at ``leaf_id`` (default: the active one).
 
-        Runs the registered compaction function on the history (overlays applied) and stores
+        Runs the registered compaction function (``using``: this one instead, once; an adapter
+        passes its framework's summariser) on the history (overlays applied) and stores
         its range as an overlay that starts where the earliest overlay visible on this branch
         starts, so successive compactions form one chain. Returns ``None`` when there is nothing
         to compress. Raises ``CompactionError`` if the function fails, times out or names a
         message that is not on the branch; the history is then unchanged.
         """
         runner = self._compaction
-        if runner.fn is None:
+        if runner.fn is None and using is None:
             raise SessionsError("No compaction function registered. Call on_compaction() first.")
         with runner.lock:
             leaf = reads.leaf_or_latest(self.store, self.session_id, leaf_id)
             history = self.get_history(leaf) if leaf else []
-            result = runner.run(history)
+            result = runner.run(history, using)
             if result is None:
                 return None
             # No leaf: the history is empty, so store_overlay rejects any range before it reads a path.

@@ -12,7 +12,10 @@ from .stores.base import Store
 from .stores.sqlite import SqliteStore
 
 if TYPE_CHECKING:
+    from ._twins import StoreOwnerTwins
     from .stores.postgres import PostgresStore
+else:
+    StoreOwnerTwins = object  # typed twins for type checkers; AsyncTwins makes the real ones
 
 
 def open_store(store: Any) -> tuple[Store, bool]:
@@ -35,7 +38,7 @@ def open_store(store: Any) -> tuple[Store, bool]:
     raise TypeError(f"store must be a path, ':memory:', a postgresql:// URL or a Store, not {type(store).__name__}")
 
 
-class StoreOwner(AsyncTwins):
+class StoreOwner(AsyncTwins, StoreOwnerTwins):
     """An object over a store, opened with :func:`open_store`: ``close()`` / ``aclose()`` and
     ``with`` / ``async with`` close the store only when the object opened it (from a path or URL).
     """

@@ -1,0 +1,259 @@
+"""The turn service: what an agent framework's adapter does around each model call, written once
+for both adapters.
+
+An adapter converts its framework's messages and calls :class:`TurnService`; the service keeps,
+per session, what the adapter would otherwise keep itself: the ids known to be stored, the run's
+frozen prompt and tools, whether a compaction failed during the run, and the stored branch read
+before the framework's state. It resolves each session once per call, stores each new message
+once by id, and runs a compaction with the function the adapter passes (its framework's
+summariser), with no context variable in between.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from .branching import ensure_session
+from .errors import CompactionError, InvalidInputError
+from .manager import SessionManager
+from .messages import COMPACTION_ID_PREFIX, SessionMessage
+from .models import Compaction, SessionEvent
+from .overlays import Segment, plan_overlays, summary_id
+from .session import Session
+from .stores.base import _Latest
+from .tools import Tool
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CACHE_SIZE = 1024
+
+Parent = str | None | _Latest
+
+
+class Incoming(NamedTuple):
+    """A message of the framework's state that may need storing: its id, the parent to store it
+    under (the message before it in the state, so a rewound thread branches where it was
+    rewound; ``LATEST`` for the first), and how to convert it (called only when the id is not
+    known to be stored; ``None``: it cannot be stored). ``usage``: input and output tokens to
+    count when it is stored."""
+
+    id: str
+    parent: Parent
+    convert: Callable[[], SessionMessage | None]
+    usage: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """One agent run: the system prompt frozen at its start and the memory tools of its blocks."""
+
+    prompt: str
+    tools: list[Tool]
+
+
+@dataclass(frozen=True, eq=False)
+class StoredBranch:
+    """The stored messages before the framework's state (what the model sees first)."""
+
+    messages: list[SessionMessage]
+
+
+@dataclass(frozen=True)
+class CallView:
+    """What an adapter needs to build the model's input for one call."""
+
+    run: Run
+    before: StoredBranch | None
+    """The stored branch before the state's first message (``None``: not asked for)."""
+    compactions: list[Compaction]
+    """The session's compaction overlays, for :func:`view_segments`."""
+
+
+@dataclass
+class _Turns:
+    session: Session
+    known: set[str] = field(default_factory=set)
+    run: Run | None = None
+    failed: bool = False
+    before: dict[str, StoredBranch] = field(default_factory=dict)
+
+
+class TurnService:
+    """Per-session turn state for an adapter, the ``cache_size`` most recently used sessions.
+
+    ``target`` is a ``Session`` (every id is that one), a ``SessionManager`` (a registered
+    session per id: registered on first use, with ``session_search`` among the run's tools and
+    each stored model reply's usage added to its counters) or a factory ``session_id ->
+    Session``. A session is resolved once until it leaves the cache. ``tools=False``: runs
+    carry no memory tools. ``compaction``: set as each session's compaction function when it
+    is first resolved (what its own ``compact_after`` runs).
+    """
+
+    def __init__(
+        self,
+        target: Session | SessionManager | Callable[[str], Session],
+        *,
+        tools: bool = True,
+        compaction: Callable[..., Any] | None = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ) -> None:
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int):
+            raise TypeError("cache_size must be an int")
+        if cache_size < 1:
+            raise InvalidInputError("cache_size must be at least 1")
+        if not isinstance(target, (Session, SessionManager)) and not callable(target):
+            raise TypeError(f"expected a Session, a SessionManager or a function session_id -> Session, not {target!r}")
+        self.target = target
+        self._tools = tools
+        self._compaction = compaction
+        self._cache_size = cache_size
+        self._lock = threading.RLock()
+        self._sessions: OrderedDict[str, _Turns] = OrderedDict()
+
+    def _resolve(self, session_id: str) -> Session:
+        target = self.target
+        if isinstance(target, Session):
+            return target
+        if isinstance(target, SessionManager):
+            ensure_session(target, session_id)
+            return target.get_session(session_id)
+        session = target(session_id)
+        if not isinstance(session, Session):
+            raise TypeError(f"the session factory returned {type(session).__name__}, not a Session")
+        return session
+
+    def _turns(self, session_id: str) -> _Turns:
+        with self._lock:
+            turns = self._sessions.get(session_id)
+            if turns is not None:
+                self._sessions.move_to_end(session_id)
+                return turns
+        session = self._resolve(session_id)
+        with self._lock:
+            turns = self._sessions.get(session_id)
+            if turns is None:
+                turns = self._sessions[session_id] = _Turns(session)
+                session.subscribe(lambda event: self._follow(turns, event))
+                if self._compaction is not None:
+                    session.on_compaction(self._compaction)
+                while len(self._sessions) > self._cache_size:
+                    self._sessions.popitem(last=False)
+            return turns
+
+    def _follow(self, turns: _Turns, event: SessionEvent) -> None:
+        """Deletes made in this process are stored again if the state still holds them."""
+        if event.type not in ("delete", "clear"):
+            return
+        with self._lock:
+            if event.type == "clear":
+                turns.known.clear()
+            else:
+                turns.known.difference_update(event.message_ids or ())
+            turns.before.clear()
+
+    def session(self, session_id: str) -> Session:
+        """The session of ``session_id`` (resolved once while it is cached)."""
+        return self._turns(session_id).session
+
+    # -- a model call ------------------------------------------------------------------------
+
+    def before_call(
+        self,
+        session_id: str,
+        incoming: Sequence[Incoming],
+        *,
+        new_run: bool,
+        read_before: str | None = None,
+    ) -> CallView:
+        """Before a model call: store what of ``incoming`` is new, start a run when ``new_run``
+        (the prompt frozen, the tools built; a compaction that failed in the last run may be
+        tried again), and give what the model's input needs. ``read_before``: the id of the
+        state's first message, to read the stored branch before it (read at the start of each
+        run, so a branch changed by another process shows, and kept during the run)."""
+        turns = self._turns(session_id)
+        self._store(session_id, turns, incoming)
+        if new_run or turns.run is None:  # a run resumed in another process did not start here
+            self._start(session_id, turns)
+        before = None
+        if read_before is not None:
+            before = None if new_run else turns.before.get(read_before)
+            if before is None:
+                before = self._read_before(turns, read_before)
+        assert turns.run is not None
+        return CallView(turns.run, before, turns.session.get_compactions())
+
+    def after_call(self, session_id: str, incoming: Sequence[Incoming]) -> None:
+        """After a model call or a tool call: store what of ``incoming`` is new."""
+        turns = self._turns(session_id)
+        self._store(session_id, turns, incoming)
+
+    def compact(self, session_id: str, leaf_id: str | None, compaction: Callable[..., Any]) -> list[Compaction] | None:
+        """Compact the branch ending at ``leaf_id`` with ``compaction`` (a compaction function,
+        ``create_compact_function``'s kind, summarising with the framework's model) unless one
+        failed already in this run; the session's compactions after it, or ``None`` when
+        nothing was compacted. A failure is logged and remembered until the next run; the
+        history stays whole."""
+        turns = self._turns(session_id)
+        if turns.failed:
+            return None
+        try:
+            result = turns.session.compact(leaf_id, using=compaction)
+        except CompactionError as error:
+            turns.failed = True
+            logger.warning("compaction of session %r failed, history kept whole: %s", session_id, error)
+            return None
+        if result is None:
+            return None
+        return turns.session.get_compactions()
+
+    # -- the parts ---------------------------------------------------------------------------
+
+    def _start(self, session_id: str, turns: _Turns) -> None:
+        prompt = turns.session.system_prompt_for_run()
+        tools: list[Tool] = []
+        if self._tools:
+            tools = turns.session.tools()
+            if isinstance(self.target, SessionManager):
+                tools += self.target.tools()
+        turns.run = Run(prompt, tools)
+        turns.failed = False
+
+    def _read_before(self, turns: _Turns, first_id: str) -> StoredBranch:
+        history = turns.session.get_history(first_id)
+        branch = StoredBranch([m for m in history if m.id != first_id])
+        with self._lock:
+            turns.known.update(m.id for m in branch.messages if not m.id.startswith(COMPACTION_ID_PREFIX))
+            turns.before[first_id] = branch
+        return branch
+
+    def _store(self, session_id: str, turns: _Turns, incoming: Sequence[Incoming]) -> None:
+        for item in incoming:
+            if item.id in turns.known:
+                continue
+            message = item.convert()
+            if message is None:
+                continue
+            result = turns.session.append_message(message, item.parent)
+            with self._lock:
+                turns.known.add(item.id)
+            manager = self.target if isinstance(self.target, SessionManager) else None
+            if result.inserted and item.usage is not None and manager is not None and any(item.usage):
+                manager.add_usage(session_id, input_tokens=item.usage[0], output_tokens=item.usage[1])
+
+
+def view_segments(ids: Sequence[str], compactions: Sequence[Compaction]) -> list[Segment]:
+    """The model's view of messages with these ids (a summary's id standing for the start of
+    its range, as a history loaded compacted holds it): raw runs, and the runs each compaction
+    overlay replaces by its summary."""
+    if not compactions:
+        return [Segment(0, len(ids), None)] if ids else []
+    by_summary = {summary_id(c.id): c.from_message_id for c in compactions}
+    return plan_overlays([by_summary.get(i, i) for i in ids], compactions)
+
+
+__all__ = ["CallView", "Incoming", "Run", "StoredBranch", "TurnService", "view_segments"]

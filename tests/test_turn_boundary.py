@@ -1,0 +1,84 @@
+"""An adapter's turn goes through the core's turn service: it resolves its session once and
+crosses the adapter/core boundary a handful of times, however long the history is."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage
+
+from langchain_sessions import SessionMemoryMiddleware
+from sessions_core import Session, SessionManager
+from sessions_core.turns import TurnService
+
+from .crossings import crossings
+from .langchain.helpers import ScriptedChatModel
+
+MAX_CROSSINGS = 6
+
+
+def _agent(target, replies):
+    model = ScriptedChatModel(responses=[AIMessage(text) for text in replies])
+    return create_agent(model, middleware=[SessionMemoryMiddleware(target)])
+
+
+def _resolutions(monkeypatch) -> list[str]:
+    resolved: list[str] = []
+    original = TurnService._resolve
+
+    def counting(self, session_id):
+        resolved.append(session_id)
+        return original(self, session_id)
+
+    monkeypatch.setattr(TurnService, "_resolve", counting)
+    return resolved
+
+
+@pytest.mark.parametrize("history", [0, 200])
+@pytest.mark.parametrize("kind", ["session", "manager"])
+def test_a_langchain_turn_resolves_its_session_once_and_crosses_at_most_six_times(monkeypatch, kind, history):
+    resolved = _resolutions(monkeypatch)
+    if kind == "session":
+        target = Session(":memory:").for_session("t").with_context("memory", description="Facts", max_tokens=200)
+    else:
+        target = SessionManager(":memory:").with_context("memory", description="Facts", max_tokens=200)
+    session = target if isinstance(target, Session) else target.get_session("t")
+    for i in range(history):
+        session.append_message(
+            {
+                "id": f"old{i}",
+                "role": "user" if i % 2 == 0 else "assistant",
+                "parts": [{"type": "text", "text": f"earlier {i}"}],
+            }
+        )
+    agent = _agent(target, ["first", "second"])
+    config = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [HumanMessage("hello")]}, config)
+    assert resolved == ["t"]
+    with crossings("langchain_sessions") as counted:
+        agent.invoke({"messages": [HumanMessage("and again")]}, config)
+    assert sum(counted.values()) <= MAX_CROSSINGS, counted
+    assert resolved == ["t"]  # not resolved again
+    assert [m.parts[0].text for m in session.get_history()][-4:] == ["hello", "first", "and again", "second"]
+
+
+def test_an_async_langchain_turn_crosses_at_most_six_times():
+    session = Session(":memory:").for_session("t").with_context("memory", description="Facts", max_tokens=200)
+    agent = _agent(session, ["first", "second"])
+    config = {"configurable": {"thread_id": "t"}}
+    asyncio.run(agent.ainvoke({"messages": [HumanMessage("hello")]}, config))
+    with crossings("langchain_sessions") as counted:  # a new loop: its worker threads are profiled too
+        asyncio.run(agent.ainvoke({"messages": [HumanMessage("and again")]}, config))
+    assert 0 < sum(counted.values()) <= MAX_CROSSINGS, counted
+    assert [m.parts[0].text for m in session.get_history()] == ["hello", "first", "and again", "second"]
+
+
+def test_the_middleware_keeps_no_per_session_state_of_its_own():
+    """What the middleware holds per session lives in its turn service; the middleware keeps
+    only caches of converted messages and tools, and in-flight tool results."""
+    middleware = SessionMemoryMiddleware(Session(":memory:").for_session("t"))
+    own = {name for name in vars(middleware) if name.startswith("_")}
+    assert own <= {"_name", "_tool_names", "_tool_lock", "_answers", "_converted", "_last_model", "_warned_profile"}
+    assert isinstance(middleware.turns, TurnService)
