@@ -343,11 +343,15 @@ def to_chat_messages(messages: Iterable[SessionMessage | Mapping[str, Any]] | Se
     taken as a list of one (the form of version 0.1)."""
     if isinstance(messages, SessionMessage):
         messages = [messages]
-    return [chat for message in messages for chat in _chat_messages_of(parse_message(message))]
+    return [
+        chat
+        for message in messages
+        for chat in _chat_messages_of(message if type(message) is SessionMessage else parse_message(message))
+    ]
 
 
 def _chat_messages_of(message: SessionMessage) -> list[ChatMessage]:
-    if is_marker(message):
+    if message.role == "system" and is_marker(message):
         return []
     li = message.metadata.get(LLAMAINDEX_KEY)
     li = li if isinstance(li, Mapping) else {}

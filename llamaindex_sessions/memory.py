@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
-import sys
 import threading
 import uuid
 import weakref
@@ -19,9 +17,7 @@ from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY, BaseMemory
 from llama_index.core.utils import get_tokenizer
 
 from sessions_core import (
-    CompactionError,
     CompactResult,
-    FilePart,
     InvalidInputError,
     Session,
     SessionManager,
@@ -32,12 +28,11 @@ from sessions_core import (
     create_compact_function,
 )
 from sessions_core.integration import (
+    TurnService,
     async_twin,
-    count_message_tokens,
     ensure_session,
-    is_marker,
+    message_counter,
     raw_history,
-    recent_window,
     set_active_history,
     soft_reset,
     store_url,
@@ -55,23 +50,18 @@ _FILE_TOKENS = 256  # what LlamaIndex's Memory estimates for an image, audio or 
 
 
 class _Handle:
-    """What every memory object of one live session shares: the session, a lock, the LLM
-    that writes compaction summaries, whether the handle opened the session (and its store), and
-    the generation of what memories read of it (a write other than an append through a memory
-    starts a new one)."""
+    """What every memory object of one live session shares: the session with its turn service
+    (the run's prompt, the cached window), the LLM that writes compaction summaries, and
+    whether the handle opened the session (and its store)."""
 
-    __slots__ = ("session", "lock", "llm", "owns", "compaction_installed", "generation", "writing", "__weakref__")
+    __slots__ = ("session", "turns", "llm", "owns", "compaction_installed", "__weakref__")
 
     def __init__(self, session: Session, owns: bool) -> None:
         self.session = session
-        self.lock = threading.RLock()
+        self.turns = TurnService(session, tools=False, cache_size=1)
         self.llm: Any = None
         self.owns = owns
         self.compaction_installed = False
-        self.generation = 0
-        self.writing = False
-        handle = weakref.ref(self)
-        session.subscribe(lambda event: _changed(handle(), event))
 
     def resolve_llm(self) -> Any:
         if self.llm is not None:
@@ -89,59 +79,6 @@ class _Handle:
             with contextlib.suppress(Exception):  # interpreter shutdown: nothing left to report to
                 self.session.close()
                 self.session.store.close()  # opened here, also when a schema made it a store object
-
-
-def _changed(handle: _Handle | None, event: Any) -> None:
-    if handle is not None and event.type != "block" and not (event.type == "append" and handle.writing):
-        handle.generation += 1
-
-
-class _Exhausted:
-    """An iterator that says whether it was read to its end, and how many items it gave."""
-
-    def __init__(self, items: Iterable[Any]) -> None:
-        self._items = iter(items)
-        self.exhausted = False
-        self.given = 0
-
-    def __iter__(self) -> _Exhausted:
-        return self
-
-    def __next__(self) -> Any:
-        try:
-            item = next(self._items)
-        except StopIteration:
-            self.exhausted = True
-            raise
-        self.given += 1
-        return item
-
-
-class _Window:
-    """The last window a memory read, with what it appended since: reused while the branch
-    still ends where it did (the same leaf at the same depth) and nothing else changed it."""
-
-    __slots__ = ("leaf", "depth", "budget", "generation", "messages", "complete", "counts")
-
-    def __init__(
-        self,
-        leaf: str,
-        depth: int,
-        budget: int,
-        generation: int,
-        messages: list[SessionMessage],
-        complete: bool,
-        counts: dict[str, int],
-    ) -> None:
-        self.leaf, self.depth, self.budget, self.generation = leaf, depth, budget, generation
-        self.messages = messages
-        self.complete = complete
-        """It starts where the branch starts (nothing older was left out)."""
-        self.counts = counts
-        """The token count of each message counted so far, by id (ids are unique on a branch)."""
-
-
-_OLDER = object()  # stands for the messages older than a cached window: never fits a budget
 
 
 def _default_tokenizer(text: str) -> list:
@@ -265,10 +202,7 @@ class SessionMemory(BaseMemory):
     tokenizer_fn: Callable[[str], list] = Field(default=_default_tokenizer, exclude=True)
 
     _handle: _Handle = PrivateAttr()
-    _prompt: str | None = PrivateAttr(default=None)
-    _stale: bool = PrivateAttr(default=True)
-    _last: _Window | None = PrivateAttr(default=None)
-    _counted_with: Any = PrivateAttr(default=None)  # the tokenizer of the counts in _last
+    _counter: tuple[Any, Callable[[SessionMessage], int]] | None = PrivateAttr(default=None)  # tokenizer, counter
     _prompt_count: tuple[str, Any, int] | None = PrivateAttr(default=None)  # prompt, tokenizer, tokens
 
     def __init__(
@@ -459,19 +393,17 @@ class SessionMemory(BaseMemory):
     def _threshold(self) -> int:
         return self.compact_threshold if self.compact_threshold is not None else self.token_limit * 4 // 5
 
-    def _count(self, message: SessionMessage) -> int:
-        # As ChatMemoryBuffer: the content's tokens, no overhead per message (tool arguments counted too).
-        files = sum(1 for p in message.parts if isinstance(p, FilePart))
-        return count_message_tokens([message], self._count_text, per_message=0) + files * _FILE_TOKENS
-
-    def _count_text(self, text: str) -> int:
-        return len(self.tokenizer_fn(text))
-
-    def _run_prompt(self) -> str:
-        if self._stale or self._prompt is None:
-            self._prompt = self.session.system_prompt_for_run()
-            self._stale = False
-        return self._prompt
+    def _message_counter(self) -> Callable[[SessionMessage], int]:
+        """As ``ChatMemoryBuffer``: the content's tokens, no overhead per message (tool arguments
+        counted too), a file part as LlamaIndex's ``Memory`` estimates it; one per tokenizer."""
+        known = self._counter
+        if known is None or known[0] is not self.tokenizer_fn:
+            tokenize = self.tokenizer_fn
+            known = self._counter = (
+                tokenize,
+                message_counter(lambda text: len(tokenize(text)), file_tokens=_FILE_TOKENS),
+            )
+        return known[1]
 
     def _prompt_tokens(self, prompt: str) -> int:
         """The tokens of the rendered context (counted once while it stays the same)."""
@@ -479,53 +411,6 @@ class SessionMemory(BaseMemory):
         if known is None or known[0] != prompt or known[1] is not self.tokenizer_fn:
             known = self._prompt_count = (prompt, self.tokenizer_fn, len(self.tokenizer_fn(prompt)) if prompt else 0)
         return known[2]
-
-    def _window(self, budget: int) -> list[SessionMessage]:
-        """The history within ``budget``: read from the store once, then (the agent calls ``get``
-        before each LLM call) from the last window and what this memory appended since, while
-        the branch ends at the same leaf and depth and nothing else wrote to it."""
-        leaf = self.session.get_latest_leaf()
-        depth = self.session.get_path_length(leaf.id) if leaf is not None else 0
-        last = self._last
-        if (
-            last is not None
-            and leaf is not None
-            and last.leaf == leaf.id
-            and last.depth == depth
-            and last.generation == self._handle.generation
-            and budget <= last.budget
-            and self._counted_with is self.tokenizer_fn
-        ):
-            newest_first: Iterable[Any] = reversed(last.messages)
-            if not last.complete:
-                newest_first = itertools.chain(newest_first, [_OLDER])
-            return recent_window(newest_first, self._counter(last.counts), budget)
-        generation = self._handle.generation
-        read = _Exhausted(
-            m for m in self.session.history(leaf.id if leaf else None, newest_first=True) if not is_marker(m)
-        )
-        counts: dict[str, int] = {}
-        window = recent_window(read, self._counter(counts), budget)
-        self._counted_with = self.tokenizer_fn
-        # Complete: read to the branch's start with nothing left out (a window searching back for
-        # its user message may read to the start and still leave older messages out).
-        complete = read.exhausted and read.given == len(window)
-        self._last = None if leaf is None else _Window(leaf.id, depth, budget, generation, window, complete, counts)
-        return window
-
-    def _counter(self, counts: dict[str, int]) -> Callable[[Any], int]:
-        """``_count``, remembered in ``counts`` (the agent reads the same window before every
-        LLM call); the messages older than a cached window never fit."""
-
-        def count(message: Any) -> int:
-            if message is _OLDER:
-                return sys.maxsize
-            tokens = counts.get(message.id)
-            if tokens is None:
-                tokens = counts[message.id] = self._count(message)
-            return tokens
-
-        return count
 
     def get(self, input: str | None = None, initial_token_count: int = 0, **kwargs: Any) -> list[ChatMessage]:
         """The context as a system message plus the compacted history within ``token_limit``
@@ -536,10 +421,11 @@ class SessionMemory(BaseMemory):
         initial = int(initial_token_count or 0)
         if initial > self.token_limit:
             raise InvalidInputError("Initial token count exceeds token limit")
-        with self._handle.lock:
-            prompt = self._run_prompt()
-            budget = self.token_limit - initial - self._prompt_tokens(prompt)
-            history = self._window(budget)
+        prompt, history = self._handle.turns.recent(
+            self.session.session_id,
+            lambda prompt: self.token_limit - initial - self._prompt_tokens(prompt),
+            self._message_counter(),
+        )
         messages = to_chat_messages(history)
         if not prompt:
             return messages
@@ -572,24 +458,9 @@ class SessionMemory(BaseMemory):
         calls, the tool results, the answer), each once. When the batch ends with an assistant
         message (a turn is complete) the branch is compacted if over the threshold."""
         converted = from_chat_messages(messages)
-        if not converted:
-            return
-        handle = self._handle
-        with handle.lock:
-            handle.writing = True
-            try:
-                results = self.session.append_messages(converted)  # one transaction for the turn
-            finally:
-                handle.writing = False
-            self._stale = True
-            last = self._last
-            if last is not None and all(result.inserted for result in results):
-                last.messages = [*last.messages, *(result.message for result in results)]
-                last.leaf, last.depth = results[-1].message.id, last.depth + len(results)
-            else:
-                self._last = None
-        if converted[-1].role == "assistant":
-            self._maybe_compact()
+        self._handle.turns.append(
+            self.session.session_id, converted, compact_over=self._threshold() if self.compaction else None
+        )
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Make ``messages`` the active history without deleting anything: the part shared with
@@ -597,48 +468,31 @@ class SessionMemory(BaseMemory):
         equal). A leading system message equal to this memory's rendered context is ignored, so
         passing back what ``get`` returned is safe."""
         messages = list(messages)
-        with self._handle.lock:
-            if (
-                messages
-                and messages[0].role == MessageRole.SYSTEM
-                and messages[0].content
-                and messages[0].content == self._run_prompt()
-            ):
-                messages = messages[1:]
-            set_active_history(self.session, from_chat_messages(messages), same=_same_for_llamaindex)
-            self._stale = True
-            self._last = None
-        self._maybe_compact()
+        turns, session_id = self._handle.turns, self.session.session_id
+        if (
+            messages
+            and messages[0].role == MessageRole.SYSTEM
+            and messages[0].content
+            and messages[0].content == turns.run_prompt(session_id)
+        ):
+            messages = messages[1:]
+        set_active_history(self.session, from_chat_messages(messages), same=_same_for_llamaindex)
+        turns.changed(session_id)
+        if self.compaction:
+            turns.compact_if_over(session_id, self._threshold())
 
     def reset(self, **unsupported: Any) -> None:
         """Start an empty branch (a soft reset): the old messages stay stored and searchable,
         the context blocks stay as they are. ``Memory``'s ``status=`` raises ``TypeError``
         saying why (nothing is archived here)."""
         _refuse_arguments("reset", unsupported)
-        with self._handle.lock:
-            soft_reset(self.session)
-            self._stale = True
-            self._last = None
+        soft_reset(self.session)
+        self._handle.turns.changed(self.session.session_id)
 
     def compact(self) -> CompactResult | None:
         """Compact the active branch now; raises ``CompactionError`` (history unchanged) if the
         summary fails."""
-        result = self.session.compact()
-        with self._handle.lock:
-            self._stale = True
-            self._last = None
-        return result
-
-    def _maybe_compact(self) -> None:
-        if not self.compaction:
-            return
-        try:
-            if self.session.get_token_estimate() > self._threshold():
-                self.compact()
-        except CompactionError as error:
-            logger.warning("compaction of session %r failed, history kept whole: %s", self.session_id, error)
-        except Exception as error:  # a write must not fail because compaction did
-            logger.warning("compaction of session %r failed: %s", self.session_id, error)
+        return self._handle.turns.compact_now(self.session.session_id)
 
     # -- async (each runs off the event loop; async providers and LLMs run back on it) -------
 

@@ -82,3 +82,46 @@ def test_the_middleware_keeps_no_per_session_state_of_its_own():
     own = {name for name in vars(middleware) if name.startswith("_")}
     assert own <= {"_name", "_tool_names", "_tool_lock", "_answers", "_converted", "_last_model", "_warned_profile"}
     assert isinstance(middleware.turns, TurnService)
+
+
+def _function_agent(session, replies):
+    from llama_index.core.agent.workflow import FunctionAgent
+
+    from llamaindex_sessions import SessionMemory
+
+    from .llamaindex.scripted import ScriptedLLM
+
+    agent = FunctionAgent(tools=[], llm=ScriptedLLM(list(replies)), system_prompt="You are helpful.")
+    return agent, SessionMemory(session=session).bind(agent)
+
+
+@pytest.mark.parametrize("history", [0, 200])
+def test_a_llamaindex_turn_resolves_its_session_once_and_crosses_at_most_six_times(monkeypatch, history):
+    resolved = _resolutions(monkeypatch)
+    session = Session(":memory:").for_session("t").with_context("memory", description="Facts", max_tokens=200)
+    for i in range(history):
+        role = "user" if i % 2 == 0 else "assistant"
+        session.append_message({"id": f"old{i}", "role": role, "parts": [{"type": "text", "text": f"earlier {i}"}]})
+    agent, memory = _function_agent(session, ["first", "second"])
+
+    async def turn(text):
+        return await agent.run(user_msg=text, memory=memory)
+
+    asyncio.run(turn("hello"))
+    assert resolved == ["t"]
+    with crossings("llamaindex_sessions") as counted:  # a new loop: its worker threads are profiled too
+        answer = asyncio.run(turn("and again"))
+    assert str(answer) == "second"
+    assert 0 < sum(counted.values()) <= MAX_CROSSINGS, counted
+    assert resolved == ["t"]
+    assert [m.parts[0].text for m in session.get_history()][-4:] == ["hello", "first", "and again", "second"]
+
+
+def test_the_memory_keeps_no_per_session_state_of_its_own():
+    """The run's prompt and the cached window live in the turn service; the memory keeps only
+    its token counter and the count of the rendered prompt."""
+    from llamaindex_sessions import SessionMemory
+
+    memory = SessionMemory(session=Session(":memory:").for_session("t"))
+    assert set(memory.__pydantic_private__ or {}) == {"_handle", "_counter", "_prompt_count"}
+    assert isinstance(memory._handle.turns, TurnService)

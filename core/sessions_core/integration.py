@@ -30,7 +30,7 @@ from .semantic import metadata_matches
 from .store_owner import store_url
 from .summarizers import Summarizer
 from .synonyms import synonym_embedding
-from .tokens import count_message_tokens
+from .tokens import count_message_tokens, message_counter
 from .turns import CallView, Incoming, Run, StoredBranch, TurnService, view_segments
 from .window import recent_window
 
@@ -45,6 +45,7 @@ __all__ = [
     "Summarizer",
     "async_twin",
     "count_message_tokens",
+    "message_counter",
     "ensure_session",
     "file_data_text",
     "is_marker",

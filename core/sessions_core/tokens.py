@@ -167,3 +167,16 @@ def _load_encoding(tiktoken: Any, name: str) -> Any:
         except Exception as error:  # unknown name, or no network to download it
             errors.append(f"{candidate}: {error}")
     raise InvalidInputError(f"no tiktoken encoding for {name!r} ({'; '.join(errors)})")
+
+
+def message_counter(
+    count_text: Callable[[str], int], *, per_message: int = 0, file_tokens: int = 0
+) -> Callable[[SessionMessage], int]:
+    """A message's tokens as :func:`count_message_tokens` counts them with ``count_text``, each
+    file part counted as ``file_tokens`` (what a framework estimates for an image)."""
+
+    def count(message: SessionMessage) -> int:
+        files = sum(1 for part in message.parts if part.type == "file")
+        return count_message_tokens([message], count_text, per_message=per_message) + files * file_tokens
+
+    return count

@@ -11,22 +11,26 @@ summariser), with no context variable in between.
 
 from __future__ import annotations
 
+import itertools
 import logging
+import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .branching import ensure_session
+from .compaction import CompactResult
 from .errors import CompactionError, InvalidInputError
 from .manager import SessionManager
-from .messages import COMPACTION_ID_PREFIX, SessionMessage
-from .models import Compaction, SessionEvent
+from .messages import COMPACTION_ID_PREFIX, SessionMessage, is_marker
+from .models import AppendResult, Compaction, SessionEvent
 from .overlays import Segment, plan_overlays, summary_id
 from .session import Session
 from .stores.base import _Latest
 from .tools import Tool
+from .window import recent_window
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +78,55 @@ class CallView:
     """The session's compaction overlays, for :func:`view_segments`."""
 
 
+class _Window:
+    """The last window read, with what the service appended since: reused while the branch still
+    ends where it did (the same leaf at the same depth) and nothing else changed it."""
+
+    __slots__ = ("leaf", "depth", "budget", "messages", "complete", "counts", "count")
+
+    def __init__(
+        self,
+        leaf: str,
+        depth: int,
+        budget: int,
+        messages: list[SessionMessage],
+        complete: bool,
+        counts: dict[str, int],
+        count: Callable[[SessionMessage], int],
+    ) -> None:
+        self.leaf, self.depth, self.budget = leaf, depth, budget
+        self.messages = messages
+        self.complete = complete
+        """It starts where the branch starts (nothing older was left out)."""
+        self.counts = counts
+        """The token count of each message counted so far, by id (ids are unique on a branch)."""
+        self.count = count
+
+
+class _Exhausted:
+    """An iterator that says whether it was read to its end, and how many items it gave."""
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        self._items = iter(items)
+        self.exhausted = False
+        self.given = 0
+
+    def __iter__(self) -> _Exhausted:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            item = next(self._items)
+        except StopIteration:
+            self.exhausted = True
+            raise
+        self.given += 1
+        return item
+
+
+_OLDER = object()  # stands for the messages older than a cached window: never fits a budget
+
+
 @dataclass
 class _Turns:
     session: Session
@@ -81,6 +134,11 @@ class _Turns:
     run: Run | None = None
     failed: bool = False
     before: dict[str, StoredBranch] = field(default_factory=dict)
+    stale: bool = False
+    """The history was written since the run started: the next read starts a new run."""
+    window: _Window | None = None
+    writing: bool = False
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
 
 class TurnService:
@@ -146,7 +204,10 @@ class TurnService:
             return turns
 
     def _follow(self, turns: _Turns, event: SessionEvent) -> None:
-        """Deletes made in this process are stored again if the state still holds them."""
+        """Deletes made in this process are stored again if the state still holds them; a
+        message write other than the service's own appends drops the cached window."""
+        if event.type != "block" and not (event.type == "append" and turns.writing):
+            turns.window = None
         if event.type not in ("delete", "clear"):
             return
         with self._lock:
@@ -211,6 +272,119 @@ class TurnService:
             return None
         return turns.session.get_compactions()
 
+    # -- a memory read before each LLM call, and its writes ---------------------------------
+
+    def run_prompt(self, session_id: str) -> str:
+        """The system prompt of the current run, a new run starting (the prompt refreshed)
+        when the history was written since the last one started."""
+        turns = self._turns(session_id)
+        with turns.lock:
+            if turns.stale or turns.run is None:
+                self._start(session_id, turns)
+                turns.stale = False
+            assert turns.run is not None
+            return turns.run.prompt
+
+    def recent(
+        self, session_id: str, budget: Callable[[str], int], count: Callable[[SessionMessage], int]
+    ) -> tuple[str, list[SessionMessage]]:
+        """The run's prompt (:meth:`run_prompt`) and the newest messages of the active branch
+        (compacted, without head markers) whose ``count`` fits ``budget(prompt)``, as
+        ``recent_window`` cuts them. The window is read from the store once, then (a memory is
+        read before every LLM call) from the last window and what :meth:`append` stored since,
+        while the branch ends at the same leaf and depth and nothing else wrote to it. ``count``
+        is one function per tokenizer (``tokens.message_counter``): its counts are kept with
+        the window."""
+        turns = self._turns(session_id)
+        with turns.lock:
+            prompt = self.run_prompt(session_id)
+            limit = budget(prompt)
+            session = turns.session
+            leaf = session.get_latest_leaf()
+            depth = session.get_path_length(leaf.id) if leaf is not None else 0
+            last = turns.window
+            if (
+                last is not None
+                and leaf is not None
+                and last.leaf == leaf.id
+                and last.depth == depth
+                and limit <= last.budget
+                and last.count is count
+            ):
+                newest_first: Iterable[Any] = reversed(last.messages)
+                if not last.complete:
+                    newest_first = itertools.chain(newest_first, [_OLDER])
+                return prompt, recent_window(newest_first, _counting(count, last.counts), limit)
+            read = _Exhausted(
+                m
+                for m in session.history(leaf.id if leaf else None, newest_first=True)
+                if not (m.role == "system" and is_marker(m))
+            )
+            counts: dict[str, int] = {}
+            window = recent_window(read, _counting(count, counts), limit)
+            # Complete: read to the branch's start with nothing left out (a window searching back
+            # for its user message may read to the start and still leave older messages out).
+            complete = read.exhausted and read.given == len(window)
+            turns.window = None if leaf is None else _Window(leaf.id, depth, limit, window, complete, counts, count)
+            return prompt, window
+
+    def append(
+        self, session_id: str, messages: Sequence[SessionMessage], *, compact_over: int | None = None
+    ) -> list[AppendResult]:
+        """Store ``messages`` as a chain under the latest one, each once, in one transaction
+        (an agent turn), the cached window kept up to date; the next read starts a new run. When
+        the batch ends with an assistant message (a turn is complete) and ``compact_over`` is
+        given, the branch is compacted (with the session's compaction function) once its
+        estimate passes it; a failed compaction is logged and the history kept whole."""
+        if not messages:
+            return []
+        turns = self._turns(session_id)
+        with turns.lock:
+            turns.writing = True
+            try:
+                results = turns.session.append_messages(list(messages))
+            finally:
+                turns.writing = False
+            turns.stale = True
+            last = turns.window
+            if last is not None and all(result.inserted for result in results):
+                last.messages = [*last.messages, *(result.message for result in results)]
+                last.leaf, last.depth = results[-1].message.id, last.depth + len(results)
+            else:
+                turns.window = None
+        if compact_over is not None and messages[-1].role == "assistant":
+            self.compact_if_over(session_id, compact_over)
+        return results
+
+    def compact_if_over(self, session_id: str, threshold: int) -> CompactResult | None:
+        """Compact the active branch with the session's compaction function when its token
+        estimate passes ``threshold``; ``None`` when not needed or when it failed (logged, the
+        history kept whole)."""
+        session = self._turns(session_id).session
+        try:
+            if session.get_token_estimate() > threshold:
+                return self.compact_now(session_id)
+        except CompactionError as error:
+            logger.warning("compaction of session %r failed, history kept whole: %s", session_id, error)
+        except Exception as error:  # a write must not fail because compaction did
+            logger.warning("compaction of session %r failed: %s", session_id, error)
+        return None
+
+    def compact_now(self, session_id: str) -> CompactResult | None:
+        """Compact the active branch now (``Session.compact``); raises ``CompactionError``
+        (history unchanged) if the summary fails. The next read starts a new run."""
+        result = self._turns(session_id).session.compact()
+        self.changed(session_id)
+        return result
+
+    def changed(self, session_id: str) -> None:
+        """The active branch was changed other than by :meth:`append` (moved, reset): the next
+        read starts a new run and reads the window again."""
+        turns = self._turns(session_id)
+        with turns.lock:
+            turns.stale = True
+            turns.window = None
+
     # -- the parts ---------------------------------------------------------------------------
 
     def _start(self, session_id: str, turns: _Turns) -> None:
@@ -257,3 +431,17 @@ def view_segments(ids: Sequence[str], compactions: Sequence[Compaction]) -> list
 
 
 __all__ = ["CallView", "Incoming", "Run", "StoredBranch", "TurnService", "view_segments"]
+
+
+def _counting(count: Callable[[SessionMessage], int], counts: dict[str, int]) -> Callable[[Any], int]:
+    """``count``, remembered in ``counts``; the messages older than a cached window never fit."""
+
+    def counted(message: Any) -> int:
+        if message is _OLDER:
+            return sys.maxsize
+        tokens = counts.get(message.id)
+        if tokens is None:
+            tokens = counts[message.id] = count(message)
+        return tokens
+
+    return counted
