@@ -7,7 +7,7 @@ import weakref
 
 import pytest
 
-from sessions_core import Session, SessionManager
+from sessions_core import ConflictError, Session, SessionManager
 
 
 def test_a_manager_serving_100k_sessions_holds_at_most_its_cache_size():
@@ -64,3 +64,13 @@ def test_a_cache_size_below_one_is_refused(size):
 def test_a_cache_size_of_the_wrong_type_is_refused():
     with pytest.raises(TypeError, match="cache_size"):
         SessionManager(":memory:", cache_size="10")  # type: ignore[arg-type]
+
+
+def test_a_managers_session_handle_is_not_rescoped_in_place():
+    manager = SessionManager(":memory:")
+    handle = manager.get_session("a")
+    with pytest.raises(ConflictError, match="get_session"):
+        handle.for_session("b")
+    assert handle.for_session(handle.session_id) is handle  # naming its own session changes nothing
+    assert manager.get_session("a") is handle and handle.session_id == "a"
+    manager.close()

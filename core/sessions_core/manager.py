@@ -304,6 +304,7 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
                 self._sessions.move_to_end(session_id)
             else:
                 session = Session(self.store, **self._session_options).for_session(self.storage_id(session_id))
+                session._fixed = True
                 for step in self._setup:
                     step(session)
                 session.subscribe(

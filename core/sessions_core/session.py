@@ -21,7 +21,14 @@ from .attachments import extract_blobs, inline_payloads
 from .autocompact import CompactionRunner, TokenCounter, store_overlay
 from .compaction import CompactResult
 from .context import ContextBlock, ContextBlocks, ContextConfig, is_search_provider, render_system_prompt
-from .errors import ContextError, InvalidInputError, MessageTooLargeError, MessageValidationError, SessionsError
+from .errors import (
+    ConflictError,
+    ContextError,
+    InvalidInputError,
+    MessageTooLargeError,
+    MessageValidationError,
+    SessionsError,
+)
 from .feed import ChangeFeed, mirror
 from .messages import COMPACTION_ID_PREFIX, MessageInput, SessionMessage, parse_message, storage_json, text_content
 from .models import AppendResult, Compaction, ContextVersion, RecentHistory, SearchResults, SessionEvent
@@ -71,6 +78,7 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
         self._blocks = SessionBlocks(self, self._feed.publish)
         self._edit_tool = False
         self._recall: SemanticRecall | None = None
+        self._fixed = False
 
     @classmethod
     def create(cls, store: Any = ":memory:", **options: Any) -> Self:
@@ -90,9 +98,16 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
     # -- builder ---------------------------------------------------------------------------
 
     def for_session(self, session_id: str) -> Session:
-        """Scope this session to ``session_id`` (the default is ``""``)."""
+        """Scope this session to ``session_id`` (the default is ``""``), a builder step. A handle
+        a ``SessionManager`` gave out is fixed to its session (``ConflictError``): ask the
+        manager for another one."""
         if not isinstance(session_id, str):
             raise TypeError("session_id must be a string")
+        if self._fixed and session_id != self.session_id:
+            raise ConflictError(
+                f"this handle is a SessionManager's session {self.session_id!r}, fixed to it;"
+                " use manager.get_session(...) for another session"
+            )
         self.session_id = check_text(session_id, "session_id")
         self._blocks.reset()
         self._compaction.forget()
