@@ -68,44 +68,45 @@ def _encode(raw: bytes, form: str) -> str | bytes:
     raise InvalidInputError(f"unknown blob form {form!r}")
 
 
-def extract_blobs(message: SessionMessage) -> tuple[SessionMessage, tuple[Blob, ...]]:
-    """The message with inline file payloads replaced by references, and those payloads."""
-    blobs: dict[str, Blob] = {}
+def _replace_payloads(message: SessionMessage, replace: Callable[[bytes, str], str | None]) -> SessionMessage:
+    """The message with each inline file payload replaced by ``replace(raw, form)`` (``None``:
+    kept as it is); the same object when nothing was replaced."""
     parts = list(message.parts)
     changed = False
     for index, part in enumerate(parts):
         if not isinstance(part, FilePart) or part.data is None:
             continue
         decoded = _decode(part.data)
-        if decoded is None:
-            continue
-        raw, form = decoded
+        value = replace(*decoded) if decoded is not None else None
+        if value is not None:
+            parts[index] = part.model_copy(update={"data": value})
+            changed = True
+    return message.model_copy(update={"parts": parts}) if changed else message
+
+
+def extract_blobs(message: SessionMessage) -> tuple[SessionMessage, tuple[Blob, ...]]:
+    """The message with inline file payloads replaced by references, and those payloads."""
+    blobs: dict[str, Blob] = {}
+
+    def reference(raw: bytes, form: str) -> str:
         digest = hashlib.sha256(raw).hexdigest()
         blobs.setdefault(digest, Blob(digest, raw))
-        parts[index] = part.model_copy(update={"data": f"{BLOB_PREFIX}{digest}:{form}"})
-        changed = True
-    if not changed:
-        return message, ()
-    return message.model_copy(update={"parts": parts}), tuple(blobs.values())
+        return f"{BLOB_PREFIX}{digest}:{form}"
+
+    return _replace_payloads(message, reference), tuple(blobs.values())
 
 
 def inline_payloads(message: SessionMessage) -> SessionMessage:
     """For a store that keeps no blobs: the message with the payloads JSON cannot hold as
     written (bytes, text that would read as a reference) kept inline as ``INLINE_PREFIX``
     values, which :func:`restore_inline` turns back into what was written."""
-    parts = list(message.parts)
-    changed = False
-    for index, part in enumerate(parts):
-        if not isinstance(part, FilePart) or part.data is None:
-            continue
-        decoded = _decode(part.data)
-        if decoded is None or decoded[1] not in ("bytes", "text"):
-            continue
-        raw, form = decoded
-        inline = f"{INLINE_PREFIX}{form}:{base64.b64encode(raw).decode('ascii')}"
-        parts[index] = part.model_copy(update={"data": inline})
-        changed = True
-    return message.model_copy(update={"parts": parts}) if changed else message
+
+    def inline(raw: bytes, form: str) -> str | None:
+        if form not in ("bytes", "text"):
+            return None
+        return f"{INLINE_PREFIX}{form}:{base64.b64encode(raw).decode('ascii')}"
+
+    return _replace_payloads(message, inline)
 
 
 def restore_inline(messages: list[SessionMessage]) -> list[SessionMessage]:
