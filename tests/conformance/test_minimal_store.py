@@ -32,6 +32,7 @@ from sessions_core.testing.history import *  # noqa: F403
 from sessions_core.testing.manager import *  # noqa: F403
 from sessions_core.testing.search import *  # noqa: F403
 from sessions_core.testing.versions import *  # noqa: F403
+from sessions_core.transfer import export_session
 
 
 class _Row:
@@ -207,7 +208,9 @@ def test_a_feature_without_its_capability_names_what_the_store_lacks():
     with pytest.raises(UnsupportedOperationError, match="SessionRegistry"):
         SessionManager(DictStore()).create("first")
     with pytest.raises(NotImplementedError):  # still the built-in for callers catching it
-        SessionManager(DictStore()).list()
+        SessionManager(DictStore()).list_sessions()
+    with pytest.raises(UnsupportedOperationError, match="InspectableStore"):
+        list(export_session(DictStore(), "s"))
 
 
 def test_attachments_stay_inline_in_a_store_without_blobs():

@@ -874,15 +874,19 @@ def recall_store(store: Store) -> RecallStore:
     """``store`` if it keeps a recall outbox, else ``StoreError`` saying what it lacks."""
     if isinstance(store, RecallStore):
         return store
-    from ..errors import StoreError
+    from ..errors import UnsupportedOperationError
 
-    raise StoreError(f"{store!r} cannot keep semantic recall's outbox: it does not implement RecallStore")
+    raise UnsupportedOperationError(
+        f"{store!r} cannot keep semantic recall's outbox: it does not implement RecallStore"
+    )
 
 
 def inspectable(store: Store) -> InspectableStore:
     """``store`` if it can be inspected, else ``StoreError`` saying what it lacks."""
     if isinstance(store, InspectableStore):
         return store
-    from ..errors import StoreError
+    from ..errors import UnsupportedOperationError
 
-    raise StoreError(f"{store!r} cannot be listed, exported or counted: it does not implement InspectableStore")
+    raise UnsupportedOperationError(
+        f"{store!r} cannot be listed, exported or counted: it does not implement InspectableStore"
+    )
