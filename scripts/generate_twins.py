@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import ast
 import builtins
+import contextlib
 import difflib
 import subprocess
 import sys
@@ -198,10 +199,8 @@ def names_in(node: ast.AST | None, *, strings: bool) -> tuple[set[str], set[str]
         if isinstance(sub, ast.Name):
             names.add(sub.id)
         elif strings and isinstance(sub, ast.Constant) and isinstance(sub.value, str):
-            try:
+            with contextlib.suppress(SyntaxError):  # a ``Literal`` value is not an expression
                 soft |= set().union(*names_in(ast.parse(sub.value, mode="eval"), strings=True))
-            except SyntaxError:
-                pass  # a ``Literal`` value
     return names, soft
 
 

@@ -25,7 +25,7 @@ from .semantic import RecallOwner, SemanticRecall
 from .session import Session
 from .store_owner import StoreOwner
 from .stores.base import LATEST, SessionChanges, SessionRow, _Latest
-from .text import check_text
+from .text import check_cache_size, check_text
 from .tools import Tool, ToolHit, format_hits, session_search_tool
 
 if TYPE_CHECKING:
@@ -109,10 +109,7 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
         max_message_bytes: int | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
-        if isinstance(cache_size, bool) or not isinstance(cache_size, int):
-            raise TypeError("cache_size must be an int")
-        if cache_size < 1:
-            raise InvalidInputError("cache_size must be at least 1")
+        check_cache_size(cache_size)
         if not isinstance(namespace, str) or ":" in namespace:
             raise InvalidInputError("namespace must be a string without ':'")
         check_text(namespace, "namespace")

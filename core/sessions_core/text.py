@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import InvalidTextError
+from .errors import InvalidInputError, InvalidTextError
 
 
 def lone_surrogate(value: str) -> int | None:
@@ -45,3 +45,12 @@ def unstorable(where: str, error: UnicodeEncodeError) -> InvalidTextError:
     position = error.start if text else 0
     problem = surrogate_problem("a value", text, position) if text else "a value is not valid Unicode text"
     return InvalidTextError(f"{where}: {problem}; nothing was read or written")
+
+
+def check_cache_size(value: object) -> int:
+    """``value`` if it is a whole number of at least 1 (what a cache of handles holds at most)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("cache_size must be an int")
+    if value < 1:
+        raise InvalidInputError("cache_size must be at least 1")
+    return value

@@ -22,13 +22,14 @@ from typing import Any, NamedTuple
 
 from .branching import ensure_session
 from .compaction import CompactResult
-from .errors import CompactionError, InvalidInputError
+from .errors import CompactionError
 from .manager import SessionManager
 from .messages import COMPACTION_ID_PREFIX, SessionMessage, is_marker
 from .models import AppendResult, Compaction, SessionEvent
 from .overlays import Segment, plan_overlays, summary_id
 from .session import Session
 from .stores.base import _Latest
+from .text import check_cache_size
 from .tools import Tool
 from .window import recent_window
 
@@ -160,10 +161,7 @@ class TurnService:
         compaction: Callable[..., Any] | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
-        if isinstance(cache_size, bool) or not isinstance(cache_size, int):
-            raise TypeError("cache_size must be an int")
-        if cache_size < 1:
-            raise InvalidInputError("cache_size must be at least 1")
+        check_cache_size(cache_size)
         if not isinstance(target, (Session, SessionManager)) and not callable(target):
             raise TypeError(f"expected a Session, a SessionManager or a function session_id -> Session, not {target!r}")
         self.target = target
