@@ -17,11 +17,15 @@ This docstring is the one place the tree is documented::
     ├── StoreError                    the storage backend failed or was misconfigured
     │   ├── StoreUnavailableError     no connection to the database could be made or kept, or
     │   │                             the file an open store used is gone
+    │   ├── EncryptionKeyError        an encrypted SQLite file opened without its key, with a
+    │   │                             wrong one, or a key given for a file that is not encrypted
     │   └── UnsupportedOperationError (also NotImplementedError) the store lacks an optional
     │                                 capability a feature needs
     ├── CompactionError               compaction (or a summariser) failed or gave nothing usable
     ├── ContextError                  a context block operation was refused
-    └── RecallError                   semantic recall's vector index failed to search
+    ├── RecallError                   semantic recall's vector index failed to search
+    └── RedactionError                the redactor given to with_redaction raised or returned
+                                      something that is not text; nothing was stored
 
 When each is raised, by example:
 
@@ -112,6 +116,11 @@ class StoreUnavailableError(StoreError):
     retry by id)."""
 
 
+class EncryptionKeyError(StoreError):
+    """An encrypted SQLite file was opened without its key or with a wrong one, or a key was given
+    for a file that is not encrypted; nothing was read or written."""
+
+
 class UnsupportedOperationError(StoreError, NotImplementedError):
     """The store does not implement the optional capability a feature needs (the message names
     the capability and the method); nothing was written."""
@@ -135,3 +144,8 @@ class RecallError(SessionsError):
     """Semantic recall's vector index failed to search; the message names the index's error
     (its type and message), which is the ``__cause__``. ``mode="hybrid"`` never raises it: it
     falls back to the full-text ranking (``SearchResults.text_only``)."""
+
+
+class RedactionError(SessionsError):
+    """The redactor of ``with_redaction`` raised (the ``__cause__``) or returned something that
+    is not text; nothing of the write was stored, indexed or queued."""

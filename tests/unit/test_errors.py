@@ -16,6 +16,7 @@ from sessions_core import (
     CompactionError,
     ConflictError,
     ContextError,
+    EncryptionKeyError,
     InvalidInputError,
     InvalidRecordError,
     InvalidTextError,
@@ -23,6 +24,7 @@ from sessions_core import (
     MessageValidationError,
     NotFoundError,
     RecallError,
+    RedactionError,
     SemanticRecall,
     Session,
     SessionManager,
@@ -54,6 +56,8 @@ TREE = {
     CompactionError: (SessionsError,),
     ContextError: (SessionsError,),
     RecallError: (SessionsError,),
+    EncryptionKeyError: (StoreError,),
+    RedactionError: (SessionsError,),
 }
 
 
