@@ -17,8 +17,6 @@ This docstring is the one place the tree is documented::
     ├── StoreError                    the storage backend failed or was misconfigured
     │   ├── StoreUnavailableError     no connection to the database could be made or kept, or
     │   │                             the file an open store used is gone
-    │   ├── EncryptionKeyError        an encrypted SQLite file opened without its key, with a
-    │   │                             wrong one, or a key given for a file that is not encrypted
     │   └── UnsupportedOperationError (also NotImplementedError) the store lacks an optional
     │                                 capability a feature needs
     ├── CompactionError               compaction (or a summariser) failed or gave nothing usable
@@ -114,11 +112,6 @@ class StoreUnavailableError(StoreError):
     store was using deleted or replaced. The store works again on the first call after the
     database is back. A call cut off by a lost connection may have committed (appends are safe to
     retry by id)."""
-
-
-class EncryptionKeyError(StoreError):
-    """An encrypted SQLite file was opened without its key or with a wrong one, or a key was given
-    for a file that is not encrypted; nothing was read or written."""
 
 
 class UnsupportedOperationError(StoreError, NotImplementedError):

@@ -16,7 +16,6 @@ from sessions_core import (
     CompactionError,
     ConflictError,
     ContextError,
-    EncryptionKeyError,
     InvalidInputError,
     InvalidRecordError,
     InvalidTextError,
@@ -56,7 +55,6 @@ TREE = {
     CompactionError: (SessionsError,),
     ContextError: (SessionsError,),
     RecallError: (SessionsError,),
-    EncryptionKeyError: (StoreError,),
     RedactionError: (SessionsError,),
 }
 
