@@ -27,7 +27,7 @@ class SessionSource:
 
     The id of a run is, in order: the ``context_key`` field of the run's context, the
     ``session_id`` of ``config["configurable"]``, the LangGraph ``thread_id``, then
-    ``default_session_id``.
+    ``default_session_id``. ``redactor`` goes to every session's ``with_redaction``.
     """
 
     def __init__(
@@ -36,6 +36,7 @@ class SessionSource:
         *,
         context_key: str | None = None,
         default_session_id: str | None = None,
+        redactor: Any = None,
     ) -> None:
         target = _opened(target)
         if isinstance(target, Session):
@@ -49,7 +50,10 @@ class SessionSource:
                 'expected a store\'s path or URL (such as "chat.db" or "postgresql://..."), a Session,'
                 f" a SessionManager or a function session_id -> Session, not {type(target).__name__}"
             )
+        if redactor is not None and isinstance(target, (Session, SessionManager)):
+            target.with_redaction(redactor)
         self.target = target
+        self.redactor = redactor
         self.context_key = context_key
         self.default_session_id = default_session_id
         self._sessions: dict[str, Session] = {}
@@ -98,6 +102,8 @@ class SessionSource:
                 session = target(session_id)
                 if not isinstance(session, Session):
                     raise TypeError(f"the session factory returned {type(session).__name__}, not a Session")
+                if self.redactor is not None:
+                    session.with_redaction(self.redactor)
                 self._sessions[session_id] = session
             return session
 

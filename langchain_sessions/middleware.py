@@ -100,7 +100,9 @@ class SessionMemoryMiddleware(AgentMiddleware):
     graph (a ``recursion_limit`` that fits without it fits with it); ``wrap_tool_call`` only when
     it serves memory tools (the instance's class is then a subclass with the tool hooks), since
     ``create_agent`` adds its ``tools`` node for any middleware with that hook, and stops checking
-    for unknown tools other middleware adds. Their async forms run the
+    for unknown tools other middleware adds. ``redactor`` (a ``sessions_core.PIIRedactor`` or any
+    callable ``str -> str``) masks what is stored (``Session.with_redaction``); the model still
+    sees the run's own messages as they were. Their async forms run the
     store's work in a worker thread (the model and tool calls stay on the event loop), with
     summaries asked of the model natively async.
     """
@@ -121,10 +123,13 @@ class SessionMemoryMiddleware(AgentMiddleware):
         summary_max_retries: int = 2,
         token_counter: Callable[[list[BaseMessage]], int] | None = None,
         memory_tools: bool = True,
+        redactor: Any = None,
         name: str | None = None,
     ) -> None:
         super().__init__()
-        self.source = SessionSource(session_or_manager, context_key=context_key, default_session_id=default_session_id)
+        self.source = SessionSource(
+            session_or_manager, context_key=context_key, default_session_id=default_session_id, redactor=redactor
+        )
         self.load_history = load_history
         self.compact_at = compact_at
         self.keep_recent_tokens = keep_recent_tokens

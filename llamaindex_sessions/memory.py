@@ -179,6 +179,9 @@ class SessionMemory(BaseMemory):
 
     ``session`` is a ``Session``, a ``SessionManager`` (with ``session_id``), or a SQLite path or
     ``postgresql://`` URL (with ``session_id``); without one the memory is in ``:memory:``.
+    ``redactor`` (a ``sessions_core.PIIRedactor`` or any callable ``str -> str``) masks what is
+    stored (``Session.with_redaction``); it is not part of the pointer: pass it again to a
+    memory rebuilt from one.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -206,7 +209,12 @@ class SessionMemory(BaseMemory):
     _prompt_count: tuple[str, Any, int] | None = PrivateAttr(default=None)  # prompt, tokenizer, tokens
 
     def __init__(
-        self, session: Session | SessionManager | str | Path | None = None, *, llm: Any = None, **data: Any
+        self,
+        session: Session | SessionManager | str | Path | None = None,
+        *,
+        llm: Any = None,
+        redactor: Any = None,
+        **data: Any,
     ) -> None:
         rebuilt = session is None and "handle" in data  # from a serialised pointer
         _refuse_unknown(data, type(self).model_fields)
@@ -231,6 +239,8 @@ class SessionMemory(BaseMemory):
         self.store_schema = store_schema(handle.session)
         if llm is not None:
             handle.llm = llm
+        if redactor is not None:
+            handle.session.with_redaction(redactor)
         if self.compaction and not handle.compaction_installed:
             handle.session.on_compaction(
                 create_compact_function(summarize=handle.summarize, keep_recent_tokens=self._keep_recent())

@@ -8,6 +8,7 @@ from .errors import (
     CompactionError,
     ConflictError,
     ContextError,
+    EncryptionKeyError,
     InvalidInputError,
     InvalidRecordError,
     InvalidTextError,
@@ -38,6 +39,7 @@ from .messages import (
 from .models import AppendResult, Compaction, RecentHistory, SearchResult, SearchResults, SessionEvent
 from .providers import StoreContext, StoreSearchContext
 from .recall import VectorHit, VectorIndex
+from .redaction import PIIRedactor, Redaction
 from .semantic import DrainReport, SemanticRecall
 from .session import Session
 from .skills import FileSkillProvider
@@ -73,6 +75,7 @@ __all__ = [
     "DrainReport",
     "ContextBlock",
     "ContextError",
+    "EncryptionKeyError",
     "FilePart",
     "FileSkillProvider",
     "InvalidInputError",
@@ -82,11 +85,13 @@ __all__ = [
     "MessageTooLargeError",
     "MessageValidationError",
     "NotFoundError",
+    "PIIRedactor",
     "Part",
     "PostgresStore",
     "ReasoningPart",
     "RecallError",
     "RecentHistory",
+    "Redaction",
     "SearchResult",
     "SearchResults",
     "SemanticRecall",

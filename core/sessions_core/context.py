@@ -198,6 +198,8 @@ class ContextBlocks:
         self.prompt_store = prompt_store
         self.on_unload: Callable[[str, str], Any] | None = None
         self.on_write: Callable[[str, str | None], Any] | None = None
+        self.redact: Callable[[str], str] | None = None
+        """Applied to every content (and skill description) written, before its provider gets it."""
         self._blocks: dict[str, ContextBlock] = {}  # replaced, never mutated: readers need no lock
         self._loaded_skills: dict[str, None] = {}  # an insertion-ordered set, replaced likewise
         self._snapshot: str | None = None
@@ -280,6 +282,7 @@ class ContextBlocks:
             if block.is_skill or block.is_searchable:
                 raise ContextError(f'Block "{label}" is a keyed provider. Use setSkill() or setSearchEntry() instead.')
             check_text(content, f'the content for block "{label}"')
+            content = self._redacted(content)
             tokens = estimate_tokens(content)
             if block.max_tokens is not None and tokens > block.max_tokens:
                 raise ContextError(f'Block "{label}" exceeds maxTokens: {tokens} > {block.max_tokens}')
@@ -305,6 +308,8 @@ class ContextBlocks:
         listing from ``get()`` (kept as is when that gives nothing)."""
         for value, what in ((key, "key"), (content, "content"), (description, "description")):
             check_text(value, f'the {what} for block "{label}"')
+        content = self._redacted(content)
+        description = None if description is None else self._redacted(description)
         with self._lock:
             provider = self._keyed_writer(label, "is_skill", "skill")
             if description is None:
@@ -323,6 +328,7 @@ class ContextBlocks:
         """Index one entry with ``provider.set(key, content)``, then refresh the summary."""
         for value, what in ((key, "key"), (content, "content")):
             check_text(value, f'the {what} for block "{label}"')
+        content = self._redacted(content)
         with self._lock:
             provider = self._keyed_writer(label, "is_searchable", "search")
             call(provider.set, key, content)
@@ -331,6 +337,9 @@ class ContextBlocks:
             self._put(block)
         self._written(label, key)
         return block
+
+    def _redacted(self, text: str) -> str:
+        return text if self.redact is None else self.redact(text)
 
     def entry_content(self, label: str, key: str) -> str | None:
         """The current text of entry ``key`` of keyed block ``label`` (its newest version, or a

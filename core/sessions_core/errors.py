@@ -17,6 +17,8 @@ This docstring is the one place the tree is documented::
     ├── StoreError                    the storage backend failed or was misconfigured
     │   ├── StoreUnavailableError     no connection to the database could be made or kept, or
     │   │                             the file an open store used is gone
+    │   ├── EncryptionKeyError        an encrypted SQLite file opened with a wrong key or none,
+    │   │                             or a key given for a file that is not encrypted
     │   └── UnsupportedOperationError (also NotImplementedError) the store lacks an optional
     │                                 capability a feature needs
     ├── CompactionError               compaction (or a summariser) failed or gave nothing usable
@@ -42,8 +44,10 @@ When each is raised, by example:
 - ``StoreError``: any failure of the database or its driver (locked past the timeout, disk
   full, read-only, a value it cannot hold, a schema missing or newer than the library);
   ``StoreUnavailableError`` when PostgreSQL cannot be reached or the connection is lost, or a
-  SQLite file was deleted or replaced under an open store; ``UnsupportedOperationError`` when
-  the store lacks what a feature needs (``InspectableStore``, ``RecallStore``).
+  SQLite file was deleted or replaced under an open store; ``EncryptionKeyError`` for
+  ``SqliteStore(path, key=...)`` with a wrong key, an encrypted file opened without ``key=``,
+  or a key for a plain file; ``UnsupportedOperationError`` when the store lacks what a feature
+  needs (``InspectableStore``, ``RecallStore``).
 - ``CompactionError``: ``compact()`` or auto-compaction whose function fails, times out or
   returns something unusable; a summariser whose model returned no text.
 - ``ContextError``: an unknown, read-only or keyed block written as a plain one, a write over
@@ -112,6 +116,11 @@ class StoreUnavailableError(StoreError):
     store was using deleted or replaced. The store works again on the first call after the
     database is back. A call cut off by a lost connection may have committed (appends are safe to
     retry by id)."""
+
+
+class EncryptionKeyError(StoreError):
+    """An encrypted SQLite file was opened with a wrong key or without one, or a key was given
+    for a file that is not encrypted; nothing was read or written."""
 
 
 class UnsupportedOperationError(StoreError, NotImplementedError):

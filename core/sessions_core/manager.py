@@ -20,6 +20,7 @@ from .errors import InvalidInputError
 from .feed import ChangeFeed
 from .messages import MessageInput, SessionMessage, TextPart, parse_message
 from .models import Compaction, SearchResults, SessionEvent
+from .redaction import check_redactor
 from .searching import Scope, search_messages, tool_hits
 from .semantic import RecallOwner, SemanticRecall
 from .session import Session
@@ -191,6 +192,14 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
         self._configure(lambda s: s.with_semantic_recall(recall))
         recall.turn_on(self)
         return self
+
+    def with_redaction(self, redactor: Any) -> SessionManager:
+        """Redact every text stored through this manager's sessions (``Session.with_redaction``):
+        messages, block writes and versions, entries and compaction summaries, including the
+        summary a ``compact_and_split`` carries over."""
+        if redactor is not None:
+            check_redactor(redactor)
+        return self._configure(lambda s: s.with_redaction(redactor))
 
     def with_searchable_history(self, label: str) -> SessionManager:
         """Give every session a read-only searchable block over all of this manager's sessions."""

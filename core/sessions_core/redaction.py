@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from .errors import InvalidInputError, RedactionError
+from .messages import SessionMessage
 
 
 class Redaction(NamedTuple):
@@ -174,3 +175,62 @@ def apply_redactor(redactor: Any, text: str) -> Redaction:
     if not isinstance(result, str):
         raise RedactionError(f"the redactor {redactor!r} returned {type(result).__name__}, not text")
     return Redaction(result, {} if result == text else {"custom": 1})
+
+
+REDACTED_KEY = "redacted"
+"""The metadata key of a stored message that had values masked: their count per kind."""
+
+_KEPT_KEYS = frozenset(
+    {"type", "toolCallId", "toolName", "mediaType", "data", "url", "state", "isError", "providerOptions"}
+)
+"""Part fields that identify, route or carry bytes, never free text: not redacted."""
+
+
+def check_redactor(redactor: Any) -> Any:
+    """``redactor`` if it is a callable or has ``redact``; ``TypeError`` otherwise."""
+    if not (callable(redactor) or callable(getattr(redactor, "redact", None))):
+        raise TypeError(f"a redactor is a callable str -> str or has redact(text); got {type(redactor).__name__}")
+    return redactor
+
+
+def redact_text(redactor: Any, text: str) -> str:
+    """``text`` through ``redactor`` (:func:`apply_redactor`), without the counts."""
+    return apply_redactor(redactor, text).text
+
+
+def redact_message(redactor: Any, message: SessionMessage) -> SessionMessage:
+    """``message`` with the free text of its parts redacted: text, reasoning, tool inputs and
+    outputs, file names and any other field a part carries, except its identifiers, bytes, URLs
+    and provider metadata. The same object when nothing was masked; else a copy whose metadata
+    holds the count per kind under :data:`REDACTED_KEY`."""
+    counts: dict[str, int] = {}
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            text, found = apply_redactor(redactor, value)
+            for kind, count in found.items():
+                counts[kind] = counts.get(kind, 0) + count
+            return text
+        if isinstance(value, list):
+            return [walk(item) for item in value]
+        if isinstance(value, dict):
+            return {key: walk(item) for key, item in value.items()}
+        return value
+
+    parts = []
+    for part in message.parts:
+        fields = part.model_dump(by_alias=True, exclude_unset=True, mode="python")
+        changed = {
+            name: redacted
+            for name, value in fields.items()
+            if name not in _KEPT_KEYS
+            and not name.endswith(("Metadata", "metadata"))
+            and (redacted := walk(value)) != value
+        }
+        parts.append(type(part).model_validate({**fields, **changed}) if changed else part)
+    if not counts:
+        return message
+    metadata = {**message.metadata, REDACTED_KEY: counts}
+    redacted = message.model_copy(update={"parts": parts, "metadata": metadata})
+    redacted.__pydantic_fields_set__.add("metadata")
+    return redacted

@@ -34,6 +34,7 @@ from .messages import COMPACTION_ID_PREFIX, MessageInput, SessionMessage, parse_
 from .models import AppendResult, Compaction, ContextVersion, RecentHistory, SearchResults, SessionEvent
 from .providers import StorePromptCache
 from .reads import summary_message
+from .redaction import check_redactor, redact_message, redact_text
 from .searching import Scope, search_messages
 from .semantic import RecallOwner, SemanticRecall
 from .session_blocks import SessionBlocks
@@ -78,6 +79,7 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
         self._blocks = SessionBlocks(self, self._feed.publish)
         self._edit_tool = False
         self._recall: SemanticRecall | None = None
+        self._redactor: Any = None
         self._fixed = False
 
     @classmethod
@@ -156,6 +158,30 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
         self._blocks.reset()
         recall.turn_on(self)
         return self
+
+    def with_redaction(self, redactor: Any) -> Session:
+        """Pass every text this session stores through ``redactor`` first: a
+        :class:`~sessions_core.PIIRedactor`, any object with ``redact(text) -> Redaction``, or a
+        plain callable ``str -> str``. It covers the free text of message parts (text, reasoning,
+        tool inputs and outputs, file names), block writes and their versions, searchable
+        entries and compaction summaries, before anything is stored, indexed or queued for
+        vectors; a message with values masked says how many of each kind in
+        ``metadata["redacted"]``. A redactor that raises fails the write (``RedactionError``)
+        and nothing is stored. ``None`` turns it off."""
+        self._redactor = None if redactor is None else check_redactor(redactor)
+        self._blocks.reset()
+        return self
+
+    @property
+    def redactor(self) -> Any:
+        """The redactor of ``with_redaction``, or ``None``."""
+        return self._redactor
+
+    def _redacted(self, message: SessionMessage) -> SessionMessage:
+        return message if self._redactor is None else redact_message(self._redactor, message)
+
+    def _redacted_text(self, text: str) -> str:
+        return text if self._redactor is None else redact_text(self._redactor, text)
 
     def on_compaction(self, fn: Callable[..., Any], *, timeout: float | None = None) -> Session:
         """Register the compaction function ``fn(messages, context) -> CompactResult | None``
@@ -246,6 +272,7 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
         parsed = self._accept(message, source)
         if parsed.id.startswith(COMPACTION_ID_PREFIX):
             return parsed, None
+        parsed = self._redacted(parsed)
         created = parsed.created_at
         record = self._record(parsed, to_us(created) if created else now_us())
         if created is None:
@@ -269,7 +296,7 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
     @io
     def import_message(self, message: MessageInput, *, parent_id: str | None, created_at: datetime) -> AppendResult:
         """Store a message as it is, with its given parent and creation time (for migrations)."""
-        parsed = parse_message(message)
+        parsed = self._redacted(parse_message(message))
         record = self._record(parsed, to_us(created_at))
         self._recall_before_write()
         if self.store.insert_message(self.session_id, record, parent_id) is not None:
@@ -284,7 +311,9 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
         """Store a chain of ``(message, created_at)`` as they are, in one transaction: the first
         under ``parent_id``, each next one under the one before (for migrations). Per message,
         whether it was stored (``False``: its id was stored already; the chain goes on from it)."""
-        records = [self._record(parse_message(message), to_us(created_at)) for message, created_at in messages]
+        records = [
+            self._record(self._redacted(parse_message(message)), to_us(created_at)) for message, created_at in messages
+        ]
         self._recall_before_write()
         stored = [inserted is not None for inserted in self.store.insert_messages(self.session_id, records, parent_id)]
         self._recall_after_write()
@@ -294,7 +323,7 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
     def update_message(self, message: MessageInput) -> bool:
         """Replace a stored message's content (its parent and creation time stay); ``False`` if
         no message with that id is stored."""
-        parsed = parse_message(message)
+        parsed = self._redacted(parse_message(message))
         self._compaction.forget()
         self._recall_before_write()
         updated = self.store.update_message(self.session_id, self._record(parsed, 0))
@@ -459,6 +488,7 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
             (to_message_id, "to_message_id"),
         ):
             check_text(value, what)
+        summary = self._redacted_text(summary)
         row = CompactionRow(str(uuid.uuid4()), summary, from_message_id, to_message_id, now_us())
         self.store.add_compaction(self.session_id, row)
         self._compaction.forget()
@@ -486,6 +516,8 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
             result = runner.run(history, using)
             if result is None:
                 return None
+            if self._redactor is not None:
+                result = replace(result, summary=self._redacted_text(result.summary))
             # No leaf: the history is empty, so store_overlay rejects any range before it reads a path.
             row, from_id = store_overlay(self.store, self.session_id, leaf or "", history, result)
             runner.forget()

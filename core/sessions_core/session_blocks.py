@@ -7,11 +7,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .context import ContextBlock, ContextBlocks, ContextConfig, declared_block
 from .models import SessionEvent
 from .providers import StorePromptCache, bind_provider
+from .redaction import redact_text
 from .tools import loaded_skills_in_history, unloaded_skill_rewrite
 
 if TYPE_CHECKING:
@@ -78,6 +80,8 @@ class SessionBlocks:
                 blocks = ContextBlocks([self.bound(c) for c in self.configs], prompt_store=prompt_store)
                 blocks.on_unload = self._rewrite_unloaded_skill
                 blocks.on_write = self._written
+                if session.redactor is not None:
+                    blocks.redact = partial(redact_text, session.redactor)
                 if blocks.has_skill_providers():
                     self._restore_skills(blocks)
                 self._blocks = blocks

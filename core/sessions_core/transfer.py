@@ -260,6 +260,7 @@ def import_records(
     *,
     into: str | None = None,
     dry_run: bool = False,
+    redactor: Any = None,
 ) -> ImportReport:
     """Import export records (dicts) or lines of an export (``str``, or UTF-8 ``bytes``) into ``store``.
 
@@ -269,7 +270,8 @@ def import_records(
     already. Ids, parents, times (of messages, blocks and search entries) and bytes are kept.
     Idempotent: what is stored already is not written again (it is counted in
     ``ImportReport.present``). ``into`` imports the records of one session under another session
-    id; ``dry_run`` only checks. ``records`` is read twice (check, then write): a one-shot
+    id; ``dry_run`` only checks; ``redactor`` redacts every text before it is written
+    (``Session.with_redaction``). ``records`` is read twice (check, then write): a one-shot
     iterator (a generator, an open file) is held in memory between the two, a list or
     :class:`FileLines` is not. ``StoreError`` if the store cannot be inspected; ``ValueError``
     for an empty ``into``; ``TypeError`` for one string instead of lines.
@@ -284,12 +286,12 @@ def import_records(
         sessions.add(record.session_id)
     if dry_run:
         return ImportReport(count, tuple(sorted(sessions)), dry_run=True)
-    stored, present = _write_records(target, _checked(RecordChecker(target, into, checked=True), records))
+    stored, present = _write_records(target, _checked(RecordChecker(target, into, checked=True), records), redactor)
     return ImportReport(count, tuple(sorted(sessions)), stored, present)
 
 
 def import_into_new(
-    store: Store, records: Iterable[dict[str, Any] | str | bytes], *, into: str | None = None
+    store: Store, records: Iterable[dict[str, Any] | str | bytes], *, into: str | None = None, redactor: Any = None
 ) -> ImportReport:
     """:func:`import_records` in one pass, into a store that holds nothing yet and is thrown away
     if this raises (``sessions import`` builds a new database file this way, beside its final
@@ -307,7 +309,7 @@ def import_into_new(
             sessions.add(record.session_id)
             yield record
 
-    stored, present = _write_records(target, counted(_checked(RecordChecker(target, into), records)))
+    stored, present = _write_records(target, counted(_checked(RecordChecker(target, into), records)), redactor)
     return ImportReport(count, tuple(sorted(sessions)), stored, present)
 
 
@@ -318,9 +320,11 @@ def _check_arguments(records: Any, into: str | None) -> None:
         raise TypeError("records must be an iterable of records or lines, not one string (split it into lines)")
 
 
-def _write_records(store: InspectableStore, records: Iterable[Record]) -> tuple[dict[str, int], dict[str, int]]:
+def _write_records(
+    store: InspectableStore, records: Iterable[Record], redactor: Any = None
+) -> tuple[dict[str, int], dict[str, int]]:
     """Write checked records; what was stored and what was present already, by kind."""
-    writer = RecordWriter(store)
+    writer = RecordWriter(store, redactor)
     stored: dict[str, int] = {}
     present: dict[str, int] = {}
 

@@ -9,13 +9,14 @@ import hashlib
 import json
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from ._time import now_us, to_us
 from .errors import MessageValidationError
 from .messages import FilePart, SessionMessage, parse_message
+from .redaction import redact_text
 from .session import Session
 from .stores.base import BlockVersionRow, CompactionRow, InspectableStore, SessionRow
 from .text import lone_surrogate, surrogate_problem
@@ -242,6 +243,15 @@ class RecordChecker:
                 setattr(record, name, parse_time(record.data[name], repr(name)))
 
 
+_TEXT_FIELDS = {
+    "compaction": "summary",
+    "block_version": "content",
+    "block": "content",
+    "prompt": "prompt",
+    "search_entry": "content",
+}
+"""The free text of each kind of record but messages (which the session redacts part by part)."""
+
 MESSAGE_BATCH = 1_000
 """Messages of one chain written per transaction by an import."""
 
@@ -250,10 +260,12 @@ class RecordWriter:
     """Writes checked records into ``store``, each unless what it holds is stored already.
     Consecutive messages that form a chain (each the child of the one before) are written
     together, :data:`MESSAGE_BATCH` a transaction, and those stored already are skipped
-    without being prepared."""
+    without being prepared. With ``redactor``, the text of every record passes through it
+    before it is written (``Session.with_redaction``)."""
 
-    def __init__(self, store: InspectableStore) -> None:
+    def __init__(self, store: InspectableStore, redactor: Any = None) -> None:
         self.store = store
+        self.redactor = redactor
         self.stored_compactions: dict[str, set[str]] = {}
         self.stored_entries: dict[str, dict[tuple[str, str], bytes]] = {}
         self.imported_versions: dict[tuple[str, str, str], int] = {}  # (session, label, key) -> newest
@@ -286,6 +298,10 @@ class RecordWriter:
             chain.append(record)
             return []
         done = self.flush()
+        text_field = _TEXT_FIELDS.get(record.kind)
+        if self.redactor is not None and text_field is not None:
+            text = redact_text(self.redactor, record.data[text_field])
+            record = replace(record, data={**record.data, text_field: text})
         done.append((record, self._writes[record.kind](record)))
         return done
 
@@ -298,6 +314,8 @@ class RecordWriter:
         session = self._sessions.get(session_id)
         if session is None:
             session = self._sessions[session_id] = Session(self.store).for_session(session_id)
+            if self.redactor is not None:
+                session.with_redaction(self.redactor)
         stored = self.store.stored_message_ids(session_id, [r.message_id for r in chain])  # type: ignore[misc]
         outcomes: list[tuple[Record, bool | None]] = []
         parent_id, pending = chain[0].data.get("parent_id"), []

@@ -574,3 +574,18 @@ def test_jump_to_is_ephemeral_with_the_middleware_added():
     result = agent.invoke({"messages": [HumanMessage("Hello")]}, {"recursion_limit": 10})
     assert "jump_to" not in result
     assert [m.type for m in result["messages"]] == ["human", "ai"]
+
+
+def test_a_redactor_masks_what_the_agent_stores(session):
+    from sessions_core import PIIRedactor
+
+    model = ScriptedChatModel(responses=[AIMessage("I will write to bob@example.com."), AIMessage("Done.")])
+    agent = create_agent(model, middleware=[SessionMemoryMiddleware(session, redactor=PIIRedactor())])
+    agent.invoke({"messages": [HumanMessage("Mail bob@example.com, card 4111 1111 1111 1111")]}, CONFIG)
+    stored = session.get_history()
+    assert [m.text for m in stored] == ["Mail [EMAIL], card [CARD]", "I will write to [EMAIL]."]
+    assert stored[0].metadata["redacted"] == {"email": 1, "card": 1}
+    agent.invoke({"messages": [HumanMessage("Thanks")]}, CONFIG)
+    assert len(session.get_history()) == 4
+    # Without a checkpointer the next run's model sees the stored, redacted history.
+    assert "bob@example.com" not in " ".join(m.text for m in model.calls[-1])

@@ -752,3 +752,16 @@ def test_each_message_is_counted_once_while_the_window_is_kept(session):
     memory.tokenizer_fn = lambda text: counted.append(text) or text.split()
     assert roles_and_text(memory.get()) == roles_and_text(SessionMemory(session=session, compaction=False).get())
     assert len(counted) == after_first + 1 + 4  # the rendered context and the three messages again
+
+
+def test_a_redactor_masks_what_the_memory_stores(db):
+    from sessions_core import PIIRedactor
+
+    memory = SessionMemory.from_defaults(store=db, session_id="u", redactor=PIIRedactor())
+    memory.put(user("write to ada@example.com"))
+    memory.put(assistant("I will mail ada@example.com"))
+    assert [m.content for m in memory.get_all()] == ["write to [EMAIL]", "I will mail [EMAIL]"]
+    stored = memory.session.get_history()
+    assert [m.metadata["redacted"] for m in stored] == [{"email": 1}, {"email": 1}]
+    memory.put(user("and again"))  # the stored copies are not written twice
+    assert len(memory.session.get_history()) == 3

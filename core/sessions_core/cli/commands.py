@@ -134,15 +134,16 @@ def build_cli() -> click.Group:
     @click.argument("file", metavar="FILE")
     @click.option("--into", metavar="SESSION", default=None, help="Import into this session id instead.")
     @click.option("--dry-run", is_flag=True, help="Check the file only; write nothing.")
+    @click.option("--redact", is_flag=True, help="Mask personal data and secrets (PIIRedactor) before storing.")
     @click.pass_obj
-    def import_command(handle: StoreHandle, file: str, into: str | None, dry_run: bool) -> None:
+    def import_command(handle: StoreHandle, file: str, into: str | None, dry_run: bool, redact: bool) -> None:
         """Import a JSON Lines export (FILE, or - for stdin).
 
         Idempotent: importing a file twice stores nothing twice.
 
         Every line is checked before anything is written; a bad line names its number.
         """
-        cmd_import(handle, file, into, dry_run)
+        cmd_import(handle, file, into, dry_run, redact=redact)
 
     @cli.command("blocks")
     @click.argument("session")

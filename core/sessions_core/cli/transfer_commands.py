@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import InvalidRecordError
+from ..redaction import PIIRedactor
 from ..stores.base import InspectableStore
 from ..transfer import FileLines, ImportReport, export_session, import_into_new, import_records, record_line
 from .output import console, count_of, progress_bar
@@ -112,7 +113,7 @@ def _spool_stdin() -> str:
     return path
 
 
-def cmd_import(handle: StoreHandle, source: str, into: str | None, dry_run: bool) -> None:
+def cmd_import(handle: StoreHandle, source: str, into: str | None, dry_run: bool, *, redact: bool = False) -> None:
     if into is not None and not into:
         raise BadInput("--into needs a non-empty session id")
     spooled = None
@@ -133,7 +134,7 @@ def cmd_import(handle: StoreHandle, source: str, into: str | None, dry_run: bool
         gc.freeze()
     try:
         with progress_bar(counting_bytes=True) as progress:
-            report = _import(handle, path, progress, into, dry_run)
+            report = _import(handle, path, progress, into, dry_run, PIIRedactor() if redact else None)
     except InvalidRecordError as error:
         raise BadInput(f"{name} line {error.line}: {error.reason}") from None
     finally:
@@ -150,7 +151,9 @@ def cmd_import(handle: StoreHandle, source: str, into: str | None, dry_run: bool
     console().print(f"Imported into {', '.join(report.sessions)}: {_describe(report)}.")
 
 
-def _import(handle: StoreHandle, path: str, progress: Any, into: str | None, dry_run: bool) -> ImportReport:
+def _import(
+    handle: StoreHandle, path: str, progress: Any, into: str | None, dry_run: bool, redactor: Any
+) -> ImportReport:
     """Check the file, then (unless ``dry_run``) import it. A SQLite database that does not exist
     yet is built beside its path in one pass and moved into place only once all of it is in."""
     try:
@@ -159,7 +162,11 @@ def _import(handle: StoreHandle, path: str, progress: Any, into: str | None, dry
         store = None
     if store is not None:
         return import_records(
-            store, _ProgressLines(path, progress, ("Checking", "Importing")), into=into, dry_run=dry_run
+            store,
+            _ProgressLines(path, progress, ("Checking", "Importing")),
+            into=into,
+            dry_run=dry_run,
+            redactor=redactor,
         )
     from ..stores.sqlite import SqliteStore
 
@@ -172,7 +179,7 @@ def _import(handle: StoreHandle, path: str, progress: Any, into: str | None, dry
         if dry_run or checked.records == 0:
             return checked
         lines = _ProgressLines(path, progress, ("Checking", "Importing"))
-        return import_records(handle.open(create=True), lines, into=into)
+        return import_records(handle.open(create=True), lines, into=into, redactor=redactor)
     target = Path(handle.url)
     if not target.parent.exists():
         raise NotFound(f"no such directory: {target.parent}")
@@ -181,7 +188,7 @@ def _import(handle: StoreHandle, path: str, progress: Any, into: str | None, dry
     try:
         new = SqliteStore(building)
         try:
-            report = import_into_new(new, _ProgressLines(path, progress, ("Importing",)), into=into)
+            report = import_into_new(new, _ProgressLines(path, progress, ("Importing",)), into=into, redactor=redactor)
         finally:
             new.close()
         if report.records == 0:
@@ -190,7 +197,8 @@ def _import(handle: StoreHandle, path: str, progress: Any, into: str | None, dry
         try:
             os.link(building, target)  # fails if the path was taken meanwhile; replacing would lose it
         except FileExistsError:
-            return import_records(handle.open(), _ProgressLines(path, progress, ("Checking", "Importing")), into=into)
+            lines = _ProgressLines(path, progress, ("Checking", "Importing"))
+            return import_records(handle.open(), lines, into=into, redactor=redactor)
         return report
     finally:
         os.unlink(building)

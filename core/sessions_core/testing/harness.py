@@ -72,6 +72,7 @@ SYNC_ONLY: dict[type, frozenset[str]] = {
             "declared_tools",
             "with_edit_tool",
             "with_semantic_recall",
+            "with_redaction",
         }
     ),
     SessionManager: frozenset(
@@ -87,6 +88,7 @@ SYNC_ONLY: dict[type, frozenset[str]] = {
             "storage_id",
             "with_edit_tool",
             "with_semantic_recall",
+            "with_redaction",
         }
     ),
     Tool: frozenset({"to_openai"}),
