@@ -277,3 +277,26 @@ def test_a_redacted_postgres_store_holds_no_masked_value():
             assert index.texts and not [t for t in index.texts.values() if any(v in t for v in secrets.values)]
         finally:
             store.close()
+
+
+def test_the_cli_import_can_redact(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from sessions_core.cli import build_cli
+
+    secrets = Secrets()
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("".join(json.dumps(record) + "\n" for record in export_records(secrets)))
+    for target, flags in (("new.db", ["--redact"]), ("existing.db", ["--redact"]), ("plain.db", [])):
+        path = tmp_path / target
+        if target == "existing.db":
+            Session(str(path)).close()
+        runner = CliRunner(env={"SESSIONS_STORE": None})
+        result = runner.invoke(build_cli(), ["--store", str(path), "import", str(dump), *flags], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        with Session(str(path)).for_session("imported") as session:
+            text = session.get_history(raw=True)[0].text
+        assert (secrets.email not in text) == bool(flags), text
+        assert bool(sqlite_traces(path, secrets)) != bool(flags)
