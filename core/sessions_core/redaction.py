@@ -67,11 +67,18 @@ class _Detector(NamedTuple):
     mask: str
     pattern: re.Pattern[str]
     check: Callable[[re.Match[str]], bool] | None = None
+    needs: re.Pattern[str] | None = None
+    """What every match contains: a text without it is not scanned (most prose has no digits)."""
+
+
+_DIGITS = re.compile(r"\d\d")
 
 
 # Order matters: a value is masked by the first detector that takes it (a card before a phone).
 DETECTORS: dict[str, _Detector] = {
-    "jwt": _Detector("JWT", re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}")),
+    "jwt": _Detector(
+        "JWT", re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"), needs=re.compile("eyJ")
+    ),
     "api_key": _Detector(
         "API_KEY",
         re.compile(
@@ -80,15 +87,20 @@ DETECTORS: dict[str, _Detector] = {
             r"|xox[abposr]-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{35}|glpat-[A-Za-z0-9_-]{20})"
         ),
     ),
-    "email": _Detector("EMAIL", re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")),
-    "iban": _Detector("IBAN", re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b"), _iban),
-    "card": _Detector("CARD", re.compile(r"\b\d(?:[ -]?\d){11,18}\b"), _card),
+    "email": _Detector(
+        "EMAIL",
+        re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"),
+        needs=re.compile("@"),
+    ),
+    "iban": _Detector("IBAN", re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b"), _iban, _DIGITS),
+    "card": _Detector("CARD", re.compile(r"\b\d(?:[ -]?\d){11,18}\b"), _card, _DIGITS),
     "ipv6": _Detector(
         "IPV6",
         re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:])"),
         _ip,
+        re.compile(":"),
     ),
-    "ipv4": _Detector("IPV4", re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b"), _ip),
+    "ipv4": _Detector("IPV4", re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b"), _ip, re.compile(r"\d\.\d")),
     "phone": _Detector(
         "PHONE",
         re.compile(
@@ -96,6 +108,7 @@ DETECTORS: dict[str, _Detector] = {
             r"(?:x\d{1,5})?\b"
         ),
         _phone,
+        _DIGITS,
     ),
 }
 """The built-in detectors by kind, each with its mask and (where a pattern alone is not enough)
@@ -148,6 +161,8 @@ class PIIRedactor:
         """``text`` with every detected value masked, and the count per kind."""
         counts: dict[str, int] = {}
         for kind, detector in self._detectors.items():
+            if detector.needs is not None and detector.needs.search(text) is None:
+                continue
 
             def replace(match: re.Match[str], kind: str = kind, detector: _Detector = detector) -> str:
                 if detector.check is not None and not detector.check(match):
