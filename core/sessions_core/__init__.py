@@ -40,6 +40,7 @@ from .models import AppendResult, Compaction, RecentHistory, SearchResult, Searc
 from .providers import StoreContext, StoreSearchContext
 from .recall import VectorHit, VectorIndex
 from .redaction import PIIRedactor, Redaction
+from .retention import EraseResult, PruneResult
 from .semantic import DrainReport, SemanticRecall
 from .session import Session
 from .skills import FileSkillProvider
@@ -73,6 +74,7 @@ __all__ = [
     "RedactionError",
     "ConflictError",
     "DrainReport",
+    "EraseResult",
     "ContextBlock",
     "ContextError",
     "EncryptionKeyError",
@@ -87,6 +89,7 @@ __all__ = [
     "NotFoundError",
     "PIIRedactor",
     "Part",
+    "PruneResult",
     "PostgresStore",
     "ReasoningPart",
     "RecallError",

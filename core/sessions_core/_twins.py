@@ -15,7 +15,7 @@ from .stores.base import LATEST
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
-    from datetime import datetime
+    from datetime import datetime, timedelta
     from typing import Any
 
     from .compaction import CompactResult
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .manager import SessionInfo
     from .messages import MessageInput, SessionMessage
     from .models import AppendResult, Compaction, ContextVersion, RecentHistory, SearchResults
+    from .retention import EraseResult, PruneResult
     from .semantic import DrainReport
     from .stores.base import RecallBacklog, _Latest
     from .tools import Tool
@@ -77,6 +78,20 @@ class SessionManagerTwins(RecallOwnerTwins, StoreOwnerTwins):
 
     async def adelete(self, session_id: str) -> bool:
         """Async twin of :meth:`SessionManager.delete`."""
+        ...
+
+    async def aprune(
+        self, older_than: timedelta, *, namespace: str | None = None, dry_run: bool = False
+    ) -> PruneResult:
+        """Async twin of :meth:`SessionManager.prune`."""
+        ...
+
+    async def aerase(self, session_id: str, *, vacuum: bool = False) -> EraseResult:
+        """Async twin of :meth:`SessionManager.erase`."""
+        ...
+
+    async def aerase_namespace(self, namespace: str, *, vacuum: bool = False) -> EraseResult:
+        """Async twin of :meth:`SessionManager.erase_namespace`."""
         ...
 
     async def aappend(self, session_id: str, message: MessageInput, parent_id: str | None | _Latest = LATEST) -> str:
@@ -199,6 +214,10 @@ class SessionTwins(RecallOwnerTwins, StoreOwnerTwins):
 
     async def aclear_messages(self) -> None:
         """Async twin of :meth:`Session.clear_messages`."""
+        ...
+
+    async def aerase(self, *, vacuum: bool = False) -> EraseResult:
+        """Async twin of :meth:`Session.erase`."""
         ...
 
     async def aget_message(self, message_id: str) -> SessionMessage | None:

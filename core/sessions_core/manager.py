@@ -9,7 +9,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ._async import io, run_in_thread
@@ -21,6 +21,7 @@ from .feed import ChangeFeed
 from .messages import MessageInput, SessionMessage, TextPart, parse_message
 from .models import Compaction, SearchResults, SessionEvent
 from .redaction import check_redactor
+from .retention import EraseResult, PruneResult, Retention, erase_sessions, erasure_store, prune_sessions
 from .searching import Scope, search_messages, tool_hits
 from .semantic import RecallOwner, SemanticRecall
 from .session import Session
@@ -99,6 +100,11 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
     The manager keeps the ``cache_size`` most recently used ``Session`` handles; a handle
     dropped from the cache is rebuilt from the store when next asked for, so a server with
     many users holds a bounded number of them.
+
+    ``retention``: while the manager writes, it prunes its namespace's sessions last active
+    longer ago than that (:meth:`prune`), at most once an hour per store.
+
+    ``key``: the SQLite file is encrypted with it (``SqliteStore(path, key=...)``, SQLCipher).
     """
 
     def __init__(
@@ -109,12 +115,14 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
         reserved_metadata_keys: Iterable[str] = (),
         max_message_bytes: int | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        retention: timedelta | None = None,
+        key: str | bytes | None = None,
     ) -> None:
         check_cache_size(cache_size)
         if not isinstance(namespace, str) or ":" in namespace:
             raise InvalidInputError("namespace must be a string without ':'")
         check_text(namespace, "namespace")
-        super().__init__(store)
+        super().__init__(store, key=key)
         self.namespace = namespace
         self._session_options = {
             "reserved_metadata_keys": tuple(reserved_metadata_keys),
@@ -126,6 +134,9 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
         self._lock = threading.RLock()
         self._feed = ChangeFeed()
         self._recall: SemanticRecall | None = None
+        self._retention = None if retention is None else Retention(retention, namespace)
+        if self._retention is not None:
+            erasure_store(self.store)
 
     def __repr__(self) -> str:
         return f"SessionManager({self.store!r}, namespace={self.namespace!r})"
@@ -219,6 +230,10 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
 
     def _touch(self, session_id: str) -> None:
         self.store.update_session_row(self.namespace, session_id, SessionChanges(updated_at_us=now_us()))
+        if self._retention is not None:
+            pruned = self._retention.after_write(self.store, self._recall)
+            if pruned is not None:
+                self._dropped(pruned.session_ids)
 
     # -- registry --------------------------------------------------------------------------
 
@@ -300,6 +315,48 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
                 self._recall.notify()
             self._feed.publish(SessionEvent("clear", session_id))
         return deleted
+
+    @io
+    def prune(self, older_than: timedelta, *, namespace: str | None = None, dry_run: bool = False) -> PruneResult:
+        """Delete the sessions of ``namespace`` (``None``: this manager's) last active more
+        than ``older_than`` ago, with every trace of them (``sessions_core.retention``), and
+        return what went (``dry_run``: what would go, changing nothing). Their vectors leave
+        the index through the outbox."""
+        where = self.namespace if namespace is None else check_text(namespace, "namespace")
+        result, _stale = prune_sessions(self.store, older_than, namespace=where, dry_run=dry_run, recall=self._recall)
+        if not dry_run and where == self.namespace:
+            self._dropped(result.session_ids)
+        return result
+
+    @io
+    def erase(self, session_id: str, *, vacuum: bool = False) -> EraseResult:
+        """Remove a session (registered or not) so that none of its text stays in the store
+        (``Session.erase`` says what that means on each store), and return what was removed.
+        With semantic recall its vectors are deleted from the index now."""
+        storage_id = self.storage_id(check_text(session_id, "session_id"))
+        _removal, result = erase_sessions(self.store, [storage_id], vacuum=vacuum, recall=self._recall)
+        ids = (session_id,) if result.session_ids else ()
+        self._dropped(ids)
+        return replace(result, session_ids=ids)
+
+    @io
+    def erase_namespace(self, namespace: str, *, vacuum: bool = False) -> EraseResult:
+        """:meth:`erase` every session of ``namespace``: those its registry holds and the ids
+        written under it without one. The result names them by their ids in it."""
+        check_text(namespace, "namespace")
+        sessions = {s.storage_id: s.id for s in erasure_store(self.store).session_activity(namespace)}
+        _removal, result = erase_sessions(self.store, list(sessions), vacuum=vacuum, recall=self._recall)
+        ids = tuple(sessions[storage_id] for storage_id in result.session_ids)
+        if namespace == self.namespace:
+            self._dropped(ids)
+        return replace(result, session_ids=ids)
+
+    def _dropped(self, session_ids: Iterable[str]) -> None:
+        """Sessions of this manager were removed: forget their handles and report ``clear``."""
+        for session_id in session_ids:
+            with self._lock:
+                self._sessions.pop(session_id, None)
+            self._feed.publish(SessionEvent("clear", session_id))
 
     def get_session(self, session_id: str) -> Session:
         """The session with this id, configured by the builder methods (the ``cache_size``

@@ -26,7 +26,7 @@ from ._time import now_us
 from .errors import ConflictError, InvalidInputError, RecallError, SessionsError
 from .messages import COMPACTION_ID_PREFIX, message_from_storage, recall_text
 from .recall import ENTRY, MESSAGE, SESSION, VectorHit, VectorIndex, chunk_text, digest, split_entry_ref, vector_id
-from .stores.base import OutboxRow, RecallBacklog, RecallSource, RecallStore, Store, VectorRow, recall_store
+from .stores.base import OutboxRow, RecallBacklog, RecallSource, RecallStore, Removal, Store, VectorRow, recall_store
 
 if TYPE_CHECKING:
     from ._twins import RecallOwnerTwins
@@ -216,6 +216,28 @@ class SemanticRecall:
     def forget(self, session_id: str) -> None:
         """The session was deleted (its registration with it): enable it again on its next write."""
         self._enabled.discard(session_id)
+
+    def erase(self, session_ids: Sequence[str]) -> Removal:
+        """Remove these sessions from the store (``SessionErasure.remove_sessions``) with every
+        vector recorded for them deleted from the index first, now, and none of their changes
+        left in the outbox; no send runs meanwhile in this process. An index that fails raises
+        :class:`~sessions_core.errors.RecallError` and nothing is removed."""
+        store = self.store
+        with self._draining:
+            vector_ids = [row.vector_id for session_id in session_ids for row in store.recall_vectors(session_id)]
+            try:
+                with self._index_lock:
+                    for start in range(0, len(vector_ids), self.batch_size):
+                        self._call_index("delete", vector_ids[start : start + self.batch_size])
+            except Exception as error:  # the index's failure, whatever its type
+                raise RecallError(
+                    f"semantic recall: the vector index failed to delete the erased sessions' vectors, so nothing"
+                    f" was erased: {type(error).__name__}: {error}"
+                ) from error
+            removal = store.remove_sessions(session_ids, forget_vectors=True)
+            for session_id in session_ids:
+                self.forget(session_id)
+            return removal
 
     def notify(self) -> None:
         """A write was queued: wake the background sender (started when none is running)."""

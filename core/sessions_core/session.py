@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,7 @@ from .models import AppendResult, Compaction, ContextVersion, RecentHistory, Sea
 from .providers import StorePromptCache
 from .reads import summary_message
 from .redaction import check_redactor, redact_message, redact_text
+from .retention import EraseResult, Retention, erase_sessions, erasure_store
 from .searching import Scope, search_messages
 from .semantic import RecallOwner, SemanticRecall
 from .session_blocks import SessionBlocks
@@ -60,6 +61,13 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
     ``store`` is a SQLite path, ``":memory:"`` (the default), a ``postgresql://`` URL or a store
     object. The session closes the store only if it opened it. Builder methods return the
     session; every method that touches storage has an ``a``-prefixed async twin.
+
+    ``retention``: after its appends, the session prunes the sessions of the default namespace
+    ``""`` (those of plain sessions and of a ``SessionManager`` without a namespace) last active
+    longer ago than that, at most once an hour per store (``SessionManager.prune``); the one it
+    just wrote to is active.
+
+    ``key``: the SQLite file is encrypted with it (``SqliteStore(path, key=...)``, SQLCipher).
     """
 
     def __init__(
@@ -68,8 +76,13 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
         *,
         reserved_metadata_keys: Iterable[str] = (),
         max_message_bytes: int | None = None,
+        retention: timedelta | None = None,
+        key: str | bytes | None = None,
     ) -> None:
-        super().__init__(store)
+        super().__init__(store, key=key)
+        self._retention = None if retention is None else Retention(retention, "")
+        if self._retention is not None:
+            erasure_store(self.store)
         self._keeps_blobs = supports(self.store, BlobStore)
         self.session_id = ""
         self.reserved_metadata_keys = frozenset(reserved_metadata_keys)
@@ -358,6 +371,26 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
             blocks.refresh_system_prompt()
         self._feed.publish(SessionEvent("clear", self.session_id))
 
+    @io
+    def erase(self, *, vacuum: bool = False) -> EraseResult:
+        """Remove this session with every trace of it (messages, overlays, blocks and their
+        versions, search entries, cached prompt, a manager's registry row, the payloads no other
+        session refers to) so that none of its text stays in the store, and return what was
+        removed. With semantic recall its vectors are deleted from the index now and none of its
+        changes stay in the outbox (without, they leave through the outbox: ``vectors_pending``).
+
+        SQLite: deletes zero what they free (``secure_delete``), the full-text indexes are
+        merged so no segment keeps an erased term, and the WAL is checkpointed and truncated:
+        the text is in neither the file nor its ``-wal``; ``vacuum`` also rebuilds the file.
+        PostgreSQL: no row or index entry remains for any query; the server keeps dead tuples
+        until ``VACUUM`` (``vacuum=True`` runs it) and the WAL until it is recycled (backups and
+        replicas keep their copies). The session stays usable, empty."""
+        _removal, result = erase_sessions(self.store, [self.session_id], vacuum=vacuum, recall=self._recall)
+        self._compaction.forget()
+        self._blocks.reset()
+        self._feed.publish(SessionEvent("clear", self.session_id))
+        return result
+
     def _recall_sessions(self) -> list[str]:
         return [self.session_id]
 
@@ -552,6 +585,8 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
 
     def _after_append(self, leaf_id: str) -> None:
         self._recall_after_write()
+        if self._retention is not None:
+            self._retention.after_write(self.store, self._recall)
         self._compaction.after_append(self.session_id, leaf_id, self._prompt_tokens, self.compact)
 
     # -- context blocks --------------------------------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._async import AsyncTwins, io, run_in_thread
+from .errors import InvalidInputError
 from .stores.base import Store
 from .stores.sqlite import SqliteStore
 
@@ -18,15 +19,22 @@ else:
     StoreOwnerTwins = object  # typed twins for type checkers; AsyncTwins makes the real ones
 
 
-def open_store(store: Any) -> tuple[Store, bool]:
+def open_store(store: Any, *, key: str | bytes | None = None) -> tuple[Store, bool]:
     """A store object for ``store`` (a path, ``":memory:"``, a ``postgresql://`` URL or a store),
-    and whether the caller opened it (and so must close it)."""
+    and whether the caller opened it (and so must close it). ``key`` encrypts a SQLite file
+    (``SqliteStore(path, key=...)``); it goes with a path only."""
+    if key is not None and not isinstance(store, (str, Path)):
+        raise InvalidInputError("key= goes with a SQLite path; give the store object its key instead")
     if isinstance(store, Store):
         return store, False
     if isinstance(store, Path):
-        return SqliteStore(store), True
+        return SqliteStore(store, key=key), True
     if isinstance(store, str):
         if store.startswith(("postgresql://", "postgres://")):
+            if key is not None:
+                raise InvalidInputError(
+                    "key= encrypts SQLite files only; for PostgreSQL use TLS (sslmode) and the server's encryption"
+                )
             try:
                 from .stores.postgres import PostgresStore
             except ModuleNotFoundError as error:
@@ -34,7 +42,7 @@ def open_store(store: Any) -> tuple[Store, bool]:
                     "PostgreSQL stores need the postgres extra: pip install 'session-memory[postgres]'"
                 ) from error
             return PostgresStore(store), True
-        return SqliteStore(store), True
+        return SqliteStore(store, key=key), True
     raise TypeError(f"store must be a path, ':memory:', a postgresql:// URL or a Store, not {type(store).__name__}")
 
 
@@ -46,8 +54,8 @@ class StoreOwner(AsyncTwins, StoreOwnerTwins):
     store: Store
     _owns_store: bool
 
-    def __init__(self, store: Any) -> None:
-        self.store, self._owns_store = open_store(store)
+    def __init__(self, store: Any, *, key: str | bytes | None = None) -> None:
+        self.store, self._owns_store = open_store(store, key=key)
 
     @io
     def close(self) -> None:

@@ -1,5 +1,6 @@
 """The project's stores under the conformance suite (``sessions_core.testing``): SQLite in memory,
-SQLite on file and PostgreSQL (see ``tests/postgres.py``), each in sync and async mode."""
+SQLite on file, SQLite on file encrypted with SQLCipher and PostgreSQL (see ``tests/postgres.py``),
+each in sync and async mode."""
 
 from __future__ import annotations
 
@@ -38,6 +39,13 @@ def _sqlite_file(tmp_path: Path) -> Iterator[Backend]:
 
 
 @contextmanager
+def _sqlite_encrypted(tmp_path: Path) -> Iterator[Backend]:
+    pytest.importorskip("sqlcipher3", reason="encrypted SQLite needs the encryption extra")
+    path = tmp_path / "sessions.db"
+    yield Backend("sqlite-encrypted", lambda: SqliteStore(path, key="conformance passphrase"), persistent=True)
+
+
+@contextmanager
 def _postgres(tmp_path: Path) -> Iterator[Backend]:
     require_postgres()
     from sessions_core.stores.postgres import PostgresStore
@@ -60,6 +68,7 @@ def _postgres(tmp_path: Path) -> Iterator[Backend]:
 BACKENDS: dict[str, Callable[[Path], Any]] = {
     "sqlite-memory": _sqlite_memory,
     "sqlite-file": _sqlite_file,
+    "sqlite-encrypted": _sqlite_encrypted,
     "postgres": _postgres,
 }
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import timedelta
 
 import pytest
 
@@ -30,6 +31,7 @@ from sessions_core.testing.context import *  # noqa: F403
 from sessions_core.testing.feed import *  # noqa: F403
 from sessions_core.testing.history import *  # noqa: F403
 from sessions_core.testing.manager import *  # noqa: F403
+from sessions_core.testing.retention import *  # noqa: F403
 from sessions_core.testing.search import *  # noqa: F403
 from sessions_core.testing.versions import *  # noqa: F403
 from sessions_core.transfer import export_session
@@ -211,6 +213,12 @@ def test_a_feature_without_its_capability_names_what_the_store_lacks():
         SessionManager(DictStore()).list_sessions()
     with pytest.raises(UnsupportedOperationError, match="InspectableStore"):
         list(export_session(DictStore(), "s"))
+    with pytest.raises(UnsupportedOperationError, match="SessionErasure"):
+        SessionManager(DictStore()).prune(timedelta(days=1))
+    with pytest.raises(UnsupportedOperationError, match="SessionErasure"):
+        session.erase()
+    with pytest.raises(UnsupportedOperationError, match="SessionErasure"):
+        Session(DictStore(), retention=timedelta(days=1))
 
 
 def test_attachments_stay_inline_in_a_store_without_blobs():

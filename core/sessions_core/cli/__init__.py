@@ -2,10 +2,12 @@
 
 ``sessions --store URL COMMAND``: the store is a SQLite path or a ``postgresql://`` URL (default:
 ``$SESSIONS_STORE``, else ``./sessions.db``). Commands: ``list``, ``show SESSION``,
-``search QUERY``, ``export SESSION``, ``import FILE``, ``blocks SESSION``, ``stats``. SESSION is
+``search QUERY``, ``export SESSION``, ``import FILE``, ``blocks SESSION``, ``stats``,
+``prune --older-than AGE``, ``erase SESSION``. SESSION is
 the storage id (what ``Session.for_session`` takes; ``"namespace:id"`` for a manager's session).
 Export and import are :mod:`sessions_core.transfer`; this package parses options, opens the
-store and prints.
+store and prints. An encrypted SQLite file opens with the key in ``$SESSIONS_KEY``;
+``rekey [DB]`` changes it (or encrypts a plain file).
 
 Exit codes: 0 ok, 1 not found (unknown session, missing database) or the store failed, 2 usage
 or bad input (options, store URL, import file). Errors are one ``Error: ...`` line on stderr.

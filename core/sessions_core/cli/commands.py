@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
+from .encryption_commands import cmd_rekey
 from .inspect_commands import (
     cmd_block_history,
     cmd_block_restore,
@@ -15,6 +17,7 @@ from .inspect_commands import (
     cmd_stats,
 )
 from .recall_commands import cmd_recall_backlog, cmd_recall_rebuild, cmd_recall_send
+from .retention_commands import cmd_erase, cmd_prune
 from .store import BadInput, StoreHandle, error_for, one_line
 from .transfer_commands import cmd_export, cmd_import
 
@@ -70,9 +73,10 @@ def build_cli() -> click.Group:
 
         SESSION is a storage session id: what Session.for_session takes, "namespace:id" for a
         session of a SessionManager with a namespace. Exit codes: 0 ok, 1 not found or store
-        failure, 2 usage or bad input.
+        failure, 2 usage or bad input. An encrypted SQLite file opens with the key in
+        $SESSIONS_KEY.
         """
-        handle = StoreHandle(store_url, schema, debug)
+        handle = StoreHandle(store_url, schema, debug, key=os.environ.get("SESSIONS_KEY") or None)
         ctx.obj = handle
         ctx.call_on_close(handle.close)
 
@@ -211,6 +215,60 @@ def build_cli() -> click.Group:
         Any command upgrades an older store on opening it; this one shows the re-indexing's
         progress. Interrupted, it resumes where it stopped."""
         cmd_migrate(handle)
+
+    @cli.command("rekey")
+    @click.argument("database", metavar="DB", required=False)
+    @click.pass_obj
+    def rekey_command(handle: StoreHandle, database: str | None) -> None:
+        """Change the key of the encrypted SQLite file DB (default: --store), or encrypt a plain one.
+
+        The current key is $SESSIONS_KEY (unset: DB is plain, and is encrypted into a new file
+        that replaces it); the new key is $SESSIONS_NEW_KEY, else asked for twice. Run it while
+        nothing else has DB open."""
+        new_key = os.environ.get("SESSIONS_NEW_KEY") or click.prompt(
+            "New key", hide_input=True, confirmation_prompt=True
+        )
+        cmd_rekey(handle, database, new_key)
+
+    @cli.command("prune")
+    @click.option(
+        "--older-than", required=True, metavar="AGE", help="Last activity older than AGE: 90d, 12h, 30m, 45s, 2w."
+    )
+    @click.option("--namespace", metavar="NS", default=None, help="Only this namespace (default: every namespace).")
+    @click.option("--dry-run", is_flag=True, help="List what would go; remove nothing.")
+    @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
+    @click.pass_obj
+    def prune_command(
+        handle: StoreHandle, older_than: str, namespace: str | None, dry_run: bool, as_json: bool
+    ) -> None:
+        """Delete the sessions last active longer ago than AGE, with every trace of them.
+
+        Last activity: the newest of a session's messages, overlays, block versions, search
+        entries, cached prompt and registry row. Their vectors leave the index through semantic
+        recall's outbox. Prints the sessions and the rows of each kind that go."""
+        cmd_prune(handle, older_than, namespace, dry_run, as_json)
+
+    @cli.command("erase")
+    @click.argument("session", required=False)
+    @click.option("--namespace", metavar="NS", default=None, help="Every session of this namespace instead.")
+    @click.option("--vacuum", is_flag=True, help="Also rebuild (SQLite) or VACUUM (PostgreSQL) the store.")
+    @click.option(
+        "--index",
+        default=None,
+        metavar="INDEX",
+        help="Delete the vectors from this index now (MODULE:NAME); without it they go through the outbox.",
+    )
+    @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
+    @click.pass_obj
+    def erase_command(
+        handle: StoreHandle, session: str | None, namespace: str | None, vacuum: bool, index: str | None, as_json: bool
+    ) -> None:
+        """Erase SESSION (or every session of --namespace) so that none of its text stays in the store.
+
+        SQLite: deleted content is zeroed, the full-text indexes merged and the WAL truncated.
+        PostgreSQL: rows and index entries go; the server keeps dead tuples until VACUUM
+        (--vacuum) and its WAL until recycled. Prints the rows of each kind removed."""
+        cmd_erase(handle, session, namespace, vacuum, index, as_json)
 
     @cli.group("recall")
     def recall_group() -> None:

@@ -10,7 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import InvalidRecordError, MessageValidationError, SessionsError, StoreError, StoreUnavailableError
+from ..errors import (
+    EncryptionKeyError,
+    InvalidRecordError,
+    MessageValidationError,
+    SessionsError,
+    StoreError,
+    StoreUnavailableError,
+)
 from ..stores.base import InspectableStore, SessionSummary, Store, inspectable
 
 if TYPE_CHECKING:
@@ -47,7 +54,7 @@ def not_a_sqlite_database(error: BaseException) -> sqlite3.DatabaseError | None:
     """The SQLite error saying a file is no database, under ``SqliteStore``'s ``StoreError``."""
     from ..stores.sqlite import is_not_a_database
 
-    cause = error.__cause__ if isinstance(error, StoreError) else None
+    cause = error.__cause__ if isinstance(error, StoreError) and not isinstance(error, EncryptionKeyError) else None
     return cause if isinstance(cause, sqlite3.DatabaseError) and is_not_a_database(cause) else None
 
 
@@ -71,6 +78,8 @@ class StoreHandle:
     debug: bool = False
     store: InspectableStore | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
+    key: str | None = field(default=None, repr=False)
+    """The key of an encrypted SQLite file (``$SESSIONS_KEY``)."""
 
     @property
     def is_postgres(self) -> bool:
@@ -87,6 +96,8 @@ class StoreHandle:
         if not self.url:
             raise BadInput("the store is empty: pass --store PATH or a postgresql:// URL")
         if self.is_postgres:
+            if self.key is not None:
+                raise BadInput("SESSIONS_KEY applies to SQLite files only: unset it for a PostgreSQL store")
             return
         if "://" in self.url:
             raise BadInput(f"unsupported store URL {redact(self.url)!r}: use a SQLite file path or a postgresql:// URL")
@@ -113,7 +124,7 @@ class StoreHandle:
     def _open_sqlite(
         self, create: bool, progress: Callable[[int, int], None] | None = None, *, read_only: bool = False
     ) -> Store:
-        from ..stores.sqlite import SqliteStore
+        from ..stores.sqlite import SqliteStore, silence_sqlcipher_log
 
         path = self.url
         if path != ":memory:":
@@ -125,7 +136,9 @@ class StoreHandle:
             if not target.parent.exists():
                 raise NotFound(f"no such directory: {target.parent}")
         try:
-            store = SqliteStore(path, read_only=read_only and path != ":memory:")
+            if self.key is not None:
+                silence_sqlcipher_log()
+            store = SqliteStore(path, read_only=read_only and path != ":memory:", key=self.key)
             self.closers.append(store.close)
             store.setup(progress=progress)
         except Exception as error:

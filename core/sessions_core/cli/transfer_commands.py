@@ -186,7 +186,7 @@ def _import(
     descriptor, building = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".importing", dir=target.parent)
     os.close(descriptor)
     try:
-        new = SqliteStore(building)
+        new = SqliteStore(building, key=handle.key)
         try:
             report = import_into_new(new, _ProgressLines(path, progress, ("Importing",)), into=into, redactor=redactor)
         finally:

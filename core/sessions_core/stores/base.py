@@ -13,7 +13,7 @@ import functools
 from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import NamedTuple, NoReturn
 
 from ..attachments import Blob
@@ -220,6 +220,69 @@ class SessionChanges(NamedTuple):
     output_tokens: int = 0
     estimated_cost: float = 0.0
     updated_at_us: int = 0
+
+
+def split_storage_id(storage_id: str) -> tuple[str, str]:
+    """The namespace and session id a storage id names by its form, the inverse of
+    ``SessionManager.storage_id``: ``"ns:id"`` -> ``("ns", "id")``; ``":a:b"`` and ``"id"`` are
+    of the default namespace ``""``. What a registry row says wins over this."""
+    if storage_id.startswith(":"):
+        return "", storage_id[1:]
+    namespace, colon, session_id = storage_id.partition(":")
+    return (namespace, session_id) if colon else ("", storage_id)
+
+
+class StoredSession(NamedTuple):
+    """A session of a store, with its last activity (``SessionErasure.session_activity``)."""
+
+    namespace: str
+    id: str
+    """The id within its namespace (the registry's, else what the storage id's form says)."""
+    storage_id: str
+    last_activity_us: int
+    registered: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RowCounts:
+    """Rows of each kind that a removal of sessions deletes (or would)."""
+
+    registry: int = 0
+    """Registry rows of a ``SessionManager``."""
+    messages: int = 0
+    compactions: int = 0
+    blocks: int = 0
+    """Context blocks (labels); their versions are in ``block_versions``."""
+    block_versions: int = 0
+    """Kept versions of blocks and of searchable entries."""
+    search_entries: int = 0
+    prompts: int = 0
+    """Cached system prompts."""
+    blobs: int = 0
+    """Payloads no other session refers to."""
+    vectors: int = 0
+    """Vectors semantic recall recorded as sent to its index."""
+
+    def __add__(self, other: RowCounts) -> RowCounts:
+        return RowCounts(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple())))
+
+    def as_tuple(self) -> tuple[int, ...]:
+        return tuple(getattr(self, field.name) for field in fields(self))
+
+    def as_dict(self) -> dict[str, int]:
+        """The counts by kind, in field order."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+    @property
+    def total(self) -> int:
+        return sum(self.as_tuple())
+
+
+class Removal(NamedTuple):
+    """What ``SessionErasure.remove_sessions`` removed: the sessions (storage ids) and the rows."""
+
+    storage_ids: tuple[str, ...]
+    counts: RowCounts
 
 
 # -- inspection and transfer rows (see the last section of ``Store``) ------------------------
@@ -629,21 +692,72 @@ class SessionRegistry(RequiredStore):
         _refuse(self, "SessionRegistry", "search_sessions")
 
 
+class SessionErasure(RequiredStore):
+    """Optional: whole sessions listed by their last activity and removed with every trace
+    (``SessionManager.prune``, ``erase`` and ``erase_namespace``, ``Session.erase``, the
+    ``retention=`` option)."""
+
+    def session_activity(self, namespace: str | None = None, before_us: int | None = None) -> list[StoredSession]:
+        """Every session of ``namespace`` (``None``: of every namespace) with its last activity:
+        each storage id a registry row names or holding rows of any kind. Its last activity is
+        the latest of its registry row's ``updated_at``, its messages' and overlays'
+        ``created_at``, its block versions' times, its search entries' ``updated_at`` and its
+        cached prompt's. An id no registry row names is of the namespace its form says
+        (:func:`split_storage_id`). With ``before_us``, only those last active before it.
+        Ordered by storage id (its UTF-8 bytes)."""
+        _refuse(self, "SessionErasure", "session_activity")
+
+    def count_session_rows(self, storage_ids: Sequence[str]) -> RowCounts:
+        """What :meth:`remove_sessions` would remove for these sessions, changing nothing."""
+        _refuse(self, "SessionErasure", "count_session_rows")
+
+    def remove_sessions(
+        self, storage_ids: Sequence[str], *, inactive_before_us: int | None = None, forget_vectors: bool = False
+    ) -> Removal:
+        """Remove these sessions (storage ids) in one transaction: their registry rows,
+        messages, overlays, blocks with their versions, search entries and cached prompt, and
+        every payload no other session's message refers to. ``inactive_before_us``: only those
+        still last active before it (checked in the transaction: a session written meanwhile
+        stays). A session semantic recall is on for has recall turned off and one ``session``
+        change queued, so its recorded vectors leave the index through the outbox, as
+        ``delete_session`` does; with ``forget_vectors`` (the caller deleted them from the index
+        already) its vector records and queued changes go instead and nothing is queued.
+        Unknown ids are ignored."""
+        _refuse(self, "SessionErasure", "remove_sessions")
+
+    def scrub(self, *, vacuum: bool = False) -> None:
+        """After :meth:`remove_sessions`, leave none of the removed text readable in the
+        store's files as far as the backend allows (``vacuum``: also rebuild or vacuum them);
+        what remains where is the backend's to document."""
+        _refuse(self, "SessionErasure", "scrub")
+
+
 CAPABILITIES: dict[str, type] = {
     cls.__name__: cls
-    for cls in (ReadPlanner, BlobStore, BlockVersions, PromptCache, SearchEntries, TextSearch, SessionRegistry)
+    for cls in (
+        ReadPlanner,
+        BlobStore,
+        BlockVersions,
+        PromptCache,
+        SearchEntries,
+        TextSearch,
+        SessionRegistry,
+        SessionErasure,
+    )
 }
 """The optional capabilities a store declares by overriding their methods (``supports``)."""
 
 
-class Store(ReadPlanner, BlobStore, BlockVersions, PromptCache, SearchEntries, TextSearch, SessionRegistry):
+class Store(
+    ReadPlanner, BlobStore, BlockVersions, PromptCache, SearchEntries, TextSearch, SessionRegistry, SessionErasure
+):
     """A backend for many sessions' message trees.
 
     The required contract is :class:`RequiredStore`'s: the message tree, compaction overlays
     and context blocks. Everything else is an optional capability, a base class whose methods
     a store overrides to declare it (:func:`supports`): ``ReadPlanner`` (fast paths; its
     defaults are correct), ``BlobStore``, ``BlockVersions``, ``PromptCache``,
-    ``SearchEntries``, ``TextSearch``, ``SessionRegistry``; and the subclasses
+    ``SearchEntries``, ``TextSearch``, ``SessionRegistry``, ``SessionErasure``; and the subclasses
     ``InspectableStore`` and ``RecallStore``. A feature whose capability a store lacks raises
     ``UnsupportedOperationError`` naming it.
     """

@@ -272,6 +272,29 @@ class PostgresStore(SqlStore):
         assert row is not None  # an aggregate always gives one row
         return int(row[0])
 
+    def scrub(self, *, vacuum: bool = False) -> None:
+        """The removed rows and their index entries are gone for every query at once; until
+        ``VACUUM`` the server keeps them as dead tuples in the tables' and indexes' pages, and
+        its WAL (and any base backup or replica fed from it) keeps the writes that made them
+        until it is recycled. ``vacuum`` runs ``VACUUM`` on every table of the schema (outside
+        a transaction), which removes the dead tuples and index entries and lets their space be
+        reused; the bytes stay in the files until overwritten (``VACUUM FULL``, which locks each
+        table, rewrites them). Without ``vacuum`` this does nothing."""
+        if not vacuum:
+            return
+        self._ensure_ready()
+        try:
+            with self._borrow() as conn:
+                autocommit = conn.autocommit
+                conn.autocommit = True  # VACUUM cannot run in a transaction
+                try:
+                    for table in TABLES:
+                        conn.execute(_query(f"VACUUM {_quote(self.schema)}.{table}"))
+                finally:
+                    conn.autocommit = autocommit
+        except psycopg.Error as error:
+            raise StoreError(f"{self!r}: VACUUM failed: {error}") from error
+
     # -- plumbing --------------------------------------------------------------------------
 
     @contextmanager

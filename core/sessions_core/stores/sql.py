@@ -42,15 +42,19 @@ from .base import (
     RecallBacklog,
     RecallSource,
     RecallStore,
+    Removal,
+    RowCounts,
     SearchEntryRow,
     SearchRow,
     SessionChanges,
     SessionRow,
     SessionSummary,
     StoredContent,
+    StoredSession,
     StoreStats,
     VectorRow,
     _Latest,
+    split_storage_id,
 )
 
 T = TypeVar("T")
@@ -506,6 +510,71 @@ RECALL_LOOKUP_NAMESPACE = """
 """
 RECALL_ENABLED = "SELECT session_id FROM recall_sessions ORDER BY session_id"
 RECALL_STALE = "UPDATE recall_vectors SET digest = '' WHERE session_id = :s"
+
+
+# -- retention and erasure (``SessionErasure``) -------------------------------------------------
+
+_ACTIVITY = """
+    WITH activity(session_id, last_at) AS (
+        SELECT session_id, max(created_at) FROM session_messages{where} GROUP BY session_id
+        UNION ALL SELECT session_id, max(created_at) FROM session_compactions{where} GROUP BY session_id
+        UNION ALL SELECT session_id, max(created_at) FROM context_block_versions{where} GROUP BY session_id
+        UNION ALL SELECT session_id, max(updated_at) FROM search_entries{where} GROUP BY session_id
+        UNION ALL SELECT session_id, updated_at FROM cached_prompts{where}
+        UNION ALL SELECT storage_id, updated_at FROM sessions{registered}
+    )
+    SELECT a.session_id, max(a.last_at), r.namespace, r.id FROM activity a
+    LEFT JOIN sessions r ON r.storage_id = a.session_id
+    GROUP BY a.session_id, r.namespace, r.id{having}
+"""
+SESSION_ACTIVITY = _ACTIVITY.format(where="", registered="", having=" HAVING max(a.last_at) < :before")
+"""``(storage id, last activity, registry namespace, registry id)`` of every session last active
+before ``:before``."""
+SESSION_ACTIVITY_OF = _ACTIVITY.format(
+    where=" WHERE session_id {values}", registered=" WHERE storage_id {values}", having=""
+)
+"""The same for the sessions ``{values}``, whatever their last activity."""
+
+COUNT_SESSION_ROWS = """
+    SELECT
+        (SELECT count(*) FROM sessions WHERE storage_id {values}),
+        (SELECT count(*) FROM session_messages WHERE session_id {values}),
+        (SELECT count(*) FROM session_compactions WHERE session_id {values}),
+        (SELECT count(*) FROM (
+            SELECT DISTINCT session_id, label FROM context_block_versions WHERE key = '' AND session_id {values}
+        ) AS labels),
+        (SELECT count(*) FROM context_block_versions WHERE session_id {values}),
+        (SELECT count(*) FROM search_entries WHERE session_id {values}),
+        (SELECT count(*) FROM cached_prompts WHERE session_id {values}),
+        (SELECT count(DISTINCT link.digest) FROM message_blobs link
+         JOIN session_messages m ON m.seq = link.message_seq
+         WHERE m.session_id {values} AND NOT EXISTS (
+            SELECT 1 FROM message_blobs other JOIN session_messages o ON o.seq = other.message_seq
+            WHERE other.digest = link.digest AND NOT o.session_id {values}
+         )),
+        (SELECT count(*) FROM recall_vectors WHERE session_id {values})
+"""
+"""The ``RowCounts`` of the sessions ``{values}``: a payload counts when only they refer to it."""
+RECALL_QUEUE_SESSIONS = (
+    "INSERT INTO recall_outbox (session_id, kind, ref)"
+    " SELECT session_id, 'session', '' FROM recall_sessions WHERE session_id {values}"
+)
+RECALL_DISABLE_SESSIONS = "DELETE FROM recall_sessions WHERE session_id {values}"
+"""Turn recall off (before the rows go: their deletes then queue nothing)."""
+RECALL_FORGET_SESSIONS = (
+    "DELETE FROM recall_outbox WHERE session_id {values}",
+    "DELETE FROM recall_vectors WHERE session_id {values}",
+    RECALL_DISABLE_SESSIONS,
+)
+REMOVE_SESSIONS = (
+    "DELETE FROM sessions WHERE storage_id {values}",
+    *(f"DELETE FROM {table} WHERE session_id {{values}}" for table in SESSION_TABLES),
+)
+"""Remove the sessions ``{values}`` (their payloads go with their messages' links, by trigger)."""
+
+
+_NEVER = 2**62
+"""A time after every activity (microseconds)."""
 
 
 def _session_ids(where: str = "") -> str:
@@ -1200,6 +1269,53 @@ class SqlStore(RecallStore, InspectableStore):
 
         self._write(work, walk=True, idempotent=False)
 
+    # -- retention and erasure -------------------------------------------------------------
+
+    def session_activity(self, namespace: str | None = None, before_us: int | None = None) -> list[StoredSession]:
+        params = {"before": _NEVER if before_us is None else before_us}
+        found = []
+        for storage_id, last_us, registered_in, registered_id in self._all(SESSION_ACTIVITY, params):
+            where, session_id = (
+                split_storage_id(storage_id) if registered_in is None else (registered_in, registered_id)
+            )
+            if namespace is None or where == namespace:
+                found.append(StoredSession(where, session_id, storage_id, last_us, registered_in is not None))
+        found.sort(key=lambda session: session.storage_id.encode("utf-8"))
+        return found
+
+    def count_session_rows(self, storage_ids: Sequence[str]) -> RowCounts:
+        unique = list(dict.fromkeys(storage_ids))
+        return sum((RowCounts(*row) for row in self._select_in(COUNT_SESSION_ROWS, unique)), RowCounts())
+
+    def remove_sessions(
+        self, storage_ids: Sequence[str], *, inactive_before_us: int | None = None, forget_vectors: bool = False
+    ) -> Removal:
+        unique = sorted(dict.fromkeys(storage_ids))
+
+        def work(conn: Any) -> Removal:
+            removed: list[str] = []
+            counts = RowCounts()
+            for start in range(0, len(unique), self.max_list):
+                asked = unique[start : start + self.max_list]
+                for storage_id in asked:
+                    self._lock_session(conn, storage_id)
+                last = {row[0]: row[1] for row in self._run_listed(conn, SESSION_ACTIVITY_OF, asked)}
+                chunk = [s for s in asked if s in last and (inactive_before_us is None or last[s] < inactive_before_us)]
+                if chunk:
+                    counts += RowCounts(*self._run_listed(conn, COUNT_SESSION_ROWS, chunk)[0])
+                if forget_vectors:  # also of an id holding nothing else any more
+                    for template in RECALL_FORGET_SESSIONS:
+                        self._run_listed(conn, template, asked)
+                if not chunk:
+                    continue
+                queue = () if forget_vectors else (RECALL_QUEUE_SESSIONS, RECALL_DISABLE_SESSIONS)
+                for template in (*queue, *REMOVE_SESSIONS):
+                    self._run_listed(conn, template, chunk)
+                removed += chunk
+            return Removal(tuple(removed), counts)
+
+        return self._write(work)
+
     # -- semantic recall's outbox ----------------------------------------------------------
 
     def recall_enable(self, session_ids: Sequence[str]) -> list[str]:
@@ -1301,6 +1417,13 @@ class SqlStore(RecallStore, InspectableStore):
             return queued
 
         return self._write(work)
+
+    def _run_listed(self, conn: Any, template: str, values: Sequence[Any]) -> list[Any]:
+        """Run ``template`` on ``conn`` with every ``{values}`` bound to ``values`` (at most
+        ``max_list``); its rows (``[]`` for a statement without any)."""
+        fragment, params = self._list(values, template.count("{values}"))
+        cursor = conn.execute(self.compile(template.replace("{values}", fragment)), params)
+        return cursor.fetchall() if cursor.description is not None else []
 
     def _select_first(self, template: str, first: Any, values: Sequence[Any]) -> list[Any]:
         """Rows of ``template`` with ``first`` bound to ``{first}`` and ``values`` to

@@ -8,8 +8,11 @@ set-based batch insert.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sqlite3
+import stat
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -17,9 +20,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
-from ..errors import InvalidInputError, StoreError, StoreUnavailableError
+from ..cipher import HEAD_BYTES, key_pragma, key_problem, key_text
+from ..errors import EncryptionKeyError, InvalidInputError, StoreError, StoreUnavailableError
 from ..fts import Alternative, Unit, fts5_expression, index_text
 from ..text import unstorable
 from .base import LATEST, Inserted, MessageRecord, PathTotals, SearchRow, _Latest, utf8_size
@@ -46,7 +51,17 @@ SEARCH_CANDIDATES = 1_000
 
 _WRITE_STEP = 1 << 20
 """Characters encoded and written at a time by an in-place write."""
-_IN_PLACE = hasattr(sqlite3.Connection, "blobopen")  # Python 3.11+
+
+_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error,)
+"""The drivers' error classes: SQLCipher's join when it loads (they do not derive from
+``sqlite3.Error``)."""
+_OPERATIONAL: tuple[type[Exception], ...] = (sqlite3.OperationalError,)
+
+ENCRYPTION_HINT = 'pip install "session-memory[encryption]"'
+
+_CIPHER_CACHE_KIB = 16_000
+"""The page cache of an encrypted connection: a page found there is not decrypted again
+(SQLite's default, 2,000 KiB, made a long history's read 1.35x slower than on a plain file)."""
 
 _INSERT_ROW = f"INSERT INTO session_messages ({MESSAGE_COLUMNS}) VALUES ({', '.join('?' * 13)})"
 _INSERT_LARGE_ROW = (
@@ -63,6 +78,7 @@ _MATCHED_TEXT = "CAST(coalesce(m.large_text, m.text_content) AS TEXT)"  # MESSAG
 _POSITIONS = f"SELECT id, {POSITION} FROM session_messages"
 _POSITION_OF = f"{_POSITIONS} WHERE session_id = ? AND id = ?"
 _POSITION_OF_LATEST_LEAF = f"SELECT id, {POSITION} FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})"
+_FTS_TABLES = ("session_messages_fts", "search_entries_fts")
 _FRAGMENTS = {
     "{random_id}": "lower(hex(randomblob(16)))",
     "{rowid}": "rowid",
@@ -107,15 +123,37 @@ _CODE_OF_MESSAGE = {
 """Python 3.10's ``sqlite3`` errors carry no result code: their message names it."""
 
 
-def result_code(error: sqlite3.Error) -> int | None:
-    """The primary SQLite result code of a driver error, when it can be known."""
+def result_code(error: BaseException) -> int | None:
+    """The primary SQLite result code of a driver error (``sqlite3`` or SQLCipher's), when it can
+    be known."""
     code = getattr(error, "sqlite_errorcode", None)
     return code & 0xFF if code is not None else _CODE_OF_MESSAGE.get(str(error))
 
 
-def is_not_a_database(error: sqlite3.Error) -> bool:
+def is_not_a_database(error: BaseException) -> bool:
     """Whether SQLite found that the file is no SQLite database."""
-    return result_code(error) == _NOTADB
+    return isinstance(error, _ERRORS) and result_code(error) == _NOTADB
+
+
+@lru_cache(maxsize=1)
+def _cipher() -> ModuleType:
+    """SQLCipher's driver, ``sqlcipher3.dbapi2``, imported on first use (its errors then join
+    ``_ERRORS``)."""
+    global _ERRORS, _OPERATIONAL
+    try:
+        dbapi2 = importlib.import_module("sqlcipher3.dbapi2")
+    except ImportError as error:
+        raise StoreError(f"an encrypted SQLite store (key=) needs SQLCipher: {ENCRYPTION_HINT}") from error
+    _ERRORS = (sqlite3.Error, dbapi2.Error)
+    _OPERATIONAL = (sqlite3.OperationalError, dbapi2.OperationalError)
+    return dbapi2
+
+
+def silence_sqlcipher_log() -> None:
+    """Stop SQLCipher printing its own log lines (a wrong key's) to stderr, process-wide: for a
+    program, such as the ``sessions`` command, whose errors already say what went wrong."""
+    with contextlib.closing(_cipher().connect(":memory:")) as conn:
+        conn.execute("PRAGMA cipher_log_level = NONE")
 
 
 class SqliteStore(SqlStore):
@@ -134,6 +172,12 @@ class SqliteStore(SqlStore):
     folder or on read-only media (a backup, a mounted snapshot): every write raises
     ``StoreError``, and ``setup()`` migrates nothing (it refuses a schema older or newer than
     this library's, or one whose migration has not finished re-indexing).
+
+    ``key=`` encrypts the file (pages, WAL and search index) with SQLCipher (extra
+    ``encryption``): a str passphrase, or 32 bytes used as the raw key (no key derivation, so
+    opening is faster). Every feature works as on a plain file. A wrong key, no key for an
+    encrypted file, or a key for a plain one raise ``EncryptionKeyError``; :meth:`rekey`
+    changes the key, or encrypts a plain file.
     """
 
     def __init__(
@@ -144,9 +188,13 @@ class SqliteStore(SqlStore):
         synchronous: str = "NORMAL",
         auto_setup: bool = True,
         read_only: bool = False,
+        key: str | bytes | None = None,
     ) -> None:
         if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
             raise InvalidInputError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+        self._key_sql = None if key is None else key_pragma(key)
+        self._driver = sqlite3 if key is None else _cipher()
+        self._in_place = hasattr(self._driver.Connection, "blobopen")  # Python 3.11+; SQLCipher's lacks it
         self.database = str(path)
         if read_only and (self.database == ":memory:" or self.database.startswith("file:")):
             raise InvalidInputError("read_only=True takes the path of a database file")
@@ -180,24 +228,38 @@ class SqliteStore(SqlStore):
             self._url = os.path.abspath(self.database)
         conn = None
         try:
-            if self.read_only:
-                conn = self._open_read_only()
-            else:
-                conn = sqlite3.connect(self.database, timeout=timeout, isolation_level=None, check_same_thread=False)
+            conn = self._open_read_only() if self.read_only else self._open(self.database)
             self._conn = conn
+            if self._key_sql is not None:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the key decrypts the file
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             if on_disk and not self.read_only:
                 self._use_wal(timeout)
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA secure_delete = ON")  # what is deleted is zeroed, never left in free pages
             self._identity = self._file_identity() if on_disk else None
-        except (sqlite3.Error, OSError) as error:
+        except (*_ERRORS, OSError) as error:
             self._conn = None  # type: ignore[assignment]
             if conn is not None:
                 conn.close()
             if isinstance(error, OSError):
                 raise StoreError(f"{self!r}: cannot read the file's identity: {error}") from error
             raise self._failure(error) from error
+
+    def _open(self, database: str, *, uri: bool = False) -> sqlite3.Connection:
+        """A connection through this store's driver, its key (if any) set before anything else."""
+        conn = self._driver.connect(
+            database, uri=uri, timeout=self._timeout, isolation_level=None, check_same_thread=False
+        )
+        if self._key_sql is not None:
+            try:
+                conn.execute(f"PRAGMA key = {self._key_sql}")
+                conn.execute(f"PRAGMA cache_size = -{_CIPHER_CACHE_KIB}")
+            except BaseException:
+                conn.close()
+                raise
+        return conn
 
     def _open_read_only(self) -> sqlite3.Connection:
         """The file opened with ``mode=ro``; in a read-only folder where WAL's ``-shm`` cannot be
@@ -207,11 +269,11 @@ class SqliteStore(SqlStore):
         if not os.path.isfile(path):
             raise StoreError(f"{self!r}: no database file at {path} (read_only=True never creates one)")
         uri = f"file:{urllib.parse.quote(path)}?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, timeout=self._timeout, isolation_level=None, check_same_thread=False)
+        conn = self._open(uri, uri=True)
         try:
             conn.execute("PRAGMA user_version").fetchone()  # opens the file and, in WAL, its -shm
             return conn
-        except sqlite3.OperationalError as error:
+        except _ERRORS as error:
             conn.close()
             if result_code(error) != _CANTOPEN:
                 raise
@@ -225,9 +287,7 @@ class SqliteStore(SqlStore):
                     f" SQLite cannot create the {path}-shm it needs to read them in this read-only folder;"
                     " copy the database with its -wal file into a writable folder and open the copy"
                 ) from error
-        conn = sqlite3.connect(
-            f"{uri}&immutable=1", uri=True, timeout=self._timeout, isolation_level=None, check_same_thread=False
-        )
+        conn = self._open(f"{uri}&immutable=1", uri=True)
         try:
             conn.execute("PRAGMA user_version").fetchone()
         except BaseException:
@@ -274,16 +334,19 @@ class SqliteStore(SqlStore):
             try:
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 return
-            except sqlite3.OperationalError as error:
+            except _OPERATIONAL as error:
                 if "locked" not in str(error) or time.monotonic() >= deadline:
                     raise
                 time.sleep(0.005)
 
-    def _failure(self, error: sqlite3.Error) -> StoreError:
+    def _failure(self, error: BaseException) -> StoreError:
         """The library error for a driver error; closes the connection after a fault of the file
         (the next call opens it afresh)."""
         if result_code(error) in _DISCARD:
             self._discard_connection()
+        problem = self._key_problem(error)
+        if problem is not None:
+            return EncryptionKeyError(f"{self!r}: {problem}")
         text = str(error)
         hint = next((hint for needle, hint in _HINTS if needle in text.lower()), None)
         return StoreError(f"{self!r}: {text}" + (f" ({hint})" if hint else ""))
@@ -296,8 +359,19 @@ class SqliteStore(SqlStore):
                 return
             self._conn = None  # type: ignore[assignment]
             self._ready = False
-            with contextlib.suppress(sqlite3.Error):  # the connection is dropped either way
+            with contextlib.suppress(*_ERRORS):  # the connection is dropped either way
                 conn.close()
+
+    def _key_problem(self, error: BaseException) -> str | None:
+        """Why SQLite found no database in the file, when a key explains it (wrong, missing, or
+        given for a plain file)."""
+        if not is_not_a_database(error):
+            return None
+        head = b""
+        if self._url is not None:
+            with contextlib.suppress(OSError), open(self._url, "rb") as file:
+                head = file.read(HEAD_BYTES)
+        return key_problem(head, keyed=self._key_sql is not None)
 
     def _refuse_write(self) -> None:
         raise StoreError(f"{self!r}: opened read-only, so nothing was written; open it without read_only=True to write")
@@ -313,7 +387,7 @@ class SqliteStore(SqlStore):
         try:
             with self._connected as conn:
                 return work(conn)
-        except sqlite3.Error as error:
+        except _ERRORS as error:
             raise self._failure(error) from error
         except UnicodeEncodeError as error:
             raise unstorable(repr(self), error) from error
@@ -338,7 +412,7 @@ class SqliteStore(SqlStore):
                     return work(conn)
                 with self._transaction():
                     return work(conn)
-        except sqlite3.Error as error:
+        except _ERRORS as error:
             raise self._failure(error) from error
         except UnicodeEncodeError as error:
             raise unstorable(repr(self), error) from error
@@ -365,11 +439,37 @@ class SqliteStore(SqlStore):
             self._check_open()
             try:
                 return self._schema_version()
-            except sqlite3.Error as error:
+            except _ERRORS as error:
                 raise self._failure(error) from error
 
     def _size_bytes(self, conn: sqlite3.Connection) -> int:
-        return conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
+        pages, size = (conn.execute(f"PRAGMA {name}").fetchone()[0] for name in ("page_count", "page_size"))
+        return int(pages) * int(size)  # SQLCipher answers page_size as text
+
+    def scrub(self, *, vacuum: bool = False) -> None:
+        """Every connection deletes with ``secure_delete`` (freed content is zeroed); this merges
+        each FTS5 index into one segment, so that no older segment keeps a removed term, then
+        checkpoints the WAL into the file and truncates it to zero bytes; ``vacuum`` rebuilds
+        the file first. A reader holding the WAL open past the busy timeout makes it raise
+        ``StoreUnavailableError`` (the rows are gone; call it again)."""
+
+        def merge(conn: sqlite3.Connection) -> None:
+            for table in _FTS_TABLES:
+                conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+
+        self._write(merge)
+        try:
+            with self._connected as conn:
+                if vacuum:
+                    conn.execute("VACUUM")
+                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except _ERRORS as error:
+            raise self._failure(error) from error
+        if busy:
+            raise StoreUnavailableError(
+                f"{self!r}: another connection is reading the write-ahead log, which could not be"
+                " checkpointed and truncated; the rows are removed: scrub again once it is done"
+            )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -393,7 +493,7 @@ class SqliteStore(SqlStore):
                             for statement in _statements(MIGRATIONS[number]):
                                 conn.execute(statement)
                         conn.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
-            except sqlite3.Error as error:
+            except _ERRORS as error:
                 raise self._failure(error) from error
             self._ready = True
             if not self.read_only:
@@ -424,8 +524,93 @@ class SqliteStore(SqlStore):
                 if self._conn is not None:
                     try:
                         self._conn.close()
-                    except sqlite3.Error as error:
+                    except _ERRORS as error:
                         raise self._failure(error) from error
+
+    @property
+    def encrypted(self) -> bool:
+        """Whether the store opens its database with a key (SQLCipher)."""
+        return self._key_sql is not None
+
+    def rekey(self, new_key: str | bytes) -> None:
+        """Make ``new_key`` the file's key (``PRAGMA rekey``: every page is encrypted again). A
+        plain file is encrypted instead: copied into a new encrypted file that replaces it; run
+        it while nothing else uses the file (a store that has it open refuses its next write:
+        the file was replaced). Other connections holding the file with its old key fail from
+        then on."""
+        new_sql = key_pragma(new_key)
+        if self.read_only:
+            self._refuse_write()
+        with self._lock:
+            self._check_open()
+            if self._conn.in_transaction:
+                raise StoreError(f"{self!r}: rekey() cannot run inside a transaction")
+            if self._key_sql is None:
+                self._encrypt(key_text(new_key))
+            else:
+                try:
+                    self._conn.execute(f"PRAGMA rekey = {new_sql}")
+                except _ERRORS as error:
+                    raise self._failure(error) from error
+            self._key_sql = new_sql
+
+    def _encrypt(self, key: str) -> None:
+        """Replace the plain file by an encrypted copy (``sqlcipher_export``) under ``key``; the
+        next call opens the copy."""
+        if self._url is None:
+            raise InvalidInputError(f"{self!r}: only a database file can be encrypted")
+        driver = _cipher()
+        path = self._url
+        self._conn.close()
+        self._conn = None  # type: ignore[assignment]
+        self._ready = False
+        folder, name = os.path.split(path)
+        try:
+            descriptor, building = tempfile.mkstemp(prefix=f".{name}.", suffix=".encrypting", dir=folder)
+        except OSError as error:
+            raise StoreError(f"{self!r}: cannot make the encrypted copy beside the file: {error}") from error
+        os.close(descriptor)
+        conn = driver.connect(path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
+        try:
+            # Out of WAL, in exclusive locking mode: from BEGIN EXCLUSIVE until this connection
+            # closes (after the replace), no other connection reads or writes the old file.
+            conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+            in_use = StoreError(
+                f"{self!r}: another connection is using the file, so it cannot be encrypted: close every"
+                " other store and process using it, then retry"
+            )
+            try:
+                if conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0] != "delete":
+                    raise in_use  # SQLite keeps WAL while another connection reads
+                conn.execute("BEGIN EXCLUSIVE")
+            except _OPERATIONAL as error:
+                if "locked" not in str(error):
+                    raise
+                raise in_use from error
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            conn.execute("COMMIT")
+            conn.execute("ATTACH DATABASE ? AS encrypted KEY ?", (building, key))
+            conn.execute("SELECT sqlcipher_export('encrypted')").fetchone()
+            conn.execute(f"PRAGMA encrypted.user_version = {int(version)}")
+            conn.execute("DETACH DATABASE encrypted")
+            os.chmod(building, stat.S_IMODE(os.stat(path).st_mode))
+            _fsync(building)
+            os.replace(building, path)
+            with contextlib.suppress(OSError):  # the rename is done; only its durability is at stake
+                _fsync(folder)
+        except BaseException as error:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(building)
+            if isinstance(error, _ERRORS):
+                raise self._failure(error) from error
+            if isinstance(error, OSError):
+                raise StoreError(f"{self!r}: cannot encrypt the file: {error}") from error
+            raise
+        finally:
+            conn.close()
+        self._driver = driver
+        self._in_place = hasattr(driver.Connection, "blobopen")
+        self._identity = None
 
     def _check_open(self) -> None:
         if self._closed:
@@ -515,7 +700,7 @@ class SqliteStore(SqlStore):
                     index_text(record.text),
                     record.content,
                 )
-                if _IN_PLACE and len(record.content) > LARGE_ROW:
+                if self._in_place and len(record.content) > LARGE_ROW:
                     conn.executemany(_INSERT_ROW, rows)  # the rows before it first: seq keeps their order
                     rows = []
                     _insert_large(conn, row)
@@ -539,7 +724,7 @@ class SqliteStore(SqlStore):
         return self._write(work, lock=session_id)
 
     def _update_row(self, conn: sqlite3.Connection, seq: int, record: MessageRecord, params: dict[str, Any]) -> None:
-        if not (_IN_PLACE and len(record.content) > LARGE_ROW):
+        if not (self._in_place and len(record.content) > LARGE_ROW):
             return super()._update_row(conn, seq, record, params)
         conn.execute(
             _UPDATE_LARGE_ROW,
@@ -656,6 +841,15 @@ class SqliteStore(SqlStore):
         return _varint(row[0]) if row and row[0] else 0
 
 
+def _fsync(path: str) -> None:
+    """Flush a file, or a folder's entries, to the disk."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 def _varint(data: bytes) -> int:
     """The SQLite varint at the start of ``data`` (FTS5's averages record starts with its row count)."""
     value = 0
@@ -694,18 +888,20 @@ def _blob_name(conn: sqlite3.Connection, column: str) -> str:
     columns but reads the row's stored fields, so each column after the VIRTUAL generated
     ``session_token`` is opened under the name of the one before it; :func:`_blob_io_misplaces`
     tells whether this SQLite does."""
-    if not _blob_io_misplaces():
+    if not _blob_io_misplaces(type(conn)):
         return column
     names = [(name, hidden) for _cid, name, *_rest, hidden in conn.execute("PRAGMA table_xinfo(session_messages)")]
     stored = [name for name, hidden in names if hidden != 2]  # 2: a VIRTUAL generated column
     return names[stored.index(column)][0]
 
 
-@lru_cache(maxsize=1)
-def _blob_io_misplaces() -> bool:
+@lru_cache(maxsize=2)
+def _blob_io_misplaces(connection_class: type) -> bool:
     """Whether blob I/O opens, under a column's name, the stored field of the column after it
-    when a VIRTUAL generated column comes before (probed once, on a table of that shape)."""
-    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+    when a VIRTUAL generated column comes before (probed once per driver, whose SQLite may
+    differ, on a table of that shape)."""
+    connect = sqlite3.connect if connection_class is sqlite3.Connection else _cipher().connect
+    with contextlib.closing(connect(":memory:")) as conn:
         conn.execute("CREATE TABLE t (a, b AS (a) VIRTUAL, c, d)")
         rowid = conn.execute("INSERT INTO t (a, c, d) VALUES (NULL, zeroblob(1), zeroblob(2))").lastrowid
         with conn.blobopen("t", "c", rowid) as blob:  # type: ignore[attr-defined]

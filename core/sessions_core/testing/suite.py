@@ -15,5 +15,6 @@ from .history import *  # noqa: F403
 from .inspection import *  # noqa: F403
 from .manager import *  # noqa: F403
 from .recall import *  # noqa: F403
+from .retention import *  # noqa: F403
 from .search import *  # noqa: F403
 from .versions import *  # noqa: F403

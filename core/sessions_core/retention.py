@@ -1,0 +1,205 @@
+"""Retention and erasure of whole sessions: pruned by their last activity, or erased so that
+none of their text stays readable in the store.
+
+``SessionManager.prune``, ``erase`` and ``erase_namespace``, ``Session.erase``, the
+``retention=`` option and the ``sessions prune`` / ``sessions erase`` commands run these over a
+store with the optional :class:`~sessions_core.stores.base.SessionErasure` capability (both
+built-in stores); another store raises ``UnsupportedOperationError``.
+
+A session's last activity is the latest time among its registry row's ``updated_at``, its
+messages' and overlays' ``created_at``, its block versions, search entries and cached prompt
+(an imported message counts with the time it was given). A prune removes a whole session with
+every trace of it: registry row, messages, overlays, blocks and their versions, search entries,
+cached prompt, the payloads no other session refers to, and its vectors, which leave the index
+through semantic recall's outbox as a delete's do. An erase also scrubs the files
+(``SessionErasure.scrub``): on SQLite none of the erased text remains in the database file or
+its ``-wal``; on PostgreSQL no row or index entry remains for any query, and the server keeps
+dead tuples and WAL until ``VACUUM`` (``vacuum=True``) and WAL recycling.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from ._time import from_us, now_us
+from .errors import InvalidInputError, SessionsError
+from .stores.base import Removal, RowCounts, SessionErasure, Store, StoredSession, supports
+
+if TYPE_CHECKING:
+    from .semantic import SemanticRecall
+
+logger = logging.getLogger("sessions_core.retention")
+
+__all__ = [
+    "RETENTION_INTERVAL",
+    "EraseResult",
+    "PruneResult",
+    "Retention",
+    "erase_sessions",
+    "erasure_store",
+    "parse_duration",
+    "prune_sessions",
+]
+
+RETENTION_INTERVAL = 3600.0
+"""Seconds between two automatic prunes of one namespace of one store (``retention=``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PruneResult:
+    """What a prune removed, or with ``dry_run`` would remove."""
+
+    session_ids: tuple[str, ...]
+    """The sessions pruned, by their ids within their namespaces."""
+    storage_ids: tuple[str, ...]
+    """The same sessions by the ids their rows are stored under (``Session.for_session``'s)."""
+    counts: RowCounts
+    cutoff: datetime
+    """Sessions last active before this time were pruned."""
+    dry_run: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EraseResult:
+    """What an erase removed."""
+
+    session_ids: tuple[str, ...]
+    """The sessions erased (an id that held nothing is absent)."""
+    counts: RowCounts
+    vectors_pending: int = 0
+    """Vectors of the erased sessions left for semantic recall's sender to delete from the index
+    (through the outbox), because recall was not attached to the object that erased them."""
+    vacuumed: bool = False
+
+
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", re.IGNORECASE)
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_duration(text: str) -> timedelta:
+    """A duration written ``90d``, ``12h``, ``30m``, ``45s`` or ``2w`` (or a sum: ``1d12h``)."""
+    parts = list(_DURATION.finditer(text))
+    if not text.strip() or "".join(part.group(0) for part in parts) != text:
+        raise InvalidInputError(f"not a duration: {text!r} (write it as 90d, 12h, 30m, 45s or 2w)")
+    return sum(
+        (timedelta(**{_UNITS[part.group(2).lower()]: float(part.group(1))}) for part in parts),
+        timedelta(),
+    )
+
+
+def _check_older_than(older_than: timedelta) -> timedelta:
+    if not isinstance(older_than, timedelta) or older_than <= timedelta():
+        raise InvalidInputError(f"older_than must be a positive timedelta, not {older_than!r}")
+    return older_than
+
+
+def erasure_store(store: Store) -> Store:
+    """``store`` if it implements ``SessionErasure``, else ``UnsupportedOperationError``."""
+    if not supports(store, SessionErasure):
+        from .errors import UnsupportedOperationError
+
+        raise UnsupportedOperationError(
+            f"{type(store).__name__} does not implement the optional SessionErasure capability (retention,"
+            " prune and erase); use a store that does (SqliteStore, PostgresStore) for this feature"
+        )
+    return store
+
+
+def prune_sessions(
+    store: Store,
+    older_than: timedelta,
+    *,
+    namespace: str | None,
+    dry_run: bool = False,
+    recall: SemanticRecall | None = None,
+) -> tuple[PruneResult, list[StoredSession]]:
+    """Prune the sessions of ``namespace`` (``None``: every namespace) last active more than
+    ``older_than`` ago; the result, and the sessions it concerns."""
+    cutoff = now_us() - _microseconds(_check_older_than(older_than))
+    stale = erasure_store(store).session_activity(namespace, before_us=cutoff)
+    ids = [session.storage_id for session in stale]
+    if dry_run:
+        counts = store.count_session_rows(ids) if ids else RowCounts()
+    else:
+        removal = store.remove_sessions(ids, inactive_before_us=cutoff) if ids else Removal((), RowCounts())
+        kept = set(removal.storage_ids)
+        stale = [session for session in stale if session.storage_id in kept]
+        counts = removal.counts
+        if recall is not None:
+            for storage_id in removal.storage_ids:
+                recall.forget(storage_id)
+            if removal.storage_ids:
+                recall.notify()
+    result = PruneResult(
+        tuple(session.id for session in stale),
+        tuple(session.storage_id for session in stale),
+        counts,
+        from_us(cutoff),
+        dry_run,
+    )
+    return result, stale
+
+
+def erase_sessions(
+    store: Store,
+    storage_ids: Sequence[str],
+    *,
+    vacuum: bool = False,
+    recall: SemanticRecall | None = None,
+) -> tuple[Removal, EraseResult]:
+    """Erase these sessions (storage ids) and scrub the store's files; with ``recall`` their
+    vectors leave the index now, else through the outbox. The removal, and the result naming
+    the sessions by their storage ids."""
+    erasure_store(store)
+    unique = list(dict.fromkeys(storage_ids))
+    if recall is not None:
+        removal, pending = recall.erase(unique), 0
+    else:
+        removal = store.remove_sessions(unique)
+        pending = removal.counts.vectors
+    store.scrub(vacuum=vacuum)
+    return removal, EraseResult(removal.storage_ids, removal.counts, pending, vacuum)
+
+
+def _microseconds(delta: timedelta) -> int:
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+_last_runs: weakref.WeakKeyDictionary[Store, dict[str | None, float]] = weakref.WeakKeyDictionary()
+_runs_lock = threading.Lock()
+
+
+class Retention:
+    """The ``retention=`` option: prune ``namespace`` of a store on its own, on its owner's
+    write path, at most once every :data:`RETENTION_INTERVAL` per store and namespace (however
+    many objects share the store in this process). A failing prune is logged, never raised
+    into the write that ran it."""
+
+    def __init__(self, older_than: timedelta, namespace: str) -> None:
+        self.older_than = _check_older_than(older_than)
+        self.namespace = namespace
+
+    def after_write(self, store: Store, recall: SemanticRecall | None) -> PruneResult | None:
+        """Prune if due (the result), else ``None``."""
+        moment = time.monotonic()
+        with _runs_lock:
+            runs = _last_runs.setdefault(store, {})
+            last = runs.get(self.namespace)
+            if last is not None and moment - last < RETENTION_INTERVAL:
+                return None
+            runs[self.namespace] = moment
+        try:
+            return prune_sessions(store, self.older_than, namespace=self.namespace, recall=recall)[0]
+        except SessionsError as error:
+            logger.warning(
+                "retention: pruning %r of %r failed (tried again in an hour): %s", self.namespace, store, error
+            )
+            return None

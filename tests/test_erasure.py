@@ -1,0 +1,225 @@
+"""Erasure proven on the bytes: a session whose messages, tool calls and results, attachment,
+block versions, search entries, overlay, cached prompt and vectors carry a random marker is
+erased; then the marker is nowhere in the SQLite file and its ``-wal`` (nor in any row, index
+search, outbox row or vector on PostgreSQL), while another session's marker still reads back."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessions_core import Session, SessionManager, SqliteStore, StoreSearchContext
+from sessions_core.stores.sql import TABLES
+
+from .helpers import msg
+from .postgres import postgres_url, require_postgres, temporary_schema
+
+pytest.importorskip("langchain_core")
+
+from langchain_core.vectorstores import InMemoryVectorStore  # noqa: E402
+
+from langchain_sessions import SynonymEmbeddings, VectorStoreRecall  # noqa: E402
+
+
+def _marker() -> str:
+    """A random word of letters, which full-text search indexes whole (no stem cuts it)."""
+    return "zq" + uuid.uuid4().hex.translate(str.maketrans("0123456789", "ghijklmnop")) + "xq"
+
+
+def _index() -> VectorStoreRecall:
+    return VectorStoreRecall(InMemoryVectorStore(SynonymEmbeddings()))
+
+
+def _indexed_texts(index: VectorStoreRecall) -> list[str]:
+    store = index.vector_store
+    assert isinstance(store, InMemoryVectorStore)
+    return [doc["text"] for doc in store.store.values()]
+
+
+def write_marked(session: Any, marker: str) -> None:
+    """Every kind of text a session stores, each carrying ``marker``."""
+    session.with_context("memory").with_context("notes", provider=StoreSearchContext()).with_cached_prompt()
+    session.append_message(msg("u1", f"my secret code is {marker} please keep it"))
+    session.append_message(
+        {
+            "id": "a1",
+            "role": "assistant",
+            "parts": [
+                {"type": "reasoning", "text": f"the user said {marker}"},
+                {"type": "tool-call", "toolCallId": "c1", "toolName": "lookup", "input": {"query": marker}},
+            ],
+        }
+    )
+    session.append_message(
+        {
+            "id": "t1",
+            "role": "tool",
+            "parts": [
+                {"type": "tool-result", "toolCallId": "c1", "toolName": "lookup", "output": {"row": f"id {marker}"}}
+            ],
+        }
+    )
+    payload = b"\x89PNG\r\n" + marker.encode() + bytes(range(256)) * 20
+    session.append_message(
+        {
+            "id": "f1",
+            "role": "user",
+            "parts": [
+                {"type": "text", "text": "see the attachment"},
+                {"type": "file", "mediaType": "image/png", "data": payload, "filename": f"scan-{marker}.png"},
+            ],
+        }
+    )
+    session.append_message(msg("a2", f"noted {marker}", role="assistant"))
+    session.update_message(msg("a2", f"noted again {marker} for sure", role="assistant"))
+    session.replace_context_block("memory", f"first fact {marker}")
+    session.replace_context_block("memory", f"second fact {marker}")
+    tools = {tool.name: tool for tool in session.tools()}
+    result = tools["set_context"].invoke({"label": "notes", "key": f"k-{marker}", "content": f"entry {marker}"})
+    assert not result.startswith("Error"), result
+    tools["set_context"].invoke({"label": "notes", "key": f"k-{marker}", "content": f"entry changed {marker}"})
+    session.add_compaction(f"summary about {marker}", "u1", "t1")
+    assert marker in session.freeze_system_prompt()
+
+
+def _reads_back(session: Any, marker: str) -> None:
+    assert marker in session.get_message("u1").text
+    assert marker.encode() in session.get_message("f1").parts[1].data
+    assert marker in session.get_history()[0].text  # the overlay's summary
+    assert marker in session.get_context_block("memory").content
+    assert session.search(marker)
+
+
+def _file_bytes(path: Path) -> bytes:
+    return b"".join(
+        candidate.read_bytes()
+        for candidate in (path, Path(f"{path}-wal"), Path(f"{path}-journal"))
+        if candidate.exists()
+    )
+
+
+@pytest.mark.parametrize("vacuum", [False, True], ids=["no-vacuum", "vacuum"])
+def test_an_erased_session_leaves_no_byte_of_its_text_in_the_sqlite_files(tmp_path, vacuum):
+    path = tmp_path / "erase.db"
+    gone, kept = _marker(), _marker()
+    index = _index()
+    store = SqliteStore(path)
+    try:
+        manager = SessionManager(store, namespace="team").with_semantic_recall(index, background=False)
+        doomed, other = manager.create("doomed").id, manager.create("other").id
+        write_marked(manager.get_session(doomed), gone)
+        write_marked(manager.get_session(other), kept)
+        plain = Session(store).for_session("plain")  # a session of the default namespace, untouched
+        write_marked(plain, kept)
+        manager.drain_recall()
+        store.scrub()
+        assert gone.encode() in _file_bytes(path) and kept.encode() in _file_bytes(path)
+        assert any(gone in text for text in _indexed_texts(index))
+
+        result = manager.erase(doomed, vacuum=vacuum)
+
+        assert result.session_ids == (doomed,) and result.vacuumed == vacuum and result.vectors_pending == 0
+        counts = result.counts
+        assert (counts.registry, counts.messages, counts.compactions, counts.prompts) == (1, 5, 1, 1)
+        assert (counts.blocks, counts.block_versions, counts.search_entries, counts.blobs) == (1, 4, 2, 1)
+        assert counts.vectors > 0
+        data = _file_bytes(path)
+        assert data.count(gone.encode()) == 0
+        assert data.count(gone.encode().hex().encode()) == 0  # nor hex-encoded
+        assert kept.encode() in data
+        assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
+        assert not any(gone in text for text in _indexed_texts(index))
+        assert any(kept in text for text in _indexed_texts(index))
+        assert store.recall_backlog().pending == 0
+        assert manager.get(doomed) is None and manager.get_history(doomed) == []
+        _reads_back(manager.get_session(other), kept)
+        _reads_back(plain, kept)
+    finally:
+        store.close()
+    assert _file_bytes(path).count(gone.encode()) == 0  # closing writes none of it back
+
+
+def test_erasing_a_plain_session_and_a_namespace(tmp_path):
+    path = tmp_path / "erase.db"
+    first, second, kept = (_marker() for _ in range(3))
+    store = SqliteStore(path)
+    try:
+        session = Session(store).for_session("alone")
+        write_marked(session, first)
+        team = SessionManager(store, namespace="team")
+        for _ in range(2):
+            write_marked(team.get_session(team.create("member").id), second)
+        team.append("never-created", msg("x", f"written without create {second}"))
+        keeper = Session(store).for_session("keeper")
+        write_marked(keeper, kept)
+
+        result = session.erase()
+        assert result.session_ids == ("alone",) and result.counts.messages == 5 and result.counts.registry == 0
+        assert session.get_history() == [] and session.get_context_block("memory").content == ""
+        erased = team.erase_namespace("team")
+        assert len(erased.session_ids) == 3 and "never-created" in erased.session_ids
+        assert erased.counts.registry == 2 and erased.counts.messages == 11 and erased.counts.blobs == 1
+        assert team.list_sessions() == []
+        data = _file_bytes(path)
+        assert data.count(first.encode()) == 0 and data.count(second.encode()) == 0
+        _reads_back(keeper, kept)
+        assert session.erase().session_ids == ()  # nothing left to erase
+    finally:
+        store.close()
+
+
+def test_erasure_on_postgres_leaves_no_row_index_hit_outbox_row_or_vector():
+    require_postgres()
+    import psycopg
+
+    from sessions_core.stores.postgres import PostgresStore
+
+    gone, kept = _marker(), _marker()
+    index = _index()
+    with temporary_schema() as schema:
+        store = PostgresStore(postgres_url(), schema=schema)
+        try:
+            manager = SessionManager(store, namespace="team").with_semantic_recall(index, background=False)
+            doomed, other = manager.create("doomed").id, manager.create("other").id
+            write_marked(manager.get_session(doomed), gone)
+            write_marked(manager.get_session(other), kept)
+            manager.drain_recall()
+            with psycopg.connect(postgres_url()) as conn:
+                assert _rows_holding(conn, schema, gone) and _rows_holding(conn, schema, kept)
+
+            result = manager.erase(doomed, vacuum=True)
+
+            assert result.session_ids == (doomed,) and result.vacuumed and result.counts.vectors > 0
+            assert (result.counts.messages, result.counts.blobs, result.counts.search_entries) == (5, 1, 2)
+            with psycopg.connect(postgres_url()) as conn:
+                assert _rows_holding(conn, schema, gone) == {}
+                assert set(_rows_holding(conn, schema, kept)) >= {"session_messages", "blobs", "search_entries"}
+                conn.execute("SET enable_seqscan = off")  # through the full-text indexes
+                for table in ("session_messages", "search_entries"):
+                    hits = conn.execute(
+                        f'SELECT count(*) FROM "{schema}".{table} WHERE search_terms @@ CAST(%s AS tsquery)', (gone,)
+                    ).fetchone()
+                    assert hits == (0,), table
+                outbox = conn.execute(f'SELECT count(*) FROM "{schema}".recall_outbox').fetchone()
+                assert outbox == (0,)
+            assert not any(gone in text for text in _indexed_texts(index))
+            _reads_back(manager.get_session(other), kept)
+        finally:
+            store.close()
+
+
+def _rows_holding(conn: Any, schema: str, marker: str) -> dict[str, int]:
+    """Rows of each table of the schema whose text (bytes as hex) holds ``marker``."""
+    found = {}
+    for table in TABLES:
+        (count,) = conn.execute(
+            f'SELECT count(*) FROM "{schema}".{table} t WHERE strpos(CAST(t AS text), %s) > 0'
+            " OR strpos(CAST(t AS text), %s) > 0",
+            (marker, marker.encode().hex()),
+        ).fetchone()
+        if count:
+            found[table] = count
+    return found
