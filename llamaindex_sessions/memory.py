@@ -181,7 +181,8 @@ class SessionMemory(BaseMemory):
     ``postgresql://`` URL (with ``session_id``); without one the memory is in ``:memory:``.
     ``redactor`` (a ``sessions_core.PIIRedactor`` or any callable ``str -> str``) masks what is
     stored (``Session.with_redaction``); it is not part of the pointer: pass it again to a
-    memory rebuilt from one.
+    memory rebuilt from one. ``key`` opens an encrypted SQLite file (``Session(path, key=...)``);
+    it is never part of the pointer either: ``from_dict(data, key=...)`` reopens one.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -214,6 +215,7 @@ class SessionMemory(BaseMemory):
         *,
         llm: Any = None,
         redactor: Any = None,
+        key: str | bytes | None = None,
         **data: Any,
     ) -> None:
         rebuilt = session is None and "handle" in data  # from a serialised pointer
@@ -231,7 +233,7 @@ class SessionMemory(BaseMemory):
                 handle = None
                 self.handle = uuid.uuid4().hex
             if handle is None:
-                handle = self._open(session, rebuilt)
+                handle = self._open(session, rebuilt, key)
                 _handles[self.handle] = handle
         self._handle = handle
         # The pointer names the store as store_url does: an absolute path, a URL without password.
@@ -253,7 +255,7 @@ class SessionMemory(BaseMemory):
             return live is given
         return live.session_id == self.session_id and store_url(live.store) == store_url_of(self.store)
 
-    def _open(self, session: Session | None, rebuilt: bool) -> _Handle:
+    def _open(self, session: Session | None, rebuilt: bool, key: str | bytes | None) -> _Handle:
         if session is not None:
             return _Handle(session, owns=False)
         if not self.store:
@@ -268,7 +270,7 @@ class SessionMemory(BaseMemory):
                 " use a SQLite file or Postgres to keep memory across a serialised Context",
                 self.session_id,
             )
-        opened = Session(open_store(self.store, self.store_schema)).for_session(self.session_id)
+        opened = Session(open_store(self.store, self.store_schema), key=key).for_session(self.session_id)
         _declare(opened, self.blocks)
         return _Handle(opened, owns=True)
 

@@ -765,3 +765,20 @@ def test_a_redactor_masks_what_the_memory_stores(db):
     assert [m.metadata["redacted"] for m in stored] == [{"email": 1}, {"email": 1}]
     memory.put(user("and again"))  # the stored copies are not written twice
     assert len(memory.session.get_history()) == 3
+
+
+def test_a_memory_on_an_encrypted_file_reopens_from_its_pointer_with_the_key(tmp_path):
+    pytest.importorskip("sqlcipher3")
+    from sessions_core import EncryptionKeyError
+
+    path = str(tmp_path / "vault.db")
+    memory = SessionMemory.from_defaults(store=path, session_id="u", key="s3cret")
+    memory.put(user("my PIN is 4321"))
+    data = memory.to_dict()
+    assert "s3cret" not in json.dumps(data)
+    memory.session.close()
+    reopened = SessionMemory.from_dict({**data, "handle": "elsewhere"}, key="s3cret")
+    assert [m.content for m in reopened.get_all()] == ["my PIN is 4321"]
+    with pytest.raises(EncryptionKeyError):
+        SessionMemory.from_dict({**data, "handle": "nokey"}).get_all()
+    assert b"4321" not in (tmp_path / "vault.db").read_bytes()
