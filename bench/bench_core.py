@@ -737,9 +737,9 @@ def bench_history(tmp: Path, depth: int, reps: int, do_profile: bool) -> dict[st
     contents = [row[0] for row in conn.execute("SELECT content FROM session_messages")]
     from sessions_core.messages import message_from_storage
 
-    moment = datetime.now(timezone.utc)
+    moment_us = int(datetime.now(timezone.utc).timestamp() * 1_000_000)
     extra["parse_only_pydantic_ms"] = statistics.median(
-        timed(lambda: [message_from_storage(c, moment) for c in contents]) * 1000 for _ in range(3)
+        timed(lambda: [message_from_storage(c, moment_us) for c in contents]) * 1000 for _ in range(3)
     )
     extra["parse_only_json_loads_ms"] = statistics.median(
         timed(lambda: [json.loads(c) for c in contents]) * 1000 for _ in range(3)
