@@ -77,8 +77,10 @@ def test_rebuild_fills_an_empty_index_from_the_store(db, vector_store):
     assert "Queued 1 session(s)" in result.stdout
     assert len(vector_store.store) == 2
     queued = run("--store", db, "recall", "rebuild", "--session", "trip")
-    assert "Queued 1 session(s)" in queued.stdout
+    assert "Queued 1 session(s)" in queued.stdout and "recall off" not in queued.stdout
     assert json.loads(run("--store", db, "recall", "backlog", "--json").stdout)["pending"] == 1
+    unknown = run("--store", db, "recall", "rebuild", "--session", "trip", "--session", "no-recall")
+    assert unknown.exit_code == 0 and "1 of the 2 sessions named have semantic recall off" in unknown.stdout
 
 
 def test_a_failing_index_keeps_the_backlog_and_says_why(db, vector_store):

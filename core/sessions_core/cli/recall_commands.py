@@ -67,8 +67,15 @@ def cmd_recall_send(handle: StoreHandle, index: str) -> None:
 def cmd_recall_rebuild(handle: StoreHandle, sessions: tuple[str, ...], index: str | None) -> None:
     """Queue every enabled session (or ``sessions``) to be sent again; with ``index``, send now."""
     store = recall_store(handle.open())
-    queued = store.recall_rebuild(list(sessions) or None)
+    asked = list(dict.fromkeys(sessions))
+    queued = store.recall_rebuild(asked or None)
     console().print(f"Queued {queued} session(s) to be sent to the index again.")
+    if len(asked) > queued:  # one change per session queued, for those recall is on for
+        skipped = len(asked) - queued
+        console().print(
+            f"{skipped} of the {len(asked)} sessions named have semantic recall off (no such session, or"
+            " one never written with with_semantic_recall), so nothing of theirs was queued."
+        )
     if index is not None:
         _report(send(load_index(index).attach(store)))
 
