@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ._time import from_us, now_us
-from .errors import InvalidInputError, SessionsError
+from .errors import InvalidInputError, SessionsError, UnsupportedOperationError
 from .stores.base import Removal, RowCounts, SessionErasure, Store, StoredSession, supports
 
 if TYPE_CHECKING:
@@ -104,8 +104,6 @@ def _check_older_than(older_than: timedelta) -> timedelta:
 def erasure_store(store: Store) -> Store:
     """``store`` if it implements ``SessionErasure``, else ``UnsupportedOperationError``."""
     if not supports(store, SessionErasure):
-        from .errors import UnsupportedOperationError
-
         raise UnsupportedOperationError(
             f"{type(store).__name__} does not implement the optional SessionErasure capability (retention,"
             " prune and erase); use a store that does (SqliteStore, PostgresStore) for this feature"
