@@ -16,6 +16,7 @@ from .inspect_commands import (
     cmd_show,
     cmd_stats,
 )
+from .mcp_commands import cmd_mcp
 from .recall_commands import cmd_recall_backlog, cmd_recall_rebuild, cmd_recall_send
 from .retention_commands import cmd_erase, cmd_prune
 from .store import BadInput, StoreHandle, error_for, one_line
@@ -269,6 +270,40 @@ def build_cli() -> click.Group:
         PostgreSQL: rows and index entries go; the server keeps dead tuples until VACUUM
         (--vacuum) and its WAL until recycled. Prints the rows of each kind removed."""
         cmd_erase(handle, session, namespace, vacuum, index, as_json)
+
+    @cli.command("mcp")
+    @click.option(
+        "--store",
+        "store_url",
+        default=None,
+        metavar="URL",
+        help="The store (default: the one given before the command).",
+    )
+    @click.option(
+        "--session", "session_id", default=None, metavar="ID", help='Serve this session (default: "default").'
+    )
+    @click.option(
+        "--namespace", default=None, metavar="NS", help="Serve every session of NS: each call names its session_id."
+    )
+    @click.option(
+        "--http", default=None, metavar="HOST:PORT", help="Streamable HTTP at http://HOST:PORT/mcp instead of stdio."
+    )
+    @click.option("--config", "config_path", default=None, metavar="FILE", help="The blocks and limits (TOML).")
+    @click.pass_obj
+    def mcp_command(
+        handle: StoreHandle,
+        store_url: str | None,
+        session_id: str | None,
+        namespace: str | None,
+        http: str | None,
+        config_path: str | None,
+    ) -> None:
+        """Serve the memory over MCP: its tools, its blocks as resources, the system prompt.
+
+        Over stdio by default (for an MCP client that starts the command); --http serves
+        streamable HTTP (a bare PORT binds 127.0.0.1). The store is created if missing. Without
+        --config the memory is one writable block "memory" (Learned facts, 1100 tokens)."""
+        cmd_mcp(handle, store_url, session_id, namespace, http, config_path)
 
     @cli.group("recall")
     def recall_group() -> None:
