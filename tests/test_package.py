@@ -15,7 +15,7 @@ def test_core_import_loads_no_optional_dependency():
     code = (
         "import sys, sessions_core\n"
         "heavy = [m for m in ('langchain', 'langchain_core', 'llama_index', 'psycopg', 'openai', 'tiktoken',"
-        " 'sqlcipher3') if m in sys.modules]\n"
+        " 'sqlcipher3', 'mcp', 'click') if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
