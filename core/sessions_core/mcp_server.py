@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import socket
 import threading
 import uuid
@@ -595,7 +596,7 @@ class MemoryServer:
                 messages=[types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))],
             )
 
-        return Server(
+        server = Server(
             self.name,
             version=__version__,
             instructions="Long-term memory: context blocks you write with set_context, past conversations "
@@ -612,6 +613,10 @@ class MemoryServer:
             on_list_prompts=list_prompts,
             on_get_prompt=get_prompt,
         )
+        if os.environ.get("SESSIONS_MCP_TRACING") != "1":
+            # The SDK's OpenTelemetry middleware is a no-op without an exporter, yet costs each call.
+            server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
+        return server
 
     # -- transports --------------------------------------------------------------------------------
 
