@@ -3,7 +3,8 @@
 ``sessions --store URL COMMAND``: the store is a SQLite path or a ``postgresql://`` URL (default:
 ``$SESSIONS_STORE``, else ``./sessions.db``). Commands: ``list``, ``show SESSION``,
 ``search QUERY``, ``export SESSION``, ``import FILE``, ``blocks SESSION``, ``stats``,
-``prune --older-than AGE``, ``erase SESSION``. SESSION is
+``prune --older-than AGE``, ``erase SESSION``, ``mcp`` (serve the memory over MCP,
+:mod:`sessions_core.mcp_server`). SESSION is
 the storage id (what ``Session.for_session`` takes; ``"namespace:id"`` for a manager's session).
 Export and import are :mod:`sessions_core.transfer`; this package parses options, opens the
 store and prints. An encrypted SQLite file opens with the key in ``$SESSIONS_KEY``;
