@@ -42,6 +42,7 @@ def test_two_clients_and_a_python_session_share_one_schema(memory_dir, connect, 
     try:
         session = configure(Session(store).for_session(DEFAULT_SESSION), load_config(memory_dir / "memory.toml"))
         assert [m.text for m in session.get_history()] == ["Where is the castle?"]
-        assert session.get_context_block("memory").content == "Allergic to peanuts."
+        block = session.get_context_block("memory")
+        assert block is not None and block.content == "Allergic to peanuts."
     finally:
         store.close()
