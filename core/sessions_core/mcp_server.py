@@ -625,7 +625,7 @@ class MemoryServer:
         from mcp.server.stdio import stdio_server
 
         server = self.server
-        async with stdio_server() as (read_stream, write_stream):
+        async with _event_loop_stdio() as streams, stdio_server(*streams) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     async def serve_http(
@@ -651,3 +651,84 @@ class MemoryServer:
             await server.serve(sockets=[sock])
         finally:
             sock.close()
+
+
+# -- stdio without worker threads -----------------------------------------------------------------
+
+
+class _PipeLines:
+    """The lines of a pipe, read by the asyncio event loop (the SDK reads each line of stdin in a
+    worker thread, and writes and flushes each reply in two more: most of a call's overhead)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> _PipeLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", errors="replace")
+
+
+class _PipeWriter:
+    """Text written to a pipe by the event loop; ``flush`` waits while the client lags behind."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    async def write(self, text: str) -> None:
+        self._writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        await self._writer.drain()
+
+
+def _is_pipe(fd: int) -> bool:
+    import stat
+
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+@asynccontextmanager
+async def _event_loop_stdio() -> AsyncIterator[tuple[Any, Any]]:
+    """``(stdin, stdout)`` for the SDK's ``stdio_server``: on asyncio with pipes (as MCP clients
+    start a server), private duplicates of fds 0 and 1 read and written by the event loop, with
+    fd 0 pointed at the null device and fd 1 at stderr meanwhile (stray output misses the wire,
+    as with the SDK's own claim); otherwise ``(None, None)``, the SDK's threaded streams."""
+    import sniffio
+
+    try:
+        pipes = _is_pipe(0) and _is_pipe(1)
+    except OSError:
+        pipes = False
+    if not (pipes and sniffio.current_async_library() == "asyncio"):
+        yield None, None
+        return
+    loop = asyncio.get_running_loop()
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    in_file = os.fdopen(wire_in, "rb", buffering=0)
+    out_file = os.fdopen(wire_out, "wb", buffering=0)
+    writer = None
+    try:
+        reader = asyncio.StreamReader(limit=1 << 30)  # a line is a whole JSON-RPC message
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), in_file)
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out_file)
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        yield _PipeLines(reader), _PipeWriter(writer)
+    finally:
+        with contextlib.suppress(OSError):
+            os.dup2(wire_in, 0)
+        with contextlib.suppress(OSError):
+            os.dup2(wire_out, 1)
+        if writer is not None:
+            writer.close()
+        in_file.close()
+        out_file.close()
