@@ -95,17 +95,23 @@ def llamaindex(db_path: Path) -> None:
     manager.close()
 
 
-def main(db_path: Path) -> None:
+def main(db_path: Path, *, kept: bool) -> None:
     print("LangChain: a create_agent agent with recall on its sessions")
     langchain(db_path)
     print("LlamaIndex: a vector store with an embed model, on a manager")
     llamaindex(db_path)
-    print(f"the outbox, from the shell: sessions --store {db_path.name} recall backlog")
+    if kept:
+        print(f"the outbox, from the shell: sessions --store {db_path} recall backlog")
+    else:
+        print(
+            "the database was temporary and is gone; to keep one and look at its outbox:"
+            " python examples/semantic_recall.py memory.db && sessions --store memory.db recall backlog"
+        )
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1:
-        main(Path(sys.argv[1]))
+        main(Path(sys.argv[1]), kept=True)
     else:
         with tempfile.TemporaryDirectory() as folder:
-            main(Path(folder) / "memory.db")
+            main(Path(folder) / "memory.db", kept=False)

@@ -828,3 +828,161 @@ def test_blocks_restore_is_the_librarys_restore(tmp_path, monkeypatch):
     assert store.search_entries("u1", "kb", "trams", 5) == [("lisbon", "Lisbon has trams")]
     store.close()
     assert_error(run("--store", path, "blocks", "u1", "--max-tokens", "5"), 2, "--max-tokens goes with --restore")
+
+
+# -- what a first-time user met (issue 35): each message exactly ---------------------------------
+
+
+def error_line(result) -> str:
+    assert "Traceback" not in result.stderr
+    return result.stderr.strip().splitlines()[-1]
+
+
+def test_show_refuses_a_page_past_the_end(tmp_path):
+    path = str(tmp_path / "three.db")
+    with Session(path).for_session("three") as session:
+        session.append_messages([msg(f"m{i}", f"message {i}") for i in range(3)])
+    past = run("--store", path, "show", "three", "--page", "9", "--limit", "1")
+    assert past.exit_code == 2 and past.stdout == ""
+    assert error_line(past) == "Error: --page 9 is past the end: session 'three' has 3 messages, 3 pages of 1"
+    assert error_line(run("--store", path, "show", "three", "--page", "2")) == (
+        "Error: --page 2 is past the end: session 'three' has 3 messages, 1 page of 500"
+    )
+    assert (
+        run("--store", path, "show", "three", "--page", "3", "--limit", "1")
+        .stdout.rstrip()
+        .endswith("messages 3-3 of 3 shown (page 3 of 3)")
+    )
+
+
+def test_files_a_read_cannot_use_are_named_by_their_path(tmp_path, monkeypatch):
+    """No ``SqliteStore(...)`` repr, no ``read_only=True``: the path the user gave and what to do."""
+    import sqlite3
+
+    monkeypatch.chdir(tmp_path)
+    Path("empty.db").write_bytes(b"")
+    assert_error(run("--store", "empty.db", "list"), 2)
+    assert error_line(run("--store", "empty.db", "list")) == (
+        "Error: empty.db is empty: it holds no session-memory database (check the path)"
+    )
+    with sqlite3.connect("other.db") as conn:
+        conn.execute("CREATE TABLE notes (text)")
+    conn.close()
+    assert error_line(run("--store", "other.db", "show", "x")) == (
+        "Error: other.db holds no session-memory tables: it is another program's SQLite database"
+    )
+
+    with Session("damaged.db").for_session("s") as session:
+        session.append_messages([msg(f"m{i}", "some text " * 50) for i in range(200)])
+    with sqlite3.connect("damaged.db") as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = bytearray(Path("damaged.db").read_bytes())
+    data[8192:11192] = b"\xff" * 3000  # a page of the tables, overwritten
+    Path("damaged.db").write_bytes(bytes(data))
+    damaged = run("--store", "damaged.db", "show", "s")
+    assert damaged.exit_code == 1
+    assert error_line(damaged) == (
+        "Error: damaged.db: database disk image is malformed (the file is damaged: restore it from a backup)"
+    )
+
+    Path("random.db").write_bytes(bytes(range(256)) * 64)  # what an encrypted file looks like
+    assert error_line(run("--store", "random.db", "list")) == (
+        "Error: random.db: this database is encrypted: set SESSIONS_KEY to its key"
+    )
+
+    with Session("old.db").for_session("s") as session:
+        session.append_message(msg("m1", "hello"))
+    with sqlite3.connect("old.db") as conn:
+        conn.execute("PRAGMA user_version = 3")
+    conn.close()
+    old = run("--store", "old.db", "list")
+    assert old.exit_code == 1
+    assert re.fullmatch(
+        r"Error: old\.db has schema version 3, older than this version's \d+: run `sessions migrate` on it to"
+        r" upgrade it \(a read command never changes the file\)",
+        error_line(old),
+    )
+    for result in (damaged, old, run("--store", "empty.db", "list")):
+        assert "SqliteStore(" not in result.stderr and "read_only" not in result.stderr
+
+
+def test_migrate_help_says_read_commands_never_upgrade():
+    text = " ".join(run("migrate", "--help").stdout.split())
+    assert "Any command upgrades" not in text
+    assert (
+        "The commands that only read (list, show, search, export, blocks, stats, recall backlog, prune --dry-run)"
+        " never upgrade a store: on an older one they stop and say to run this." in text
+    )
+
+
+def test_a_line_that_is_not_json_names_the_place_once(tmp_path):
+    dump = tmp_path / "cut.jsonl"
+    dump.write_text('{"kind": "message", "session_id": "s", "message": {"id": "m1", "text": "abc')
+    result = run("--store", str(tmp_path / "new.db"), "import", str(dump))
+    assert result.exit_code == 2
+    assert error_line(result) == (f"Error: {dump} line 1: not valid JSON: Unterminated string starting at character 72")
+
+
+def test_import_refuses_a_message_stored_with_other_content(db, tmp_path):
+    path, _ = db
+    lines = run("--store", path, "export", SESSION).stdout.splitlines()
+    changed = []
+    for line in lines:
+        record = json.loads(line)
+        if record["kind"] == "message" and record["id"] in ("u1", "a1"):
+            record["message"]["parts"] = [{"type": "text", "text": f"rewritten {record['id']}"}]
+        changed.append(json.dumps(record))
+    changed.append(
+        json.dumps(
+            {
+                "kind": "message",
+                "session_id": SESSION,
+                "id": "u9",
+                "parent_id": "u1",
+                "created_at": "2026-01-01T00:00:00Z",
+                "message": {"id": "u9", "role": "user", "parts": [{"type": "text", "text": "a new question"}]},
+            }
+        )
+    )
+    dump = tmp_path / "changed.jsonl"
+    dump.write_text("\n".join(changed) + "\n")
+    before = snapshot(SqliteStore(path), SESSION)
+
+    expected = (
+        f"Error: 2 messages of the input are stored already with other content ('{SESSION}': 'u1', 'a1');"
+        " nothing was imported (--skip-conflicts keeps the stored ones and imports the rest)"
+    )
+    refused = run("--store", path, "import", str(dump))
+    assert refused.exit_code == 1 and error_line(refused) == expected
+    assert error_line(run("--store", path, "import", "--dry-run", str(dump))) == expected
+    assert snapshot(SqliteStore(path), SESSION) == before  # nothing written
+
+    kept = run("--store", path, "import", "--skip-conflicts", str(dump))
+    assert kept.exit_code == 0, kept.stderr
+    assert kept.stdout.strip().endswith("; kept as stored, with other content in the file: 2 messages ('u1', 'a1').")
+    assert "stored 1 message" in kept.stdout
+    with Session(path).for_session(SESSION) as session:
+        assert session.get_message("u1").text == "Plan a trip to Lisbon in May"  # the stored one stays
+        assert session.get_message("u9").text == "a new question"
+
+
+def test_import_records_reports_conflicts(tmp_path):
+    from sessions_core import ConflictError
+    from sessions_core.transfer import export_lines, import_records
+
+    store = SqliteStore(tmp_path / "a.db")
+    Session(store).for_session("s").append_message(msg("m1", "original"))
+    lines = list(export_lines(store, "s"))
+    assert import_records(store, lines).conflicts == ()  # the same content: present, no conflict
+    edited = [line.replace("original", "edited") for line in lines]
+    with pytest.raises(ConflictError) as raised:
+        import_records(store, edited)
+    assert raised.value.conflicts == (("s", "m1"),)  # type: ignore[attr-defined]
+    assert str(raised.value) == (
+        "1 message of the input is stored already with other content ('s': 'm1'); nothing was imported"
+        " (skip_conflicts=True keeps the stored ones and imports the rest)"
+    )
+    report = import_records(store, edited, skip_conflicts=True)
+    assert report.conflicts == (("s", "m1"),) and report.present == {} and report.stored == {}
+    store.close()

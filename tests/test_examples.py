@@ -37,3 +37,26 @@ def test_quickstart_output(tmp_path):
         check=True,
     )
     assert "a2-retry" in shown.stdout
+
+
+def test_semantic_recall_suggests_only_a_database_that_exists(tmp_path):
+    """Without a path the example's database is temporary: it says so instead of naming a deleted
+    file; with one, the command it suggests works on what it left."""
+    example = str(EXAMPLES[[p.name for p in EXAMPLES].index("semantic_recall.py")])
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    run = subprocess.run([sys.executable, example], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+    assert run.stdout.rstrip().endswith(
+        "the database was temporary and is gone; to keep one and look at its outbox:"
+        " python examples/semantic_recall.py memory.db && sessions --store memory.db recall backlog"
+    )
+    kept = subprocess.run(
+        [sys.executable, example, "memory.db"], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+    )
+    assert kept.stdout.rstrip().endswith("the outbox, from the shell: sessions --store memory.db recall backlog")
+    backlog = subprocess.run(
+        [sys.executable, "-m", "sessions_core", "--store", "memory.db", "recall", "backlog"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert backlog.returncode == 0, backlog.stderr

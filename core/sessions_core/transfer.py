@@ -13,14 +13,20 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from ._time import from_us
 from .attachments import BLOB_PREFIX, INLINE_PREFIX, restore_payloads
-from .errors import InvalidInputError, InvalidRecordError, MessageValidationError, SessionNotFoundError
+from .errors import (
+    ConflictError,
+    InvalidInputError,
+    InvalidRecordError,
+    MessageValidationError,
+    SessionNotFoundError,
+)
 from .messages import FilePart, parse_message
 from .stores.base import (
     BlobStore,
@@ -238,8 +244,30 @@ class ImportReport:
     stored: dict[str, int] = field(default_factory=dict)
     """Rows written, by record kind (``"session"`` counts registry rows); empty on a dry run."""
     present: dict[str, int] = field(default_factory=dict)
-    """Rows that were stored already (nothing written), by record kind."""
+    """Rows that were stored already (nothing written), by record kind; conflicts not counted."""
     dry_run: bool = False
+    conflicts: tuple[tuple[str, str], ...] = ()
+    """``(session id, message id)`` of each message stored already with other content, which
+    ``skip_conflicts=True`` left as stored."""
+
+
+def _conflict_error(conflicts: Sequence[tuple[str, str]], *, hint: str) -> ConflictError:
+    """The ``ConflictError`` for messages stored already with other content, naming them (the
+    first 10 ids of each session); ``error.conflicts`` holds them all."""
+    by_session: dict[str, list[str]] = {}
+    for session_id, message_id in conflicts:
+        by_session.setdefault(session_id, []).append(message_id)
+    named = []
+    for session_id, ids in by_session.items():
+        shown = ", ".join(repr(i) for i in ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+        named.append(f"{session_id!r}: {shown}")
+    count = len(conflicts)
+    error = ConflictError(
+        f"{count} message{'s' if count != 1 else ''} of the input {'are' if count != 1 else 'is'} stored already"
+        f" with other content ({'; '.join(named)}); nothing was imported ({hint})"
+    )
+    error.conflicts = tuple(conflicts)  # type: ignore[attr-defined]
+    return error
 
 
 class FileLines:
@@ -261,6 +289,7 @@ def import_records(
     into: str | None = None,
     dry_run: bool = False,
     redactor: Any = None,
+    skip_conflicts: bool = False,
 ) -> ImportReport:
     """Import export records (dicts) or lines of an export (``str``, or UTF-8 ``bytes``) into ``store``.
 
@@ -273,21 +302,33 @@ def import_records(
     id; ``dry_run`` only checks; ``redactor`` redacts every text before it is written
     (``Session.with_redaction``). ``records`` is read twice (check, then write): a one-shot
     iterator (a generator, an open file) is held in memory between the two, a list or
-    :class:`FileLines` is not. ``StoreError`` if the store cannot be inspected; ``ValueError``
-    for an empty ``into``; ``TypeError`` for one string instead of lines.
+    :class:`FileLines` is not. A message whose id is stored already with other content (role,
+    parts or metadata) is a conflict: ``ConflictError`` naming them (``error.conflicts``) and
+    nothing written, or with ``skip_conflicts`` the stored messages kept and the rest imported
+    (``ImportReport.conflicts``). ``StoreError`` if the store cannot be inspected;
+    ``ValueError`` for an empty ``into``; ``TypeError`` for one string instead of lines.
     """
     _check_arguments(records, into)
     target = inspectable(store)
     if iter(records) is records:
         records = list(records)
     count, sessions = 0, set()
-    for record in _checked(RecordChecker(target, into), records):
+    checker = RecordChecker(target, into, redactor=redactor)
+    for record in _checked(checker, records):
         count += 1
         sessions.add(record.session_id)
+    checker.finish()
+    conflicts = tuple(checker.conflicts)
+    if conflicts and not skip_conflicts:
+        raise _conflict_error(conflicts, hint="skip_conflicts=True keeps the stored ones and imports the rest")
     if dry_run:
-        return ImportReport(count, tuple(sorted(sessions)), dry_run=True)
+        return ImportReport(count, tuple(sorted(sessions)), dry_run=True, conflicts=conflicts)
     stored, present = _write_records(target, _checked(RecordChecker(target, into, checked=True), records), redactor)
-    return ImportReport(count, tuple(sorted(sessions)), stored, present)
+    if conflicts:
+        present["message"] -= len(conflicts)
+        if not present["message"]:
+            del present["message"]
+    return ImportReport(count, tuple(sorted(sessions)), stored, present, conflicts=conflicts)
 
 
 def import_into_new(

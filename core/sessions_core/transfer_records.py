@@ -16,7 +16,7 @@ from typing import Any
 from ._time import now_us, to_us
 from .errors import MessageValidationError
 from .messages import FilePart, SessionMessage, parse_message
-from .redaction import redact_text
+from .redaction import redact_message, redact_text
 from .session import Session
 from .stores.base import BlockVersionRow, CompactionRow, InspectableStore, SessionRow
 from .text import lone_surrogate, surrogate_problem
@@ -91,7 +91,9 @@ def _decode(item: Any) -> dict[str, Any] | None:
         try:
             item = json.loads(item)
         except json.JSONDecodeError as error:
-            raise InvalidRecord(f"not valid JSON: {error.msg} at character {error.pos + 1}") from None
+            # json's messages may end in "at" ("Unterminated string starting at"): name the place once
+            problem = error.msg.removesuffix(" at")
+            raise InvalidRecord(f"not valid JSON: {problem} at character {error.pos + 1}") from None
     if not isinstance(item, dict):
         raise InvalidRecord(f"expected a JSON object, got {type(item).__name__}")
     return item
@@ -100,12 +102,20 @@ def _decode(item: Any) -> dict[str, Any] | None:
 class RecordChecker:
     """Checks records in input order against what is earlier in the input and in ``store``."""
 
-    def __init__(self, store: InspectableStore, into: str | None, *, checked: bool = False) -> None:
+    def __init__(
+        self, store: InspectableStore, into: str | None, *, checked: bool = False, redactor: Any = None
+    ) -> None:
         """``checked``: the input passed a first check already; this pass only makes its records
-        (a message is parsed when it is written, and only if it is not stored already)."""
+        (a message is parsed when it is written, and only if it is not stored already). A first
+        pass also finds the messages stored already with other content (:attr:`conflicts`, once
+        :meth:`finish` ran), comparing what ``redactor`` would store."""
         self.store = store
         self.into = into
         self.checked = checked
+        self.redactor = redactor
+        self.conflicts: list[tuple[str, str]] = []
+        """``(session id, message id)`` of each message stored already with other content."""
+        self._unconfirmed: list[Record] = []  # messages not yet compared with the store
         self.item: Any = None
         """The input item being checked."""
         self.source_session: str | None = None
@@ -207,6 +217,35 @@ class RecordChecker:
                     f" nor stored in session {record.session_id!r}"
                 )
         self.seen[key] = (self.line, digest)
+        self._unconfirmed.append(record)
+        if len(self._unconfirmed) >= MESSAGE_BATCH:
+            self._compare_with_store()
+
+    def finish(self) -> None:
+        """Compare the last messages of a first pass with the store (see :attr:`conflicts`)."""
+        self._compare_with_store()
+
+    def _compare_with_store(self) -> None:
+        """Add to :attr:`conflicts` the waiting messages whose id is stored with other content
+        (role, parts or metadata; the time and the parent are not compared)."""
+        waiting, self._unconfirmed = self._unconfirmed, []
+        by_session: dict[str, list[Record]] = {}
+        for record in waiting:
+            by_session.setdefault(record.session_id, []).append(record)
+        for session_id, records in by_session.items():
+            stored = self.store.stored_message_ids(session_id, [r.message_id for r in records])  # type: ignore[misc]
+            if not stored:
+                continue
+            session = Session(self.store).for_session(session_id)
+            for record in records:
+                if record.message_id not in stored or record.message is None:
+                    continue
+                given = record.message
+                if self.redactor is not None:
+                    given = redact_message(self.redactor, given)
+                existing = session.get_message(record.message_id)
+                if existing is not None and _content(existing) != _content(given):
+                    self.conflicts.append((session_id, record.message_id))
 
     def _check_compaction(self, record: Record) -> None:
         for name in ("id", "from_message_id", "to_message_id"):
@@ -241,6 +280,11 @@ class RecordChecker:
         for name in ("created_at", "updated_at"):
             if name in record.data:
                 setattr(record, name, parse_time(record.data[name], repr(name)))
+
+
+def _content(message: SessionMessage) -> Any:
+    """What a conflict compares: the message without its time."""
+    return message.model_dump(mode="json", by_alias=True, exclude={"created_at"})
 
 
 _TEXT_FIELDS = {

@@ -44,7 +44,7 @@ def build_cli() -> click.Group:
                 handle = ctx.obj if isinstance(ctx.obj, StoreHandle) else None
                 if handle is not None and handle.debug:
                     raise
-                message, code = error_for(error)
+                message, code = error_for(error, handle)
                 failure = click.ClickException(one_line(message))
                 # click declares exit_code a ClassVar, yet reads it from the instance (self.exit_code)
                 failure.exit_code = code  # pyright: ignore[reportAttributeAccessIssue]
@@ -140,15 +140,24 @@ def build_cli() -> click.Group:
     @click.option("--into", metavar="SESSION", default=None, help="Import into this session id instead.")
     @click.option("--dry-run", is_flag=True, help="Check the file only; write nothing.")
     @click.option("--redact", is_flag=True, help="Mask personal data and secrets (PIIRedactor) before storing.")
+    @click.option(
+        "--skip-conflicts",
+        is_flag=True,
+        help="Keep the stored message where the file has other content under its id, and import the rest.",
+    )
     @click.pass_obj
-    def import_command(handle: StoreHandle, file: str, into: str | None, dry_run: bool, redact: bool) -> None:
+    def import_command(
+        handle: StoreHandle, file: str, into: str | None, dry_run: bool, redact: bool, skip_conflicts: bool
+    ) -> None:
         """Import a JSON Lines export (FILE, or - for stdin).
 
         Idempotent: importing a file twice stores nothing twice.
 
-        Every line is checked before anything is written; a bad line names its number.
+        Every line is checked before anything is written; a bad line names its number. A message
+        whose id is stored already with other content is a conflict: the import stops, naming
+        them, and writes nothing (exit 1), unless --skip-conflicts.
         """
-        cmd_import(handle, file, into, dry_run, redact=redact)
+        cmd_import(handle, file, into, dry_run, redact=redact, skip_conflicts=skip_conflicts)
 
     @cli.command("blocks")
     @click.argument("session")
@@ -213,7 +222,9 @@ def build_cli() -> click.Group:
     def migrate_command(handle: StoreHandle) -> None:
         """Create or upgrade the schema, and re-index search where an upgrade needs it.
 
-        Any command upgrades an older store on opening it; this one shows the re-indexing's
+        The commands that only read (list, show, search, export, blocks, stats, recall backlog,
+        prune --dry-run) never upgrade a store: on an older one they stop and say to run this.
+        The commands that write upgrade it on opening it; this one shows the re-indexing's
         progress. Interrupted, it resumes where it stopped."""
         cmd_migrate(handle)
 

@@ -27,7 +27,7 @@ from .output import (
     table,
     text,
 )
-from .store import NotFound, StoreHandle, summary_of
+from .store import BadInput, NotFound, StoreHandle, summary_of
 
 ROLE_STYLES = {"user": "green", "assistant": "blue", "tool": "magenta"}
 
@@ -144,6 +144,12 @@ def cmd_show(handle: StoreHandle, session_id: str, width: int, page: int = 1, li
     store = handle.open(read_only=True)
     summary = summary_of(store, session_id)
     nodes, children = _load_tree(store, session_id)
+    pages = max(1, -(-len(nodes) // limit))
+    if page > pages:
+        raise BadInput(
+            f"--page {page} is past the end: session {session_id!r} has {len(nodes):,}"
+            f" message{'s' if len(nodes) != 1 else ''}, {pages:,} page{'s' if pages != 1 else ''} of {limit:,}"
+        )
     first, last = (page - 1) * limit, page * limit  # the messages shown, in the tree's order
     compactions = store.get_compactions(session_id)
     latest = store.latest_leaf(session_id)

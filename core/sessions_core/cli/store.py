@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sqlite3
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..cipher import ENCRYPTED_HINT
 from ..errors import (
     EncryptionKeyError,
     InvalidRecordError,
@@ -22,6 +24,7 @@ from ..stores.base import InspectableStore, SessionSummary, Store, inspectable
 
 if TYPE_CHECKING:
     from ..stores.postgres import PostgresStore
+    from ..stores.sqlite import SqliteStore
 
 
 class NotFound(Exception):
@@ -36,14 +39,15 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def error_for(error: BaseException) -> tuple[str, int]:
-    """The one-line message and exit code for an exception a command raised."""
+def error_for(error: BaseException, handle: StoreHandle | None = None) -> tuple[str, int]:
+    """The one-line message and exit code for an exception a command raised; a store's error
+    names the file as the user gave it, never the store object (``handle.for_user``)."""
     if isinstance(error, NotFound):
         return str(error), 1
     if isinstance(error, (BadInput, MessageValidationError, InvalidRecordError)):
         return str(error), 2
     if isinstance(error, (ImportError, SessionsError)):  # StoreError among them
-        return str(error), 1
+        return (handle.for_user(str(error)) if handle is not None else str(error)), 1
     if isinstance(error, OSError):
         where = f": {error.filename}" if error.filename else ""
         return f"{error.strerror or error}{where}", 1
@@ -80,6 +84,15 @@ class StoreHandle:
     closers: list[Callable[[], None]] = field(default_factory=list)
     key: str | None = field(default=None, repr=False)
     """The key of an encrypted SQLite file (``$SESSIONS_KEY``)."""
+    names: dict[str, str] = field(default_factory=dict, repr=False)
+    """How the stores opened name themselves in their errors (``repr``) -> the path the user gave."""
+
+    def for_user(self, message: str) -> str:
+        """``message`` with each store's Python name replaced by its path, and the library's
+        advice for Python callers by the command's."""
+        for name, path in self.names.items():
+            message = message.replace(f"{name} ", f"{path} ").replace(name, path)
+        return message.replace(ENCRYPTED_HINT, "set SESSIONS_KEY to its key")
 
     @property
     def is_postgres(self) -> bool:
@@ -140,6 +153,9 @@ class StoreHandle:
                 silence_sqlcipher_log()
             store = SqliteStore(path, read_only=read_only and path != ":memory:", key=self.key)
             self.closers.append(store.close)
+            self.names[repr(store)] = path
+            if store.read_only:
+                self._check_readable(store, path)
             store.setup(progress=progress)
         except Exception as error:
             cause = not_a_sqlite_database(error)
@@ -147,6 +163,28 @@ class StoreHandle:
                 raise
             raise BadInput(f"{path} is not a session-memory SQLite database ({cause})") from None
         return store
+
+    @staticmethod
+    def _check_readable(store: SqliteStore, path: str) -> None:
+        """Refuse, saying what to do, a file a read command cannot read: empty, another program's
+        SQLite database, or a schema of another version (which a read never migrates)."""
+        from ..stores.sqlite import MIGRATIONS
+
+        version = store.schema_version()
+        if version == 0:
+            if os.path.getsize(path) == 0:
+                raise BadInput(f"{path} is empty: it holds no session-memory database (check the path)")
+            raise BadInput(f"{path} holds no session-memory tables: it is another program's SQLite database")
+        if version < len(MIGRATIONS):
+            raise StoreError(
+                f"{path} has schema version {version}, older than this version's {len(MIGRATIONS)}: run"
+                " `sessions migrate` on it to upgrade it (a read command never changes the file)"
+            )
+        if version > len(MIGRATIONS):
+            raise StoreError(
+                f"{path} has schema version {version}, newer than this version's {len(MIGRATIONS)}:"
+                " upgrade session-memory to read it"
+            )
 
     def _open_postgres(self, create: bool) -> PostgresStore:
         try:

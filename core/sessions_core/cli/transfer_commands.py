@@ -10,10 +10,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import InvalidRecordError
+from ..errors import ConflictError, InvalidRecordError
 from ..redaction import PIIRedactor
 from ..stores.base import InspectableStore
-from ..transfer import FileLines, ImportReport, export_session, import_into_new, import_records, record_line
+from ..transfer import (
+    FileLines,
+    ImportReport,
+    _conflict_error,
+    export_session,
+    import_into_new,
+    import_records,
+    record_line,
+)
 from .output import console, count_of, progress_bar
 from .store import BadInput, NotFound, StoreHandle, summary_of
 
@@ -113,7 +121,15 @@ def _spool_stdin() -> str:
     return path
 
 
-def cmd_import(handle: StoreHandle, source: str, into: str | None, dry_run: bool, *, redact: bool = False) -> None:
+def cmd_import(
+    handle: StoreHandle,
+    source: str,
+    into: str | None,
+    dry_run: bool,
+    *,
+    redact: bool = False,
+    skip_conflicts: bool = False,
+) -> None:
     if into is not None and not into:
         raise BadInput("--into needs a non-empty session id")
     spooled = None
@@ -134,9 +150,16 @@ def cmd_import(handle: StoreHandle, source: str, into: str | None, dry_run: bool
         gc.freeze()
     try:
         with progress_bar(counting_bytes=True) as progress:
-            report = _import(handle, path, progress, into, dry_run, PIIRedactor() if redact else None)
+            redactor = PIIRedactor() if redact else None
+            report = _import(handle, path, progress, into, dry_run, redactor, skip_conflicts)
     except InvalidRecordError as error:
         raise BadInput(f"{name} line {error.line}: {error.reason}") from None
+    except ConflictError as error:
+        conflicts = getattr(error, "conflicts", None)
+        if conflicts is None:
+            raise
+        hint = "--skip-conflicts keeps the stored ones and imports the rest"
+        raise _conflict_error(conflicts, hint=hint) from None
     finally:
         if freezes:
             gc.unfreeze()
@@ -146,13 +169,31 @@ def cmd_import(handle: StoreHandle, source: str, into: str | None, dry_run: bool
         raise BadInput(f"{name} holds no records")
     if dry_run:
         records = report.records
-        console().print(f"{name}: {records} valid record{'' if records == 1 else 's'}; nothing written (--dry-run).")
+        kept = f"; {_describe_conflicts(report)}" if report.conflicts else ""
+        console().print(
+            f"{name}: {records} valid record{'' if records == 1 else 's'}{kept}; nothing written (--dry-run)."
+        )
         return
-    console().print(f"Imported into {', '.join(report.sessions)}: {_describe(report)}.")
+    kept = f"; {_describe_conflicts(report)}" if report.conflicts else ""
+    console().print(f"Imported into {', '.join(report.sessions)}: {_describe(report)}{kept}.")
+
+
+def _describe_conflicts(report: ImportReport) -> str:
+    """``kept as stored, with other content in the file: 2 messages ('a1', 'u2')``."""
+    count = len(report.conflicts)
+    ids = ", ".join(repr(message_id) for _, message_id in report.conflicts[:10])
+    more = f" and {count - 10} more" if count > 10 else ""
+    return f"kept as stored, with other content in the file: {count} message{'s' if count != 1 else ''} ({ids}{more})"
 
 
 def _import(
-    handle: StoreHandle, path: str, progress: Any, into: str | None, dry_run: bool, redactor: Any
+    handle: StoreHandle,
+    path: str,
+    progress: Any,
+    into: str | None,
+    dry_run: bool,
+    redactor: Any,
+    skip_conflicts: bool = False,
 ) -> ImportReport:
     """Check the file, then (unless ``dry_run``) import it. A SQLite database that does not exist
     yet is built beside its path in one pass and moved into place only once all of it is in."""
@@ -167,6 +208,7 @@ def _import(
             into=into,
             dry_run=dry_run,
             redactor=redactor,
+            skip_conflicts=skip_conflicts,
         )
     from ..stores.sqlite import SqliteStore
 
@@ -198,7 +240,7 @@ def _import(
             os.link(building, target)  # fails if the path was taken meanwhile; replacing would lose it
         except FileExistsError:
             lines = _ProgressLines(path, progress, ("Checking", "Importing"))
-            return import_records(handle.open(), lines, into=into, redactor=redactor)
+            return import_records(handle.open(), lines, into=into, redactor=redactor, skip_conflicts=skip_conflicts)
         return report
     finally:
         os.unlink(building)

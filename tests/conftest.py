@@ -1,0 +1,23 @@
+"""Test-run reporting shared by the whole suite."""
+
+from __future__ import annotations
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Print how many documentation snippets ran alone, when the run included them."""
+    outcomes = {"passed": 0, "failed": 0, "skipped": 0}
+    for outcome in outcomes:
+        for report in terminalreporter.stats.get(outcome, []):
+            if "test_docs.py::test_snippet_runs_alone[" in getattr(report, "nodeid", "") and report.when in (
+                "call",
+                "setup",
+            ):
+                if outcome != "passed" or report.when == "call":
+                    outcomes[outcome] += 1
+    if any(outcomes.values()):
+        from .docs_snippets import snippets
+
+        terminalreporter.write_line(
+            f"documentation: {len(snippets())} Python blocks of README.md and docs/, each run alone:"
+            f" {outcomes['passed']} passed, {outcomes['failed']} failed, {outcomes['skipped']} skipped"
+        )
