@@ -1,0 +1,39 @@
+-- LangGraph checkpoints of a session (its thread) and their pending writes (``CheckpointStore``).
+-- ``session_id`` is the session's storage id; ``namespace`` and ``thread_id`` name it in a
+-- manager's registry, where the first checkpoint of a thread registers it (the trigger). The
+-- checkpoint and each write's value are the saver's serialised bytes; ``metadata`` is JSON.
+CREATE TABLE checkpoints (
+    session_id           TEXT    NOT NULL,
+    checkpoint_ns        TEXT    NOT NULL,
+    checkpoint_id        TEXT    NOT NULL,
+    namespace            TEXT    NOT NULL,
+    thread_id            TEXT    NOT NULL,
+    parent_checkpoint_id TEXT,
+    run_id               TEXT,
+    created_at           INTEGER NOT NULL,
+    type                 TEXT    NOT NULL,
+    metadata             TEXT    NOT NULL,
+    checkpoint           BLOB    NOT NULL,
+    PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id)
+);
+CREATE INDEX checkpoints_run ON checkpoints (run_id) WHERE run_id IS NOT NULL;
+
+CREATE TABLE checkpoint_writes (
+    session_id    TEXT    NOT NULL,
+    checkpoint_ns TEXT    NOT NULL,
+    checkpoint_id TEXT    NOT NULL,
+    task_id       TEXT    NOT NULL,
+    idx           INTEGER NOT NULL,
+    channel       TEXT    NOT NULL,
+    type          TEXT    NOT NULL,
+    task_path     TEXT    NOT NULL,
+    value         BLOB,
+    PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id, task_id, idx)
+);
+
+CREATE TRIGGER checkpoints_register AFTER INSERT ON checkpoints
+WHEN NOT EXISTS (SELECT 1 FROM sessions WHERE storage_id = NEW.session_id)
+BEGIN
+    INSERT OR IGNORE INTO sessions (namespace, id, storage_id, name, created_at, updated_at)
+    VALUES (NEW.namespace, NEW.thread_id, NEW.session_id, NEW.thread_id, NEW.created_at, NEW.created_at);
+END;
