@@ -14,7 +14,6 @@ CREATE TABLE {schema}.checkpoints (
     checkpoint           BYTEA  NOT NULL,
     PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id)
 );
-CREATE INDEX checkpoints_run ON {schema}.checkpoints (run_id) WHERE run_id IS NOT NULL;
 
 CREATE TABLE {schema}.checkpoint_writes (
     session_id    TEXT COLLATE "C" NOT NULL,

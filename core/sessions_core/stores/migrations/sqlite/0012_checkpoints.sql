@@ -2,6 +2,7 @@
 -- ``session_id`` is the session's storage id; ``namespace`` and ``thread_id`` name it in a
 -- manager's registry, where the first checkpoint of a thread registers it (the trigger). The
 -- checkpoint and each write's value are the saver's serialised bytes; ``metadata`` is JSON.
+-- ``run_id`` has no index: an index would cost every write, and only deleting a run reads it.
 CREATE TABLE checkpoints (
     session_id           TEXT    NOT NULL,
     checkpoint_ns        TEXT    NOT NULL,
@@ -16,7 +17,6 @@ CREATE TABLE checkpoints (
     checkpoint           BLOB    NOT NULL,
     PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id)
 );
-CREATE INDEX checkpoints_run ON checkpoints (run_id) WHERE run_id IS NOT NULL;
 
 CREATE TABLE checkpoint_writes (
     session_id    TEXT    NOT NULL,
