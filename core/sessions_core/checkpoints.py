@@ -1,28 +1,34 @@
 """LangGraph-style checkpoints whose threads are a manager's sessions (framework-neutral).
 
 A thread id is a session id of the manager's namespace: the first checkpoint of a thread
-registers its session (so ``list_sessions`` and ``session_search`` see it), the session's
+registers its session (so ``list_sessions`` and ``session_search`` see it; checked once per
+thread and ``Checkpoints``, again after the manager reports the session cleared), the session's
 messages are what the framework's memory stores (the checkpoints keep the graph's state, as
 bytes its saver serialised), and removing the session removes its checkpoints. The store needs
-the optional ``CheckpointStore`` capability. Every method does one store call, and the reads
-and the checkpoint write are one statement each.
+the optional ``CheckpointStore`` capability. Past a thread's first write, every method does one
+store call, and the reads and the checkpoint write are one statement each.
 """
 
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._async import AsyncTwins, io, run_in_thread
 from ._time import now_us
-from ._twins import CheckpointsTwins
+from .branching import ensure_session
 from .errors import ConflictError, InvalidInputError, UnsupportedOperationError
 from .stores.base import CheckpointQuery, CheckpointRow, CheckpointStore, CheckpointWrite, Store, supports
+from .models import SessionEvent
 from .text import check_text
 
 if TYPE_CHECKING:
+    from ._twins import CheckpointsTwins
     from .manager import SessionManager
+else:
+    CheckpointsTwins = object  # typed twins for type checkers; AsyncTwins makes the real ones
 
 __all__ = ["PRUNE_STRATEGIES", "CheckpointRow", "CheckpointWrite", "Checkpoints", "checkpoint_store"]
 
@@ -60,6 +66,21 @@ class Checkpoints(AsyncTwins, CheckpointsTwins):
         self.namespace = manager.namespace
         self.erase_sessions = erase_sessions
         self._ids: dict[str, str] = {}
+        self._registered: set[str] = set()
+        forget = weakref.WeakMethod(self._forget)
+        manager.subscribe(lambda event: (method := forget()) is not None and method(event))
+
+    def _forget(self, event: SessionEvent) -> None:
+        """A session of the manager was cleared or removed: check its registration again."""
+        if event.type == "clear":
+            self._registered.discard(event.session_id)
+
+    def _register(self, thread_id: str) -> None:
+        if thread_id not in self._registered:
+            ensure_session(self.manager, thread_id)
+            if len(self._registered) >= _ID_CACHE:
+                self._registered.clear()
+            self._registered.add(thread_id)
 
     def __repr__(self) -> str:
         return f"Checkpoints({self.manager!r})"
@@ -86,6 +107,7 @@ class Checkpoints(AsyncTwins, CheckpointsTwins):
         session_id = self.storage_id(row.thread_id)
         check_text(row.checkpoint_ns, "checkpoint_ns")
         check_text(row.checkpoint_id, "checkpoint_id")
+        self._register(row.thread_id)
         self.store.put_checkpoint(session_id, self.namespace, row, run_id=run_id, created_at_us=now_us())
 
     @io
@@ -186,6 +208,7 @@ class Checkpoints(AsyncTwins, CheckpointsTwins):
         whole session instead (``SessionManager.erase``)."""
         if self.erase_sessions:
             self.manager.erase(thread_id)
+            self._registered.discard(thread_id)
         else:
             self.store.delete_checkpoints([self.storage_id(thread_id)])
 
@@ -193,9 +216,9 @@ class Checkpoints(AsyncTwins, CheckpointsTwins):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> int:
         """Copy every checkpoint and write of one thread to another (registered if it is not);
         checkpoints the target holds already stay. The number copied."""
-        return self.store.copy_checkpoints(
-            self.storage_id(source_thread_id), self.storage_id(target_thread_id), self.namespace, target_thread_id
-        )
+        source, target = self.storage_id(source_thread_id), self.storage_id(target_thread_id)
+        self._register(target_thread_id)
+        return self.store.copy_checkpoints(source, target, self.namespace, target_thread_id)
 
     @io
     def delete_runs(self, run_ids: Sequence[str]) -> int:

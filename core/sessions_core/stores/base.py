@@ -790,8 +790,8 @@ class CheckpointStore(RequiredStore):
     """Optional: LangGraph checkpoints kept per session, a session being a thread
     (``sessions_core.checkpoints``, ``langchain_sessions.SessionSaver``). A checkpoint is keyed
     by ``(session_id, checkpoint_ns, checkpoint_id)``; ids order checkpoints (the greatest is
-    the latest, compared as bytes). The first checkpoint of a session not in the registry
-    registers it under ``(namespace, thread_id)``. The removal of a session
+    the latest, compared as bytes); ``namespace`` and ``thread_id`` name the session in the
+    registry (the caller registers it). The removal of a session
     (``SessionRegistry.delete_session``, ``SessionErasure.remove_sessions``) removes its
     checkpoints and writes."""
 
@@ -835,9 +835,9 @@ class CheckpointStore(RequiredStore):
         _refuse(self, "CheckpointStore", "delete_checkpoints")
 
     def copy_checkpoints(self, source_id: str, target_id: str, namespace: str, thread_id: str) -> int:
-        """Copy every checkpoint and write of ``source_id`` to ``target_id`` (registered as
-        ``(namespace, thread_id)`` if it is not), keeping ids; those the target holds already
-        stay. The number of checkpoints copied."""
+        """Copy every checkpoint and write of ``source_id`` to ``target_id`` (named
+        ``(namespace, thread_id)``), keeping ids; those the target holds already stay. The
+        number of checkpoints copied."""
         _refuse(self, "CheckpointStore", "copy_checkpoints")
 
     def delete_checkpoint_runs(self, namespace: str, run_ids: Sequence[str]) -> int:

@@ -28,17 +28,4 @@ CREATE TABLE {schema}.checkpoint_writes (
     PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id, task_id, idx)
 );
 
-CREATE FUNCTION {schema}.checkpoints_register() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM {schema}.sessions WHERE storage_id = NEW.session_id) THEN
-        INSERT INTO {schema}.sessions (namespace, id, storage_id, name, created_at, updated_at)
-        VALUES (NEW.namespace, NEW.thread_id, NEW.session_id, NEW.thread_id, NEW.created_at, NEW.created_at)
-        ON CONFLICT DO NOTHING;
-    END IF;
-    RETURN NULL;
-END;
-$$;
-CREATE TRIGGER checkpoints_register AFTER INSERT ON {schema}.checkpoints
-FOR EACH ROW EXECUTE FUNCTION {schema}.checkpoints_register();
-
 UPDATE {schema}.session_memory_schema SET version = 9;

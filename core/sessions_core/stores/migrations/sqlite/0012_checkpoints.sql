@@ -1,6 +1,6 @@
 -- LangGraph checkpoints of a session (its thread) and their pending writes (``CheckpointStore``).
 -- ``session_id`` is the session's storage id; ``namespace`` and ``thread_id`` name it in a
--- manager's registry, where the first checkpoint of a thread registers it (the trigger). The
+-- manager's registry (``sessions_core.checkpoints`` registers a thread before its first write). The
 -- checkpoint and each write's value are the saver's serialised bytes; ``metadata`` is JSON.
 -- ``run_id`` has no index: an index would cost every write, and only deleting a run reads it.
 CREATE TABLE checkpoints (
@@ -30,10 +30,3 @@ CREATE TABLE checkpoint_writes (
     value         BLOB,
     PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id, task_id, idx)
 );
-
-CREATE TRIGGER checkpoints_register AFTER INSERT ON checkpoints
-WHEN NOT EXISTS (SELECT 1 FROM sessions WHERE storage_id = NEW.session_id)
-BEGIN
-    INSERT OR IGNORE INTO sessions (namespace, id, storage_id, name, created_at, updated_at)
-    VALUES (NEW.namespace, NEW.thread_id, NEW.session_id, NEW.thread_id, NEW.created_at, NEW.created_at);
-END;
