@@ -94,7 +94,10 @@ def _time(calls: Callable[[], None], ops: int) -> float:
 
 def measure(ours: Workload, theirs: Workload, ops: int, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
-    figures: dict[str, dict[str, list[float]]] = {"put": {"ours": [], "theirs": []}, "get_tuple": {"ours": [], "theirs": []}}
+    figures: dict[str, dict[str, list[float]]] = {
+        "put": {"ours": [], "theirs": []},
+        "get_tuple": {"ours": [], "theirs": []},
+    }
     for _round in range(ROUNDS):
         picks = [rng.randrange(len(ours.latest)) for _ in range(ops)]
         for name, load in (("ours", ours), ("theirs", theirs)):
@@ -117,7 +120,11 @@ def measure(ours: Workload, theirs: Workload, ops: int, seed: int) -> dict[str, 
     result = {}
     for op, by in figures.items():
         ours_us, theirs_us = (statistics.median(by[k]) * 1e6 for k in ("ours", "theirs"))
-        result[op] = {"ours_us": round(ours_us, 1), "theirs_us": round(theirs_us, 1), "ratio": round(ours_us / theirs_us, 2)}
+        result[op] = {
+            "ours_us": round(ours_us, 1),
+            "theirs_us": round(theirs_us, 1),
+            "ratio": round(ours_us / theirs_us, 2),
+        }
     return result
 
 
@@ -181,7 +188,10 @@ def run(pair: Any, sizes: list[int], ops: int) -> dict[str, Any]:
             for load in (ours, theirs):
                 start = time.perf_counter()
                 load.fill(size)
-                print(f"  filled {type(load.saver).__name__} to {size} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+                print(
+                    f"  filled {type(load.saver).__name__} to {size} in {time.perf_counter() - start:.1f} s",
+                    file=sys.stderr,
+                )
             check_same_state(ours, theirs)
             by_size[str(size)] = measure(ours, theirs, ops, seed=size)
             print(f"  {size}: {json.dumps(by_size[str(size)])}", file=sys.stderr)

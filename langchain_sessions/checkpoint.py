@@ -20,11 +20,11 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
-    SerializerProtocol,
     get_checkpoint_id,
     get_checkpoint_metadata,
     writes_sort_key,
 )
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from sessions_core import InvalidInputError, SessionManager
 from sessions_core.integration import CheckpointRow, Checkpoints, CheckpointWrite
@@ -91,7 +91,13 @@ class SessionSaver(BaseCheckpointSaver[str]):
         writes = sorted(row.writes, key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
         loads = self.serde.loads_typed
         return CheckpointTuple(
-            {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": row.checkpoint_id}},
+            {
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": checkpoint_ns,
+                    "checkpoint_id": row.checkpoint_id,
+                }
+            },
             loads((row.type, row.checkpoint)),
             cast(CheckpointMetadata, json.loads(row.metadata)),
             {
@@ -103,7 +109,7 @@ class SessionSaver(BaseCheckpointSaver[str]):
             }
             if row.parent_checkpoint_id
             else None,
-            [(w.task_id, w.channel, loads((w.type, w.value))) for w in writes],
+            [(w.task_id, w.channel, loads((w.type, w.value))) for w in writes],  # type: ignore[arg-type]
         )
 
     def _row(
@@ -158,7 +164,11 @@ class SessionSaver(BaseCheckpointSaver[str]):
             yield self._tuple(row, row.checkpoint_ns)
 
     def put(
-        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint under its parent (``config``'s checkpoint id); the config naming it."""
         row, run_id = self._row(config, checkpoint, metadata)
@@ -214,7 +224,11 @@ class SessionSaver(BaseCheckpointSaver[str]):
             yield self._tuple(row, row.checkpoint_ns)
 
     async def aput(
-        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
     ) -> RunnableConfig:
         row, run_id = self._row(config, checkpoint, metadata)
         await self.checkpoints.aput(row, run_id=run_id)

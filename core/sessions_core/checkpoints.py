@@ -20,8 +20,8 @@ from ._async import AsyncTwins, io, run_in_thread
 from ._time import now_us
 from .branching import ensure_session
 from .errors import ConflictError, InvalidInputError, UnsupportedOperationError
-from .stores.base import CheckpointQuery, CheckpointRow, CheckpointStore, CheckpointWrite, Store, supports
 from .models import SessionEvent
+from .stores.base import CheckpointQuery, CheckpointRow, CheckpointStore, CheckpointWrite, Store, supports
 from .text import check_text
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ class Checkpoints(AsyncTwins, CheckpointsTwins):
         after = None
         while remaining > 0:
             size = min(remaining, LIST_PAGE)
-            page = self.store.list_checkpoints(query, size, after)
+            page = self.store.list_checkpoints(query, int(size), after)
             yield from page
             if len(page) < size:
                 return
@@ -175,7 +175,7 @@ class Checkpoints(AsyncTwins, CheckpointsTwins):
         after = None
         while remaining > 0:
             size = min(remaining, LIST_PAGE)
-            page = await run_in_thread(self.store.list_checkpoints, query, size, after)
+            page = await run_in_thread(self.store.list_checkpoints, query, int(size), after)
             for row in page:
                 yield row
             if len(page) < size:

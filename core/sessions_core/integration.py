@@ -23,8 +23,8 @@ framework-neutral and behaves the same for every adapter:
 """
 
 from ._async import async_twin, prefer_async, run_in_thread
-from .checkpoints import CheckpointRow, Checkpoints, CheckpointWrite
 from .branching import ensure_session, raw_history, set_active_history, soft_reset
+from .checkpoints import CheckpointRow, Checkpoints, CheckpointWrite
 from .messages import COMPACTION_ID_PREFIX, file_data_text, is_marker, is_tool_ui_type
 from .overlays import is_summary_id, plan_overlays, summary_id
 from .reads import summary_message

@@ -41,7 +41,10 @@ def test_a_thread_resumes_after_a_restart_with_each_message_once(tmp_path: Path,
     db = tmp_path / "memory.db"
     with SessionManager(str(db)).with_context("memory", description="Facts") as first:
         model = ScriptedChatModel(
-            responses=[call("set_context", {"label": "memory", "content": "Likes green tea."}, "c1"), AIMessage("Noted.")]
+            responses=[
+                call("set_context", {"label": "memory", "content": "Likes green tea."}, "c1"),
+                AIMessage("Noted."),
+            ]
         )
         _run(_agent(first, model), "I like green tea.", "t1", mode)
         assert [m.text for m in model.calls[0][1:]] == ["I like green tea."]

@@ -580,7 +580,8 @@ _LATEST_OF_ROW = (
 KEEP_LATEST_CHECKPOINTS = (
     "DELETE FROM checkpoint_writes WHERE session_id {values}"
     f" AND checkpoint_id <> coalesce({_LATEST_OF_ROW.format(table='checkpoint_writes')}, '')",
-    f"DELETE FROM checkpoints WHERE session_id {{values}} AND checkpoint_id < {_LATEST_OF_ROW.format(table='checkpoints')}",
+    "DELETE FROM checkpoints WHERE session_id {values}"
+    f" AND checkpoint_id < {_LATEST_OF_ROW.format(table='checkpoints')}",
     "UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE session_id {values} AND parent_checkpoint_id IS NOT NULL",
 )
 """Keep the latest checkpoint of each namespace of the sessions ``{values}`` with its writes
@@ -1392,7 +1393,6 @@ class SqlStore(RecallStore, InspectableStore):
 
         self._write(work, walk=True, idempotent=False)
 
-
     # -- LangGraph checkpoints -------------------------------------------------------------
 
     def put_checkpoint(
@@ -1521,7 +1521,7 @@ class SqlStore(RecallStore, InspectableStore):
                 value = None if data is None else bytes(data)
                 writes.setdefault(key, []).append(CheckpointWrite(a, idx, b, d, value, c))
         return [
-            CheckpointRow(*found[key], tuple(writes.get(key, ())))
+            CheckpointRow._make((*found[key], tuple(writes.get(key, ()))))
             for key in sorted(found, key=_byte_key, reverse=True)
         ]
 

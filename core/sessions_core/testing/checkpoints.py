@@ -65,7 +65,13 @@ def test_a_checkpoint_reads_back_whole_with_its_writes_and_the_latest_wins(make_
     assert cp.get("t1") is None
     _chain(cp, "t1", 3)
     cp.put_writes(
-        "t1", "", "0002-root", [CheckpointWrite("task", 0, "messages", "bytes", b"\x00\xff"), CheckpointWrite("task", 1, "x", "null", None, "~1")]
+        "t1",
+        "",
+        "0002-root",
+        [
+            CheckpointWrite("task", 0, "messages", "bytes", b"\x00\xff"),
+            CheckpointWrite("task", 1, "x", "null", None, "~1"),
+        ],
     )
     latest = cp.get("t1")
     assert latest is not None and latest.checkpoint_id == "0002-root" and latest.parent_checkpoint_id == "0001-root"
@@ -132,7 +138,9 @@ def test_writes_are_replaced_or_kept_as_asked_and_stored_atomically(make_manager
     many = [CheckpointWrite("b", n, f"ch{n}", "s", str(n).encode()) for n in range(250)]
     cp.put_writes("t", "", "0000-root", many)
     assert len(cp.get("t").writes) == 251
-    broken = [CheckpointWrite("c", n, "ch", "s", b"v") for n in range(150)] + [CheckpointWrite("c\ud800", 0, "ch", "s", b"v")]
+    broken = [CheckpointWrite("c", n, "ch", "s", b"v") for n in range(150)] + [
+        CheckpointWrite("c\ud800", 0, "ch", "s", b"v")
+    ]
     with pytest.raises(InvalidTextError):  # the second statement of the batch fails
         cp.put_writes("t", "", "0000-root", broken)
     assert len(cp.get("t").writes) == 251  # nothing of the failed batch
@@ -207,7 +215,9 @@ def test_copy_thread_keeps_ids_writes_namespaces_and_leaves_the_source(make_mana
     before = _listed(cp, "src")
     assert cp.copy_thread("src", "dst") == 4
     copied = _listed(cp, "dst")
-    assert [(r.checkpoint_id, r.checkpoint_ns, r.parent_checkpoint_id, r.checkpoint, r.metadata, r.writes) for r in copied] == [
+    assert [
+        (r.checkpoint_id, r.checkpoint_ns, r.parent_checkpoint_id, r.checkpoint, r.metadata, r.writes) for r in copied
+    ] == [
         (r.checkpoint_id, r.checkpoint_ns, r.parent_checkpoint_id, r.checkpoint, r.metadata, r.writes) for r in before
     ]
     assert {r.thread_id for r in copied} == {"dst"} and _listed(cp, "src") == before
