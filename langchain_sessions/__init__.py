@@ -4,8 +4,9 @@
 searchable, self-edited memory; ``SessionChatMessageHistory`` is a ``BaseChatMessageHistory``;
 ``SessionToolkit`` gives the memory tools as ``StructuredTool``s; ``chat_model_summarizer`` makes
 compaction summaries with any chat model; ``VectorStoreRecall`` gives semantic recall on any
-``VectorStore``. The history, the toolkit and the conversion need only
-``langchain-core``; the middleware needs ``langchain`` and is imported on first use.
+``VectorStore``; ``SessionSaver`` is a LangGraph checkpointer whose threads are sessions. The
+history, the toolkit and the conversion need only ``langchain-core``; the middleware and the
+saver need ``langchain`` (with LangGraph) and are imported on first use.
 """
 
 import typing as _typing
@@ -30,6 +31,7 @@ from .summarizer import COMPACTION_TAG, ChatModelSummarizer, chat_model_summariz
 from .toolkit import SessionToolkit
 
 if _typing.TYPE_CHECKING:
+    from .checkpoint import SessionSaver
     from .middleware import SessionMemoryMiddleware, SessionMemoryState
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "SessionChatMessageHistory",
     "SessionMemoryMiddleware",
     "SessionMemoryState",
+    "SessionSaver",
     "SessionToolkit",
     "SynonymEmbeddings",
     "VectorStoreRecall",
@@ -49,20 +52,22 @@ __all__ = [
     "to_session_messages",
 ]
 
-_LAZY = {"SessionMemoryMiddleware", "SessionMemoryState"}
+_LAZY = {"SessionMemoryMiddleware": "middleware", "SessionMemoryState": "middleware", "SessionSaver": "checkpoint"}
 
 
 def __getattr__(name: str) -> _typing.Any:
     if name in _LAZY:
+        import importlib
+
         try:
-            from . import middleware
+            module = importlib.import_module(f".{_LAZY[name]}", __name__)
         except ModuleNotFoundError as error:
             raise ImportError(
-                f"{name} needs langchain (create_agent): pip install 'session-memory[langchain]'"
+                f"{name} needs langchain (create_agent, LangGraph): pip install 'session-memory[langchain]'"
             ) from error
-        return getattr(middleware, name)
+        return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _LAZY)
+    return sorted(set(globals()) | set(_LAZY))

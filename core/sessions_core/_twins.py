@@ -25,10 +25,52 @@ if TYPE_CHECKING:
     from .models import AppendResult, Compaction, ContextVersion, RecentHistory, SearchResults
     from .retention import EraseResult, PruneResult
     from .semantic import DrainReport
-    from .stores.base import RecallBacklog, _Latest
+    from .stores.base import CheckpointRow, CheckpointWrite, RecallBacklog, _Latest
     from .tools import Tool
 
-__all__ = ["RecallOwnerTwins", "SessionManagerTwins", "SessionTwins", "StoreOwnerTwins"]
+__all__ = ["CheckpointsTwins", "RecallOwnerTwins", "SessionManagerTwins", "SessionTwins", "StoreOwnerTwins"]
+
+
+class CheckpointsTwins:
+    """The async twins of ``checkpoints.Checkpoints``'s ``@io`` methods."""
+
+    async def aput(self, row: CheckpointRow, *, run_id: str | None = None) -> None:
+        """Async twin of :meth:`Checkpoints.put`."""
+        ...
+
+    async def aput_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[CheckpointWrite],
+        *,
+        replace: bool = False,
+    ) -> None:
+        """Async twin of :meth:`Checkpoints.put_writes`."""
+        ...
+
+    async def aget(
+        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
+    ) -> CheckpointRow | None:
+        """Async twin of :meth:`Checkpoints.get`."""
+        ...
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async twin of :meth:`Checkpoints.delete_thread`."""
+        ...
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> int:
+        """Async twin of :meth:`Checkpoints.copy_thread`."""
+        ...
+
+    async def adelete_runs(self, run_ids: Sequence[str]) -> int:
+        """Async twin of :meth:`Checkpoints.delete_runs`."""
+        ...
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> int:
+        """Async twin of :meth:`Checkpoints.prune`."""
+        ...
 
 
 class RecallOwnerTwins:

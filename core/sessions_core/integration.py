@@ -12,6 +12,8 @@ framework-neutral and behaves the same for every adapter:
 - reads: ``recent_window`` (the newest messages within a token budget, starting at a user turn)
   and ``count_message_tokens`` (a message's tokens with any text counter);
 - stores: ``store_url`` (where a store is, to reopen it elsewhere; never with a password);
+- checkpoints: ``Checkpoints`` (a manager's sessions as a graph framework's threads) with its
+  ``CheckpointRow`` and ``CheckpointWrite``;
 - tools: ``tool_args_model`` (a tool's JSON Schema as a pydantic model);
 - compaction: ``Summarizer`` (a summariser with a sync and a native async form);
 - message parts: ``is_tool_ui_type`` (AI SDK UI tool parts) and ``file_data_text`` (a file
@@ -22,6 +24,7 @@ framework-neutral and behaves the same for every adapter:
 
 from ._async import async_twin, prefer_async, run_in_thread
 from .branching import ensure_session, raw_history, set_active_history, soft_reset
+from .checkpoints import CheckpointRow, Checkpoints, CheckpointWrite
 from .messages import COMPACTION_ID_PREFIX, file_data_text, is_marker, is_tool_ui_type
 from .overlays import is_summary_id, plan_overlays, summary_id
 from .reads import summary_message
@@ -37,6 +40,9 @@ from .window import recent_window
 __all__ = [
     "COMPACTION_ID_PREFIX",
     "CallView",
+    "CheckpointRow",
+    "CheckpointWrite",
+    "Checkpoints",
     "Incoming",
     "Run",
     "StoredBranch",

@@ -99,6 +99,8 @@ SUMMARY_SOURCES = (
     ("cached_prompts", "session_id"),
     ("search_entries", "session_id"),
     ("context_block_versions", "session_id"),
+    ("checkpoints", "session_id"),
+    ("checkpoint_writes", "session_id"),
     ("sessions", "storage_id"),
 )
 
@@ -262,6 +264,10 @@ class RowCounts:
     """Payloads no other session refers to."""
     vectors: int = 0
     """Vectors semantic recall recorded as sent to its index."""
+    checkpoints: int = 0
+    """LangGraph checkpoints of the session's thread (``CheckpointStore``)."""
+    checkpoint_writes: int = 0
+    """Their pending writes."""
 
     def __add__(self, other: RowCounts) -> RowCounts:
         return RowCounts(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple())))
@@ -333,6 +339,54 @@ class StoreStats:
     schema_version: int
     size_bytes: int | None = None
     """The database's size as the backend reports it (``None`` when unknown)."""
+
+
+class CheckpointWrite(NamedTuple):
+    """A pending write of a checkpoint: what one task wrote to one channel."""
+
+    task_id: str
+    idx: int
+    """Its position among the task's writes (LangGraph's special channels have negative ones)."""
+    channel: str
+    type: str
+    """The serialiser's type tag of ``value``."""
+    value: bytes | None
+    task_path: str = ""
+
+
+class CheckpointRow(NamedTuple):
+    """A stored checkpoint of a thread, with its pending writes (in no particular order)."""
+
+    thread_id: str
+    """The thread's id in its namespace (the registry id of its session)."""
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    type: str
+    """The serialiser's type tag of ``checkpoint``."""
+    checkpoint: bytes
+    metadata: str
+    """The metadata as JSON text."""
+    writes: tuple[CheckpointWrite, ...] = ()
+
+
+class CheckpointQuery(NamedTuple):
+    """Which checkpoints :meth:`CheckpointStore.list_checkpoints` returns: of one session
+    (``session_id``) or of every session of ``namespace`` (``session_id`` ``None``); of one
+    ``checkpoint_ns`` and ``checkpoint_id`` when given; whose metadata holds every key of
+    ``metadata`` with that JSON value (primitives compared for equality, objects and arrays by
+    containment where the backend can, else by their compact JSON); with an id below ``before``."""
+
+    namespace: str
+    session_id: str | None = None
+    checkpoint_ns: str | None = None
+    checkpoint_id: str | None = None
+    metadata: tuple[tuple[str, object], ...] = ()
+    before: str | None = None
+
+
+CheckpointKey = tuple[str, str, str]
+"""``(checkpoint_id, session_id, checkpoint_ns)``: where a page of checkpoints ends."""
 
 
 class RequiredStore(ABC):
@@ -732,6 +786,71 @@ class SessionErasure(RequiredStore):
         _refuse(self, "SessionErasure", "scrub")
 
 
+class CheckpointStore(RequiredStore):
+    """Optional: LangGraph checkpoints kept per session, a session being a thread
+    (``sessions_core.checkpoints``, ``langchain_sessions.SessionSaver``). A checkpoint is keyed
+    by ``(session_id, checkpoint_ns, checkpoint_id)``; ids order checkpoints (the greatest is
+    the latest, compared as bytes); ``namespace`` and ``thread_id`` name the session in the
+    registry (the caller registers it). The removal of a session
+    (``SessionRegistry.delete_session``, ``SessionErasure.remove_sessions``) removes its
+    checkpoints and writes."""
+
+    def put_checkpoint(
+        self, session_id: str, namespace: str, row: CheckpointRow, *, run_id: str | None, created_at_us: int
+    ) -> None:
+        """Store ``row`` (its ``writes`` are ignored) in one statement, replacing a checkpoint
+        stored under the same key (its writes are kept)."""
+        _refuse(self, "CheckpointStore", "put_checkpoint")
+
+    def put_checkpoint_writes(
+        self,
+        session_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[CheckpointWrite],
+        *,
+        replace: bool,
+    ) -> None:
+        """Store the writes of a checkpoint atomically; a write whose ``(task_id, idx)`` is
+        stored already is replaced when ``replace``, else kept as it was."""
+        _refuse(self, "CheckpointStore", "put_checkpoint_writes")
+
+    def get_checkpoint(self, session_id: str, checkpoint_ns: str, checkpoint_id: str | None) -> CheckpointRow | None:
+        """The checkpoint (``None``: the latest of ``checkpoint_ns``) with its writes, read in
+        one statement; ``None`` when there is none."""
+        _refuse(self, "CheckpointStore", "get_checkpoint")
+
+    def list_checkpoints(
+        self, query: CheckpointQuery, limit: int, after: CheckpointKey | None = None
+    ) -> list[CheckpointRow]:
+        """Up to ``limit`` checkpoints matching ``query``, with their writes, ordered by
+        ``(checkpoint_id, session_id, checkpoint_ns)`` descending, starting after ``after``
+        (the key of the last row of the previous page)."""
+        _refuse(self, "CheckpointStore", "list_checkpoints")
+
+    def delete_checkpoints(self, session_ids: Sequence[str], *, keep_latest: bool = False) -> int:
+        """Delete the checkpoints and writes of these sessions in one transaction (with
+        ``keep_latest``: all but the latest checkpoint of each ``checkpoint_ns`` and its writes,
+        the kept ones left without a parent); the number of checkpoints deleted."""
+        _refuse(self, "CheckpointStore", "delete_checkpoints")
+
+    def copy_checkpoints(self, source_id: str, target_id: str, namespace: str, thread_id: str) -> int:
+        """Copy every checkpoint and write of ``source_id`` to ``target_id`` (named
+        ``(namespace, thread_id)``), keeping ids; those the target holds already stay. The
+        number of checkpoints copied."""
+        _refuse(self, "CheckpointStore", "copy_checkpoints")
+
+    def delete_checkpoint_runs(self, namespace: str, run_ids: Sequence[str]) -> int:
+        """Delete the checkpoints (and their writes) that these runs made in the sessions of
+        ``namespace``; the number of checkpoints deleted."""
+        _refuse(self, "CheckpointStore", "delete_checkpoint_runs")
+
+    def delta_checkpoint_sessions(self, session_ids: Sequence[str]) -> list[str]:
+        """Those of these sessions holding a checkpoint whose metadata has
+        ``counters_since_delta_snapshot`` (its graph uses a LangGraph ``DeltaChannel``)."""
+        _refuse(self, "CheckpointStore", "delta_checkpoint_sessions")
+
+
 CAPABILITIES: dict[str, type] = {
     cls.__name__: cls
     for cls in (
@@ -743,13 +862,22 @@ CAPABILITIES: dict[str, type] = {
         TextSearch,
         SessionRegistry,
         SessionErasure,
+        CheckpointStore,
     )
 }
 """The optional capabilities a store declares by overriding their methods (``supports``)."""
 
 
 class Store(
-    ReadPlanner, BlobStore, BlockVersions, PromptCache, SearchEntries, TextSearch, SessionRegistry, SessionErasure
+    ReadPlanner,
+    BlobStore,
+    BlockVersions,
+    PromptCache,
+    SearchEntries,
+    TextSearch,
+    SessionRegistry,
+    SessionErasure,
+    CheckpointStore,
 ):
     """A backend for many sessions' message trees.
 
@@ -757,7 +885,8 @@ class Store(
     and context blocks. Everything else is an optional capability, a base class whose methods
     a store overrides to declare it (:func:`supports`): ``ReadPlanner`` (fast paths; its
     defaults are correct), ``BlobStore``, ``BlockVersions``, ``PromptCache``,
-    ``SearchEntries``, ``TextSearch``, ``SessionRegistry``, ``SessionErasure``; and the subclasses
+    ``SearchEntries``, ``TextSearch``, ``SessionRegistry``, ``SessionErasure``,
+    ``CheckpointStore``; and the subclasses
     ``InspectableStore`` and ``RecallStore``. A feature whose capability a store lacks raises
     ``UnsupportedOperationError`` naming it.
     """

@@ -11,6 +11,7 @@ chain instead of racing for the latest leaf.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -92,6 +93,10 @@ _FRAGMENTS = {
     "{for_update}": "FOR UPDATE",
     "{skip_locked}": "FOR UPDATE SKIP LOCKED",
     "{first}": ":first",
+    "{json}": "CAST(:metadata AS jsonb)",
+    "{json_text}": "CAST(metadata AS text)",
+    "{json_text_of_c}": "CAST(c.metadata AS text)",
+    "{has_delta}": "(metadata ? 'counters_since_delta_snapshot' OR metadata ? 'delta_writes_versioned')",
 }
 
 _HEADER = """\
@@ -250,6 +255,34 @@ class PostgresStore(SqlStore):
     def _bind_first(self, value: Any, params: dict[str, Any]) -> dict[str, Any]:
         return {**params, "first": value}
 
+    def _metadata_where(self, items: Sequence[tuple[str, Any]]) -> tuple[str, dict[str, Any]]:
+        return "metadata @> CAST(:metadata_filter AS jsonb)", {"metadata_filter": json.dumps(dict(items))}
+
+    def _single(self, work: Callable[[psycopg.Connection], T], *, write: bool) -> T:
+        """One statement in autocommit, so one round trip: no transaction around it and no
+        check of the pooled connection first (a dropped one is replaced and the statement,
+        idempotent, run again once)."""
+        self._ensure_ready()
+        for attempt in (1, 2):
+            try:
+                with self._borrow(check=False) as conn:
+                    return work(conn)
+            except psycopg.OperationalError as error:
+                pool = self._pool
+                if attempt == 2 or pool is None:
+                    raise StoreUnavailableError(f"{self!r}: the database connection failed: {error}") from error
+                pool.check()
+            except psycopg.Error as error:
+                raise self._refused(error) from error
+            except UnicodeEncodeError as error:
+                raise unstorable(repr(self), error) from error
+        raise AssertionError("unreachable")
+
+    def _refused(self, error: psycopg.Error) -> StoreError:
+        if isinstance(error, (psycopg.DataError, psycopg.errors.ProgramLimitExceeded)):
+            return StoreError(f"{self!r}: value refused by PostgreSQL: {error}")
+        return StoreError(f"{self!r}: {error}")
+
     def _lock_session(self, conn: psycopg.Connection, session_id: str) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))", (session_id,))
 
@@ -298,7 +331,9 @@ class PostgresStore(SqlStore):
     # -- plumbing --------------------------------------------------------------------------
 
     @contextmanager
-    def _borrow(self) -> Iterator[psycopg.Connection]:
+    def _borrow(self, *, check: bool = True) -> Iterator[psycopg.Connection]:
+        """A connection for one unit of work; ``check``: test a pooled connection of the
+        store's own pool first (see ``_getconn``)."""
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         if self._connection is not None:
@@ -306,14 +341,14 @@ class PostgresStore(SqlStore):
             with self._connection_lock:
                 yield self._connection
             return
-        pool, conn = self._getconn()
+        pool, conn = self._getconn(check=check)
         try:
             with conn:  # as ConnectionPool.connection(): ends a transaction left open
                 yield conn
         finally:
             pool.putconn(conn)
 
-    def _getconn(self) -> tuple[ConnectionPool, psycopg.Connection]:
+    def _getconn(self, *, check: bool = True) -> tuple[ConnectionPool, psycopg.Connection]:
         """A pooled connection; the store's own pool checks it first: a dead one is replaced at
         once and the pool's other idle ones checked (without psycopg_pool's backoff sleeps), or,
         when the server cannot be reached, ``StoreError`` says why."""
@@ -325,7 +360,7 @@ class PostgresStore(SqlStore):
                 if attempt == 4 or not self._owns or self._closed:  # a caller's pool, closed by its owner
                     raise StoreError(f"{self!r}: the connection pool is closed") from error
                 continue  # another thread found the server gone and dropped this pool: take the new one
-            if not self._owns:
+            if not (self._owns and check):
                 return pool, conn
             try:
                 ConnectionPool.check_connection(conn)

@@ -30,6 +30,10 @@ from .base import (
     SUMMARY_SOURCES,
     BlockRow,
     BlockVersionRow,
+    CheckpointKey,
+    CheckpointQuery,
+    CheckpointRow,
+    CheckpointWrite,
     CompactionRow,
     Inserted,
     InspectableStore,
@@ -512,6 +516,103 @@ RECALL_ENABLED = "SELECT session_id FROM recall_sessions ORDER BY session_id"
 RECALL_STALE = "UPDATE recall_vectors SET digest = '' WHERE session_id = :s"
 
 
+# -- LangGraph checkpoints (``CheckpointStore``) ------------------------------------------------
+
+PUT_CHECKPOINT = """
+    INSERT INTO checkpoints (session_id, checkpoint_ns, checkpoint_id, namespace, thread_id,
+        parent_checkpoint_id, run_id, created_at, type, metadata, checkpoint)
+    VALUES (:s, :ns, :id, :namespace, :thread, :parent, :run, :created_at, :type, {json}, :checkpoint)
+    ON CONFLICT (session_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+        parent_checkpoint_id = excluded.parent_checkpoint_id, run_id = excluded.run_id,
+        type = excluded.type, metadata = excluded.metadata, checkpoint = excluded.checkpoint
+"""
+_WRITE_COLUMNS = "session_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, task_path, value"
+PUT_WRITES = f"INSERT INTO checkpoint_writes ({_WRITE_COLUMNS}) VALUES {{rows}} ON CONFLICT {{conflict}}"
+WRITE_ROW = "(:s, :ns, :id, :t{n}, :i{n}, :c{n}, :y{n}, :p{n}, :v{n})"
+WRITES_REPLACE = (
+    "(session_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET channel = excluded.channel,"
+    " type = excluded.type, task_path = excluded.task_path, value = excluded.value"
+)
+WRITES_KEEP = "DO NOTHING"
+WRITES_PER_STATEMENT = 100
+"""Writes inserted by one statement (9 parameters each: within every SQLite's limit)."""
+
+_LATEST_CHECKPOINT = "(SELECT max(checkpoint_id) FROM checkpoints WHERE session_id = :s AND checkpoint_ns = :ns)"
+_GET_CHECKPOINT = """
+    SELECT 0, checkpoint_id, parent_checkpoint_id, type, {json_text}, checkpoint, 0, thread_id FROM checkpoints
+    WHERE session_id = :s AND checkpoint_ns = :ns AND checkpoint_id = {id}
+    UNION ALL
+    SELECT 1, task_id, channel, type, task_path, value, idx, NULL FROM checkpoint_writes
+    WHERE session_id = :s AND checkpoint_ns = :ns AND checkpoint_id = {id}
+"""
+GET_LATEST_CHECKPOINT = _GET_CHECKPOINT.replace("{id}", _LATEST_CHECKPOINT)
+GET_CHECKPOINT_AT = _GET_CHECKPOINT.replace("{id}", ":id")
+"""The checkpoint (kind 0) and its writes (kind 1) in one statement: ``(kind, checkpoint id |
+task id, parent | channel, type, metadata | task path, checkpoint | value, 0 | idx, thread id)``."""
+
+LIST_CHECKPOINTS = """
+    WITH page AS (
+        SELECT session_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE {where}
+        ORDER BY checkpoint_id DESC, session_id DESC, checkpoint_ns DESC LIMIT :limit
+    )
+    SELECT 0, c.session_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type,
+        {json_text_of_c}, c.checkpoint, 0, c.thread_id
+    FROM checkpoints c JOIN page p ON p.session_id = c.session_id AND p.checkpoint_ns = c.checkpoint_ns
+        AND p.checkpoint_id = c.checkpoint_id
+    UNION ALL
+    SELECT 1, w.session_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.task_path, w.value, w.idx,
+        w.type
+    FROM checkpoint_writes w JOIN page p ON p.session_id = w.session_id AND p.checkpoint_ns = w.checkpoint_ns
+        AND p.checkpoint_id = w.checkpoint_id
+"""
+"""A page of checkpoints (kind 0) with their writes (kind 1); ``{where}`` is built from a
+``CheckpointQuery`` (``SqlStore._checkpoint_where``)."""
+LIST_AFTER = "(checkpoint_id, session_id, checkpoint_ns) < (:after_id, :after_s, :after_ns)"
+
+DELETE_CHECKPOINTS = (
+    "DELETE FROM checkpoint_writes WHERE session_id {values}",
+    "DELETE FROM checkpoints WHERE session_id {values}",
+)
+_LATEST_OF_ROW = (
+    "(SELECT max(k.checkpoint_id) FROM checkpoints k"
+    " WHERE k.session_id = {table}.session_id AND k.checkpoint_ns = {table}.checkpoint_ns)"
+)
+KEEP_LATEST_CHECKPOINTS = (
+    "DELETE FROM checkpoint_writes WHERE session_id {values}"
+    f" AND checkpoint_id <> coalesce({_LATEST_OF_ROW.format(table='checkpoint_writes')}, '')",
+    "DELETE FROM checkpoints WHERE session_id {values}"
+    f" AND checkpoint_id < {_LATEST_OF_ROW.format(table='checkpoints')}",
+    "UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE session_id {values} AND parent_checkpoint_id IS NOT NULL",
+)
+"""Keep the latest checkpoint of each namespace of the sessions ``{values}`` with its writes
+(run deleting the writes first: the checkpoints then still say which are the latest)."""
+COPY_CHECKPOINTS = (
+    """
+    INSERT INTO checkpoints (session_id, checkpoint_ns, checkpoint_id, namespace, thread_id,
+        parent_checkpoint_id, run_id, created_at, type, metadata, checkpoint)
+    SELECT :dst, checkpoint_ns, checkpoint_id, :namespace, :thread, parent_checkpoint_id, run_id, created_at,
+        type, metadata, checkpoint
+    FROM checkpoints WHERE session_id = :src ORDER BY checkpoint_ns, checkpoint_id
+    ON CONFLICT (session_id, checkpoint_ns, checkpoint_id) DO NOTHING
+    """,
+    f"""
+    INSERT INTO checkpoint_writes ({_WRITE_COLUMNS})
+    SELECT :dst, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, task_path, value
+    FROM checkpoint_writes WHERE session_id = :src
+    ON CONFLICT (session_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+    """,
+)
+RUN_WRITES = """
+    DELETE FROM checkpoint_writes WHERE EXISTS (
+        SELECT 1 FROM checkpoints c WHERE c.run_id = :run AND c.namespace = :namespace
+        AND c.session_id = checkpoint_writes.session_id AND c.checkpoint_ns = checkpoint_writes.checkpoint_ns
+        AND c.checkpoint_id = checkpoint_writes.checkpoint_id
+    )
+"""
+RUN_CHECKPOINTS = "DELETE FROM checkpoints WHERE run_id = :run AND namespace = :namespace"
+DELTA_SESSIONS = "SELECT DISTINCT session_id FROM checkpoints WHERE session_id {values} AND {has_delta}"
+
+
 # -- retention and erasure (``SessionErasure``) -------------------------------------------------
 
 _ACTIVITY = """
@@ -521,6 +622,7 @@ _ACTIVITY = """
         UNION ALL SELECT session_id, max(created_at) FROM context_block_versions{where} GROUP BY session_id
         UNION ALL SELECT session_id, max(updated_at) FROM search_entries{where} GROUP BY session_id
         UNION ALL SELECT session_id, updated_at FROM cached_prompts{where}
+        UNION ALL SELECT session_id, max(created_at) FROM checkpoints{where} GROUP BY session_id
         UNION ALL SELECT storage_id, updated_at FROM sessions{registered}
     )
     SELECT a.session_id, max(a.last_at), r.namespace, r.id FROM activity a
@@ -552,7 +654,9 @@ COUNT_SESSION_ROWS = """
             SELECT 1 FROM message_blobs other JOIN session_messages o ON o.seq = other.message_seq
             WHERE other.digest = link.digest AND NOT o.session_id {values}
          )),
-        (SELECT count(*) FROM recall_vectors WHERE session_id {values})
+        (SELECT count(*) FROM recall_vectors WHERE session_id {values}),
+        (SELECT count(*) FROM checkpoints WHERE session_id {values}),
+        (SELECT count(*) FROM checkpoint_writes WHERE session_id {values})
 """
 """The ``RowCounts`` of the sessions ``{values}``: a payload counts when only they refer to it."""
 RECALL_QUEUE_SESSIONS = (
@@ -595,6 +699,11 @@ def _contents(rows: list[Any]) -> dict[int, StoredContent]:
     return dict(zip(map(_first, rows), map(_stored_content, map(_after_first, rows))))
 
 
+def _byte_key(key: tuple[str, str, str]) -> tuple[bytes, ...]:
+    """A checkpoint's key as the database orders it (by UTF-8 bytes)."""
+    return tuple(part.encode("utf-8") for part in key)
+
+
 class SqlStore(RecallStore, InspectableStore):
     """Every ``Store`` method written once over SQL; subclasses are the dialects.
 
@@ -612,6 +721,10 @@ class SqlStore(RecallStore, InspectableStore):
         self._insert_under_parent = c(INSERT_UNDER_PARENT)
         self._link_blob = [c(sql) for sql in LINK_BLOB]
         self._path_ids = c(PATH_IDS)
+        self._put_checkpoint = c(PUT_CHECKPOINT)
+        self._get_latest_checkpoint = c(GET_LATEST_CHECKPOINT)
+        self._get_checkpoint_at = c(GET_CHECKPOINT_AT)
+        self._writes_sql: dict[tuple[int, bool], str] = {}
 
     # -- the dialect's hooks ---------------------------------------------------------------
 
@@ -665,6 +778,17 @@ class SqlStore(RecallStore, InspectableStore):
 
     def _lock_session(self, conn: Any, session_id: str) -> None:
         """Serialise the current transaction's writes to ``session_id`` (no-op by default)."""
+
+    def _single(self, work: Callable[[Any], T], *, write: bool) -> T:
+        """``work(connection)`` running ONE idempotent statement, atomic on its own: the
+        checkpoints' hot path. A dialect may run it without a transaction around it (by
+        default it is a read, or a write with ``one_statement``)."""
+        return self._write(work, one_statement=True) if write else self._read(work)
+
+    @abstractmethod
+    def _metadata_where(self, items: Sequence[tuple[str, Any]]) -> tuple[str, dict[str, Any]]:
+        """The condition (and its named parameters) that a checkpoint's ``metadata`` holds every
+        ``(key, value)`` of ``items`` (``CheckpointQuery.metadata``)."""
 
     @staticmethod
     @abstractmethod
@@ -1268,6 +1392,185 @@ class SqlStore(RecallStore, InspectableStore):
                 conn.execute(self.compile(sql), params)
 
         self._write(work, walk=True, idempotent=False)
+
+    # -- LangGraph checkpoints -------------------------------------------------------------
+
+    def put_checkpoint(
+        self, session_id: str, namespace: str, row: CheckpointRow, *, run_id: str | None, created_at_us: int
+    ) -> None:
+        sql = self._put_checkpoint
+        params = {
+            "s": session_id,
+            "ns": row.checkpoint_ns,
+            "id": row.checkpoint_id,
+            "namespace": namespace,
+            "thread": row.thread_id,
+            "parent": row.parent_checkpoint_id,
+            "run": run_id,
+            "created_at": created_at_us,
+            "type": row.type,
+            "metadata": row.metadata,
+            "checkpoint": row.checkpoint,
+        }
+        self._single(lambda conn: conn.execute(sql, params), write=True)
+
+    def put_checkpoint_writes(
+        self,
+        session_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[CheckpointWrite],
+        *,
+        replace: bool,
+    ) -> None:
+        if not writes:
+            return
+        statements = []
+        for start in range(0, len(writes), WRITES_PER_STATEMENT):
+            chunk = writes[start : start + WRITES_PER_STATEMENT]
+            params: dict[str, Any] = {"s": session_id, "ns": checkpoint_ns, "id": checkpoint_id}
+            for n, write in enumerate(chunk):
+                params.update(
+                    {
+                        f"t{n}": write.task_id,
+                        f"i{n}": write.idx,
+                        f"c{n}": write.channel,
+                        f"y{n}": write.type,
+                        f"p{n}": write.task_path,
+                        f"v{n}": write.value,
+                    }
+                )
+            statements.append((self._put_writes_sql(len(chunk), replace), params))
+
+        def work(conn: Any) -> None:
+            for sql, params in statements:
+                conn.execute(sql, params)
+
+        if len(statements) == 1:
+            self._single(work, write=True)
+        else:
+            self._write(work)
+
+    def _put_writes_sql(self, rows: int, replace: bool) -> str:
+        key = (rows, replace)
+        sql = self._writes_sql.get(key)
+        if sql is None:
+            values = ", ".join(WRITE_ROW.format(n=n) for n in range(rows))
+            template = PUT_WRITES.format(rows=values, conflict=WRITES_REPLACE if replace else WRITES_KEEP)
+            sql = self._writes_sql[key] = self.compile(template)
+        return sql
+
+    def get_checkpoint(self, session_id: str, checkpoint_ns: str, checkpoint_id: str | None) -> CheckpointRow | None:
+        if checkpoint_id is None:
+            sql, params = self._get_latest_checkpoint, {"s": session_id, "ns": checkpoint_ns}
+        else:
+            sql, params = self._get_checkpoint_at, {"s": session_id, "ns": checkpoint_ns, "id": checkpoint_id}
+        rows = self._single(lambda conn: conn.execute(sql, params).fetchall(), write=False)
+        found = None
+        writes = []
+        for kind, a, b, type_, c, data, idx, thread_id in rows:
+            if kind == 0:
+                found = (thread_id, checkpoint_ns, a, b, type_, bytes(data), c)
+            else:
+                writes.append(CheckpointWrite(a, idx, b, type_, None if data is None else bytes(data), c))
+        if found is None:
+            return None
+        return CheckpointRow(*found, tuple(writes))
+
+    def _checkpoint_where(self, query: CheckpointQuery) -> tuple[str, dict[str, Any]]:
+        conditions: list[str] = []
+        params: dict[str, Any] = {}
+        if query.session_id is not None:
+            conditions.append("session_id = :s")
+            params["s"] = query.session_id
+        else:
+            conditions.append("namespace = :namespace")
+            params["namespace"] = query.namespace
+        if query.checkpoint_ns is not None:
+            conditions.append("checkpoint_ns = :ns")
+            params["ns"] = query.checkpoint_ns
+        if query.checkpoint_id is not None:
+            conditions.append("checkpoint_id = :id")
+            params["id"] = query.checkpoint_id
+        if query.before is not None:
+            conditions.append("checkpoint_id < :before")
+            params["before"] = query.before
+        if query.metadata:
+            condition, values = self._metadata_where(query.metadata)
+            conditions.append(condition)
+            params.update(values)
+        return " AND ".join(conditions), params
+
+    def list_checkpoints(
+        self, query: CheckpointQuery, limit: int, after: CheckpointKey | None = None
+    ) -> list[CheckpointRow]:
+        where, params = self._checkpoint_where(query)
+        if after is not None:
+            where += f" AND {LIST_AFTER}"
+            params.update({"after_id": after[0], "after_s": after[1], "after_ns": after[2]})
+        params["limit"] = limit
+        sql = self.compile(LIST_CHECKPOINTS.replace("{where}", where))
+        rows = self._single(lambda conn: conn.execute(sql, params).fetchall(), write=False)
+        found: dict[tuple[str, str, str], list[Any]] = {}
+        writes: dict[tuple[str, str, str], list[CheckpointWrite]] = {}
+        for kind, session_id, checkpoint_ns, checkpoint_id, a, b, c, data, idx, d in rows:
+            key = (checkpoint_id, session_id, checkpoint_ns)
+            if kind == 0:
+                found[key] = [d, checkpoint_ns, checkpoint_id, a, b, bytes(data), c]
+            else:
+                value = None if data is None else bytes(data)
+                writes.setdefault(key, []).append(CheckpointWrite(a, idx, b, d, value, c))
+        return [
+            CheckpointRow._make((*found[key], tuple(writes.get(key, ()))))
+            for key in sorted(found, key=_byte_key, reverse=True)
+        ]
+
+    def delete_checkpoints(self, session_ids: Sequence[str], *, keep_latest: bool = False) -> int:
+        unique = list(dict.fromkeys(session_ids))
+        if not unique:
+            return 0
+        counted = "SELECT count(*) FROM checkpoints WHERE session_id {values}"
+
+        def work(conn: Any) -> int:
+            deleted = 0
+            for start in range(0, len(unique), self.max_list):
+                chunk = unique[start : start + self.max_list]
+                before = self._run_listed(conn, counted, chunk)[0][0]
+                for template in KEEP_LATEST_CHECKPOINTS if keep_latest else DELETE_CHECKPOINTS:
+                    self._run_listed(conn, template, chunk)
+                deleted += before - (self._run_listed(conn, counted, chunk)[0][0] if keep_latest else 0)
+            return deleted
+
+        return self._write(work)
+
+    def copy_checkpoints(self, source_id: str, target_id: str, namespace: str, thread_id: str) -> int:
+        params = {"src": source_id, "dst": target_id, "namespace": namespace, "thread": thread_id}
+
+        def work(conn: Any) -> int:
+            copied = conn.execute(self.compile(COPY_CHECKPOINTS[0]), params).rowcount
+            conn.execute(self.compile(COPY_CHECKPOINTS[1]), params)
+            return copied
+
+        return self._write(work, lock=target_id)
+
+    def delete_checkpoint_runs(self, namespace: str, run_ids: Sequence[str]) -> int:
+        runs = list(dict.fromkeys(run_ids))
+        if not runs:
+            return 0
+
+        def work(conn: Any) -> int:
+            deleted = 0
+            for run in runs:
+                params = {"run": run, "namespace": namespace}
+                conn.execute(self.compile(RUN_WRITES), params)
+                deleted += conn.execute(self.compile(RUN_CHECKPOINTS), params).rowcount
+            return deleted
+
+        return self._write(work)
+
+    def delta_checkpoint_sessions(self, session_ids: Sequence[str]) -> list[str]:
+        unique = list(dict.fromkeys(session_ids))
+        return sorted(row[0] for row in self._select_in(DELTA_SESSIONS, unique))
 
     # -- retention and erasure -------------------------------------------------------------
 

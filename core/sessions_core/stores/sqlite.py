@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import os
 import sqlite3
 import stat
@@ -87,6 +88,10 @@ _FRAGMENTS = {
     "{for_update}": "",
     "{skip_locked}": "",
     "{first}": "?",
+    "{json}": ":metadata",
+    "{json_text}": "metadata",
+    "{json_text_of_c}": "c.metadata",
+    "{has_delta}": "json_type(metadata, '$.counters_since_delta_snapshot') IS NOT NULL",
 }
 
 _HINTS = (
@@ -430,6 +435,25 @@ class SqliteStore(SqlStore):
 
     def _bind_first(self, value: Any, params: tuple[Any, ...]) -> tuple[Any, ...]:
         return (value, *params)
+
+    def _metadata_where(self, items: Sequence[tuple[str, Any]]) -> tuple[str, dict[str, Any]]:
+        conditions, params = [], {}
+        for n, (key, value) in enumerate(items):
+            params[f"mk{n}"] = f'$."{key}"'  # the core refuses a key holding '"'
+            kind = f"json_type(metadata, :mk{n})"
+            if value is None or isinstance(value, bool):
+                conditions.append(f"{kind} = '{'null' if value is None else str(value).lower()}'")
+                continue
+            if isinstance(value, (int, float)):
+                conditions.append(f"{kind} IN ('integer', 'real') AND json_extract(metadata, :mk{n}) = :mv{n}")
+                params[f"mv{n}"] = value
+            elif isinstance(value, str):
+                conditions.append(f"{kind} = 'text' AND json_extract(metadata, :mk{n}) = :mv{n}")
+                params[f"mv{n}"] = value
+            else:  # an object or array: its compact JSON
+                conditions.append(f"{kind} IN ('object', 'array') AND json_extract(metadata, :mk{n}) = :mv{n}")
+                params[f"mv{n}"] = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return " AND ".join(f"({condition})" for condition in conditions), params
 
     def _schema_version(self, conn: sqlite3.Connection | None = None) -> int:
         return (conn or self._conn).execute("PRAGMA user_version").fetchone()[0]

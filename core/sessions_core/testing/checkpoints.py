@@ -1,0 +1,286 @@
+"""Checkpoints contract (``CheckpointStore``, ``sessions_core.checkpoints``): a thread is a
+session of the manager's namespace; a checkpoint and its pending writes are read back whole in
+one call, the latest by id; writes are replaced or kept as asked; listing filters by thread,
+checkpoint namespace, metadata, ``before`` and ``limit``, newest first, across pages; deleting a
+thread removes its checkpoints (or, asked to, erases its whole session), copying keeps ids,
+runs and prunes remove exactly what they name; removing a session removes its checkpoints;
+bad input changes nothing. A store without the capability skips it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from sessions_core import ConflictError, InvalidInputError, InvalidTextError, SessionManager
+from sessions_core.checkpoints import LIST_PAGE, CheckpointRow, Checkpoints, CheckpointWrite
+
+from .builders import msg
+from .harness import AsyncDriver, skip_where_unsupported
+
+
+def raw(obj: Any) -> Any:
+    """The object behind an async driver (the object itself in sync mode)."""
+    return getattr(obj, "target", obj)
+
+
+def _checkpoints(drive: Any, manager: Any, **options: Any) -> Any:
+    return drive(Checkpoints(raw(manager), **options))
+
+
+def _listed(cp: Any, thread_id: str | None = None, **options: Any) -> list[CheckpointRow]:
+    """``list_checkpoints`` in the test's mode (the async generator drained on its loop)."""
+    if isinstance(cp, AsyncDriver):
+
+        async def drain() -> list[CheckpointRow]:
+            return [row async for row in raw(cp).alist_checkpoints(thread_id, **options)]
+
+        return cp._loop.run_until_complete(drain())
+    return list(cp.list_checkpoints(thread_id, **options))
+
+
+def _ids(rows: list[CheckpointRow]) -> list[str]:
+    return [row.checkpoint_id for row in rows]
+
+
+def _row(thread_id: str, checkpoint_id: str, parent: str | None = None, ns: str = "", **metadata: Any) -> CheckpointRow:
+    data = f"state of {thread_id}/{ns}/{checkpoint_id}".encode()
+    return CheckpointRow(thread_id, ns, checkpoint_id, parent, "bytes", data, json.dumps(metadata))
+
+
+def _chain(cp: Any, thread_id: str, count: int, ns: str = "", run: str | None = None) -> list[str]:
+    ids, parent = [], None
+    for n in range(count):
+        checkpoint_id = f"{n:04d}-{ns or 'root'}"
+        cp.put(_row(thread_id, checkpoint_id, parent, ns, step=n), run_id=run)
+        ids.append(checkpoint_id)
+        parent = checkpoint_id
+    return ids
+
+
+def test_a_checkpoint_reads_back_whole_with_its_writes_and_the_latest_wins(make_manager, drive):
+    m = make_manager(namespace="app")
+    cp = _checkpoints(drive, m)
+    assert cp.get("t1") is None
+    _chain(cp, "t1", 3)
+    cp.put_writes(
+        "t1",
+        "",
+        "0002-root",
+        [
+            CheckpointWrite("task", 0, "messages", "bytes", b"\x00\xff"),
+            CheckpointWrite("task", 1, "x", "null", None, "~1"),
+        ],
+    )
+    latest = cp.get("t1")
+    assert latest is not None and latest.checkpoint_id == "0002-root" and latest.parent_checkpoint_id == "0001-root"
+    assert latest.checkpoint == b"state of t1//0002-root" and json.loads(latest.metadata) == {"step": 2}
+    assert sorted(latest.writes) == [
+        CheckpointWrite("task", 0, "messages", "bytes", b"\x00\xff", ""),
+        CheckpointWrite("task", 1, "x", "null", None, "~1"),
+    ]
+    first = cp.get("t1", "", "0000-root")
+    assert first is not None and first.parent_checkpoint_id is None and first.writes == ()
+    assert cp.get("t1", "", "missing") is None and cp.get("t1", "child") is None and cp.get("other") is None
+    # A put with the same ids replaces the checkpoint and keeps its writes.
+    cp.put(CheckpointRow("t1", "", "0002-root", "0001-root", "bytes", b"new", "{}"))
+    again = cp.get("t1")
+    assert again is not None and again.checkpoint == b"new" and len(again.writes) == 2
+
+
+def test_a_thread_is_a_session_of_the_managers_namespace(make_manager, drive, backend):
+    store = backend.open()
+    try:
+        m = make_manager(namespace="app", store=store)
+        other = make_manager(namespace="other", store=store)
+        cp, elsewhere = _checkpoints(drive, m), _checkpoints(drive, other)
+        _chain(cp, "user-42", 2)
+        _chain(cp, "a:b", 1)
+        assert sorted(info.id for info in m.list_sessions()) == ["a:b", "user-42"]
+        assert other.list_sessions() == [] and elsewhere.get("user-42") is None
+        assert _listed(elsewhere) == [] and _ids(_listed(cp)) == ["0001-root", "0000-root", "0000-root"]
+        # The memory of a thread is the session's: messages stored through the manager are
+        # found by search, beside the checkpoints of the same id.
+        m.append("user-42", msg("u1", "the blue heron nests by the lake"))
+        assert [hit.session_id for hit in m.search("heron")] == ["user-42"]
+        assert m.get_message_count("user-42") == 1
+        # A session registered first keeps its registry row.
+        m.rename("user-42", "Ada's chat")
+        _chain(cp, "user-42", 3)
+        assert m.get("user-42").name == "Ada's chat"
+    finally:
+        store.close()
+
+
+def test_a_second_store_on_the_database_sees_the_checkpoints(persistent_backend, drive):
+    first = SessionManager(persistent_backend.open())
+    _chain(drive(Checkpoints(first)), "t", 2)
+    first.close()
+    first.store.close()
+    second = SessionManager(persistent_backend.open())
+    try:
+        found = drive(Checkpoints(second)).get("t")
+        assert found is not None and found.checkpoint_id == "0001-root"
+        assert [info.id for info in second.list_sessions()] == ["t"]
+    finally:
+        second.store.close()
+
+
+def test_writes_are_replaced_or_kept_as_asked_and_stored_atomically(make_manager, drive):
+    cp = _checkpoints(drive, make_manager())
+    _chain(cp, "t", 1)
+    cp.put_writes("t", "", "0000-root", [CheckpointWrite("a", 0, "ch", "s", b"one")])
+    cp.put_writes("t", "", "0000-root", [CheckpointWrite("a", 0, "ch", "s", b"two")])
+    assert [w.value for w in cp.get("t").writes] == [b"one"]
+    cp.put_writes("t", "", "0000-root", [CheckpointWrite("a", 0, "__error__", "s", b"three")], replace=True)
+    assert [(w.channel, w.value) for w in cp.get("t").writes] == [("__error__", b"three")]
+    many = [CheckpointWrite("b", n, f"ch{n}", "s", str(n).encode()) for n in range(250)]
+    cp.put_writes("t", "", "0000-root", many)
+    assert len(cp.get("t").writes) == 251
+    broken = [CheckpointWrite("c", n, "ch", "s", b"v") for n in range(150)] + [
+        CheckpointWrite("c\ud800", 0, "ch", "s", b"v")
+    ]
+    with pytest.raises(InvalidTextError):  # the second statement of the batch fails
+        cp.put_writes("t", "", "0000-root", broken)
+    assert len(cp.get("t").writes) == 251  # nothing of the failed batch
+
+
+def test_listing_filters_orders_newest_first_and_pages(make_manager, drive):
+    cp = _checkpoints(drive, make_manager())
+    root = _chain(cp, "t", 4)
+    child = _chain(cp, "t", 2, ns="child:1")
+    _chain(cp, "u", 1)
+    cp.put(_row("t", "9999-root", root[-1], source="input", score=42, ok=True, none=None, tags={"a": [1, "b"]}))
+    cp.put_writes("t", "", "9999-root", [CheckpointWrite("task", 0, "ch", "s", b"v")])
+    listed = _listed(cp, "t", checkpoint_ns="")
+    assert _ids(listed) == ["9999-root", *reversed(root)]
+    assert [len(row.writes) for row in listed] == [1, 0, 0, 0, 0]
+    assert _ids(_listed(cp, "t")) == sorted([*root, *child, "9999-root"], reverse=True)
+    assert _ids(_listed(cp, "t", checkpoint_ns="child:1")) == list(reversed(child))
+    assert _ids(_listed(cp, "t", checkpoint_id=root[1])) == [root[1]]
+    for metadata in ({"source": "input"}, {"score": 42}, {"ok": True}, {"none": None}, {"tags": {"a": [1, "b"]}}):
+        assert _ids(_listed(cp, "t", metadata=metadata)) == ["9999-root"], metadata
+    assert _ids(_listed(cp, "t", metadata={"step": 1})) == ["0001-root", "0001-child:1"]
+    assert _listed(cp, "t", metadata={"step": "1"}) == [] and _listed(cp, "t", metadata={"ok": 1}) == []
+    assert _listed(cp, "t", metadata={"source": "input", "score": 41}) == []
+    assert _ids(_listed(cp, "t", checkpoint_ns="", before=root[2])) == [root[1], root[0]]
+    assert _ids(_listed(cp, "t", checkpoint_ns="", before=root[2], limit=1)) == [root[1]]
+    assert _listed(cp, "t", limit=0) == []
+    assert _ids(_listed(cp)) == sorted([*root, *child, "9999-root", "0000-root"], reverse=True)
+    # More than a page: every checkpoint once, in order.
+    many = _chain(cp, "long", LIST_PAGE * 2 + 5)
+    assert _ids(_listed(cp, "long")) == list(reversed(many))
+    assert _ids(_listed(cp, "long", limit=LIST_PAGE + 1)) == list(reversed(many))[: LIST_PAGE + 1]
+
+
+def test_deleting_a_thread_removes_its_checkpoints_or_erases_its_session(make_manager, drive):
+    m = make_manager()
+    cp = _checkpoints(drive, m)
+    _chain(cp, "t", 2)
+    _chain(cp, "keep", 1)
+    cp.put_writes("t", "", "0001-root", [CheckpointWrite("a", 0, "ch", "s", b"v")])
+    m.append("t", msg("u1", "remember the heron"))
+    cp.delete_thread("t")
+    assert cp.get("t") is None and _listed(cp, "t") == []
+    assert m.get("t") is not None and m.get_message_count("t") == 1  # the session stays
+    cp.delete_thread("never-seen")
+    _chain(cp, "t", 1)
+    erasing = _checkpoints(drive, m, erase_sessions=True)
+    erasing.delete_thread("t")
+    assert m.get("t") is None and m.get_message_count("t") == 0 and cp.get("t") is None
+    assert m.search("heron") == []
+    assert cp.get("keep") is not None and m.get("keep") is not None
+
+
+def test_removing_a_session_removes_its_checkpoints(make_manager, drive):
+    m = make_manager()
+    cp = _checkpoints(drive, m)
+    _chain(cp, "t", 3)
+    cp.put_writes("t", "", "0002-root", [CheckpointWrite("a", 0, "ch", "s", b"v")])
+    store = raw(m).store
+    counts = store.count_session_rows([raw(m).storage_id("t")])
+    assert (counts.registry, counts.checkpoints, counts.checkpoint_writes) == (1, 3, 1)
+    assert m.delete("t") and cp.get("t") is None
+    _chain(cp, "u", 1)
+    result = m.erase("u")
+    assert result.counts.checkpoints == 1 and cp.get("u") is None
+
+
+def test_copy_thread_keeps_ids_writes_namespaces_and_leaves_the_source(make_manager, drive):
+    m = make_manager()
+    cp = _checkpoints(drive, m)
+    root, child = _chain(cp, "src", 3), _chain(cp, "src", 1, ns="child:1")
+    cp.put_writes("src", "", root[-1], [CheckpointWrite("a", 0, "ch", "s", b"v")])
+    before = _listed(cp, "src")
+    assert cp.copy_thread("src", "dst") == 4
+    copied = _listed(cp, "dst")
+    assert [
+        (r.checkpoint_id, r.checkpoint_ns, r.parent_checkpoint_id, r.checkpoint, r.metadata, r.writes) for r in copied
+    ] == [
+        (r.checkpoint_id, r.checkpoint_ns, r.parent_checkpoint_id, r.checkpoint, r.metadata, r.writes) for r in before
+    ]
+    assert {r.thread_id for r in copied} == {"dst"} and _listed(cp, "src") == before
+    assert m.get("dst") is not None and child
+    assert cp.copy_thread("src", "dst") == 0  # what the target holds stays
+    assert cp.copy_thread("nothing", "empty") == 0 and _listed(cp, "empty") == []
+
+
+def test_runs_and_prunes_remove_exactly_what_they_name(make_manager, drive):
+    m = make_manager(namespace="a")
+    elsewhere = _checkpoints(drive, make_manager(namespace="b", store=raw(m).store))
+    cp = _checkpoints(drive, m)
+    cp.put(_row("t", "1"), run_id="run-1")
+    cp.put(_row("t", "2", "1"), run_id="run-2")
+    cp.put(_row("t", "3", "2", ns="child"), run_id="run-1")
+    elsewhere.put(_row("t", "1"), run_id="run-1")
+    cp.put_writes("t", "", "1", [CheckpointWrite("a", 0, "ch", "s", b"v")])
+    assert cp.delete_runs(["run-1", "unknown"]) == 2 and cp.delete_runs([]) == 0
+    assert _ids(_listed(cp, "t")) == ["2"] and elsewhere.get("t") is not None
+    cp.put(_row("t", "1"))
+    assert cp.get("t", "", "1").writes == ()  # the run's writes went with its checkpoint
+    # prune: the latest of each checkpoint namespace stays, with its writes, without a parent.
+    for thread in ("p", "q"):
+        _chain(cp, thread, 3)
+        _chain(cp, thread, 2, ns="child:1")
+    cp.put_writes("p", "", "0002-root", [CheckpointWrite("a", 0, "ch", "s", b"v")])
+    cp.put_writes("p", "", "0001-root", [CheckpointWrite("a", 0, "ch", "s", b"old")])
+    assert cp.prune(["p", "missing"], strategy="keep_latest") == 3
+    kept = _listed(cp, "p")
+    assert [(r.checkpoint_ns, r.checkpoint_id, r.parent_checkpoint_id) for r in kept] == [
+        ("", "0002-root", None),
+        ("child:1", "0001-child:1", None),
+    ]
+    assert [w.value for w in kept[0].writes] == [b"v"]
+    assert len(_listed(cp, "q")) == 5  # unlisted threads untouched
+    assert cp.prune(["q"], strategy="delete") == 5 and _listed(cp, "q") == [] and cp.prune([]) == 0
+    # A DeltaChannel thread rebuilds its value from older checkpoints: keep_latest refuses.
+    cp.put(_row("d", "1", counters_since_delta_snapshot={"messages": [1, 1]}))
+    cp.put(_row("d", "2", "1"))
+    with pytest.raises(ConflictError, match="DeltaChannel"):
+        cp.prune(["p", "d"], strategy="keep_latest")
+    assert len(_listed(cp, "d")) == 2
+    assert cp.prune(["d"], strategy="delete") == 2
+
+
+def test_bad_input_is_refused_and_changes_nothing(make_manager, drive):
+    m = make_manager()
+    cp = _checkpoints(drive, m)
+    _chain(cp, "t", 1)
+    for bad in ({'a"b': 1}, {"": 1}, {"k": object()}, {"k": float("nan")}, {1: 1}):
+        with pytest.raises(InvalidInputError):
+            _listed(cp, "t", metadata=bad)
+    for limit in (-1, 1.5, True):
+        with pytest.raises(InvalidInputError):
+            _listed(cp, "t", limit=limit)
+    with pytest.raises(InvalidInputError):
+        cp.prune(["t"], strategy="all")
+    for thread_id in ("", None, 3):
+        with pytest.raises(InvalidInputError):
+            cp.put(_row(thread_id, "x"))  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError):
+        cp.put(CheckpointRow("t", "", "bad \ud800 id", None, "bytes", b"x", "{}"))
+    assert _ids(_listed(cp)) == ["0000-root"] and [info.id for info in m.list_sessions()] == ["t"]
+
+
+skip_where_unsupported(globals())

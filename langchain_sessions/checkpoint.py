@@ -1,0 +1,301 @@
+"""``SessionSaver``: a LangGraph checkpointer whose threads are the sessions of a manager.
+
+It converts LangGraph's configs and checkpoints (serialised with the saver's ``serde``) and
+delegates to ``sessions_core``'s ``Checkpoints``: one statement per ``put``, ``put_writes`` and
+``get_tuple``, in the same database as the conversation.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from sessions_core import InvalidInputError, SessionManager
+from sessions_core.integration import CheckpointRow, Checkpoints, CheckpointWrite
+
+__all__ = ["SessionSaver"]
+
+
+class SessionSaver(BaseCheckpointSaver[str]):
+    """A ``BaseCheckpointSaver`` (sync and async) over session-memory's store: a thread is a
+    session of a ``SessionManager``'s namespace (registered by its first checkpoint, so
+    ``list_sessions`` and ``session_search`` see it), and its messages are those
+    ``SessionMemoryMiddleware`` stores; the checkpoints keep only the graph's state.
+
+    ``store``: a path, ``":memory:"``, a ``postgresql://`` URL or a store object
+    (``SqliteStore``, ``PostgresStore``); the saver opens a manager over it (``namespace``) and
+    closes the store on :meth:`close` only if it opened it. :meth:`from_manager` shares a
+    manager's store and namespace. ``delete_sessions``: ``delete_thread`` erases the thread's
+    whole session (``SessionManager.erase``: messages, blocks, overlays, checkpoints...), not
+    only its checkpoints.
+
+    Beyond the base API it implements ``copy_thread``, ``delete_for_runs`` and ``prune``
+    (``"keep_latest"`` or ``"delete"``; ``keep_latest`` refuses a thread whose graph uses a
+    ``DeltaChannel``). Bad input raises ``sessions_core.InvalidInputError``.
+    """
+
+    def __init__(
+        self,
+        store: Any = ":memory:",
+        *,
+        serde: SerializerProtocol | None = None,
+        namespace: str = "",
+        delete_sessions: bool = False,
+    ) -> None:
+        super().__init__(serde=serde)
+        manager = store if isinstance(store, SessionManager) else SessionManager(store, namespace=namespace)
+        self._owns_manager = manager is not store
+        self.manager = manager
+        self.checkpoints = Checkpoints(manager, erase_sessions=delete_sessions)
+
+    @classmethod
+    def from_manager(
+        cls, manager: SessionManager, *, serde: SerializerProtocol | None = None, delete_sessions: bool = False
+    ) -> SessionSaver:
+        """A saver over ``manager``'s store and namespace (the manager keeps owning the store)."""
+        if not isinstance(manager, SessionManager):
+            raise TypeError(f"from_manager takes a SessionManager, not {type(manager).__name__}")
+        return cls(manager, serde=serde, delete_sessions=delete_sessions)
+
+    def close(self) -> None:
+        """Close the store if this saver opened it (from a path or URL)."""
+        if self._owns_manager:
+            self.manager.close()
+
+    def __enter__(self) -> SessionSaver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- conversion ------------------------------------------------------------------------
+
+    def _tuple(self, row: CheckpointRow, checkpoint_ns: str) -> CheckpointTuple:
+        thread_id = row.thread_id
+        writes = sorted(row.writes, key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
+        loads = self.serde.loads_typed
+        return CheckpointTuple(
+            {
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": checkpoint_ns,
+                    "checkpoint_id": row.checkpoint_id,
+                }
+            },
+            loads((row.type, row.checkpoint)),
+            cast(CheckpointMetadata, json.loads(row.metadata)),
+            {
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": checkpoint_ns,
+                    "checkpoint_id": row.parent_checkpoint_id,
+                }
+            }
+            if row.parent_checkpoint_id
+            else None,
+            [(w.task_id, w.channel, loads((w.type, w.value))) for w in writes],  # type: ignore[arg-type]
+        )
+
+    def _row(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
+    ) -> tuple[CheckpointRow, str | None]:
+        configurable = _configurable(config)
+        type_, data = self.serde.dumps_typed(checkpoint)
+        merged = get_checkpoint_metadata(config, metadata)
+        try:
+            metadata_json = json.dumps(merged, ensure_ascii=False)
+        except (TypeError, ValueError) as error:
+            raise InvalidInputError(f"checkpoint metadata must be JSON: {error}") from error
+        run_id = merged.get("run_id")
+        row = CheckpointRow(
+            str(configurable["thread_id"]),
+            configurable.get("checkpoint_ns", ""),
+            checkpoint["id"],
+            configurable.get("checkpoint_id"),
+            type_,
+            data,
+            metadata_json,
+        )
+        return row, run_id if isinstance(run_id, str) else None
+
+    def _writes(self, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> list[CheckpointWrite]:
+        dumps = self.serde.dumps_typed
+        return [
+            CheckpointWrite(task_id, WRITES_IDX_MAP.get(channel, idx), channel, *dumps(value), task_path)
+            for idx, (channel, value) in enumerate(writes)
+        ]
+
+    # -- sync ------------------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names (its latest when it names none) with its pending writes."""
+        configurable = _configurable(config)
+        checkpoint_ns = configurable.get("checkpoint_ns", "")
+        row = self.checkpoints.get(str(configurable["thread_id"]), checkpoint_ns, get_checkpoint_id(config))
+        return None if row is None else self._tuple(row, checkpoint_ns)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """The checkpoints of the thread of ``config`` (``None``: of every thread of the
+        namespace), newest first; ``filter`` on metadata, ``before`` a checkpoint, ``limit``."""
+        for row in self.checkpoints.list_checkpoints(**_list_args(config, filter, before, limit)):
+            yield self._tuple(row, row.checkpoint_ns)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint under its parent (``config``'s checkpoint id); the config naming it."""
+        row, run_id = self._row(config, checkpoint, metadata)
+        self.checkpoints.put(row, run_id=run_id)
+        return _config_of(row)
+
+    def put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        """Store a task's writes for the checkpoint ``config`` names."""
+        configurable = _configurable(config)
+        self.checkpoints.put_writes(
+            str(configurable["thread_id"]),
+            configurable.get("checkpoint_ns", ""),
+            str(configurable["checkpoint_id"]),
+            self._writes(writes, task_id, task_path),
+            replace=all(w[0] in WRITES_IDX_MAP for w in writes),
+        )
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread's checkpoints and writes (``delete_sessions``: its whole session)."""
+        self.checkpoints.delete_thread(str(thread_id))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and write of one thread to another."""
+        self.checkpoints.copy_thread(str(source_thread_id), str(target_thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints and writes these runs made."""
+        self.checkpoints.delete_runs([str(run) for run in run_ids])
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Keep the latest checkpoint of each namespace of the threads (``"keep_latest"``), or none (``"delete"``)."""
+        self.checkpoints.prune([str(t) for t in thread_ids], strategy=strategy)
+
+    # -- async (the store's work runs in a worker thread) ----------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        configurable = _configurable(config)
+        checkpoint_ns = configurable.get("checkpoint_ns", "")
+        row = await self.checkpoints.aget(str(configurable["thread_id"]), checkpoint_ns, get_checkpoint_id(config))
+        return None if row is None else self._tuple(row, checkpoint_ns)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        async for row in self.checkpoints.alist_checkpoints(**_list_args(config, filter, before, limit)):
+            yield self._tuple(row, row.checkpoint_ns)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        row, run_id = self._row(config, checkpoint, metadata)
+        await self.checkpoints.aput(row, run_id=run_id)
+        return _config_of(row)
+
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        configurable = _configurable(config)
+        await self.checkpoints.aput_writes(
+            str(configurable["thread_id"]),
+            configurable.get("checkpoint_ns", ""),
+            str(configurable["checkpoint_id"]),
+            self._writes(writes, task_id, task_path),
+            replace=all(w[0] in WRITES_IDX_MAP for w in writes),
+        )
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self.checkpoints.adelete_thread(str(thread_id))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self.checkpoints.acopy_thread(str(source_thread_id), str(target_thread_id))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self.checkpoints.adelete_runs([str(run) for run in run_ids])
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self.checkpoints.aprune([str(t) for t in thread_ids], strategy=strategy)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """A channel's next version: ``"<n, 32 digits>.<random>"``, increasing (as LangGraph's
+        own SQL savers make them)."""
+        if current is None:
+            number = 0
+        elif isinstance(current, int):
+            number = current
+        else:
+            number = int(current.split(".")[0])
+        return f"{number + 1:032}.{random.random():016}"
+
+
+def _configurable(config: RunnableConfig) -> dict[str, Any]:
+    configurable = config.get("configurable") if isinstance(config, dict) else None
+    if not isinstance(configurable, dict) or configurable.get("thread_id") in (None, ""):
+        raise InvalidInputError('a checkpointer config needs {"configurable": {"thread_id": ...}}')
+    return configurable
+
+
+def _config_of(row: CheckpointRow) -> RunnableConfig:
+    return {
+        "configurable": {
+            "thread_id": row.thread_id,
+            "checkpoint_ns": row.checkpoint_ns,
+            "checkpoint_id": row.checkpoint_id,
+        }
+    }
+
+
+def _list_args(
+    config: RunnableConfig | None, filter: dict[str, Any] | None, before: RunnableConfig | None, limit: int | None
+) -> dict[str, Any]:
+    args: dict[str, Any] = {"metadata": filter, "limit": limit}
+    if config is not None:
+        configurable = _configurable(config)
+        args["thread_id"] = str(configurable["thread_id"])
+        args["checkpoint_ns"] = configurable.get("checkpoint_ns")
+        args["checkpoint_id"] = get_checkpoint_id(config)
+    if before is not None:
+        args["before"] = get_checkpoint_id(before)
+    return args

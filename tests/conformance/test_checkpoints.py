@@ -1,0 +1,3 @@
+"""The suite's checkpoints contract (``sessions_core.testing.checkpoints``) on the project's stores."""
+
+from sessions_core.testing.checkpoints import *  # noqa: F403
