@@ -8,6 +8,7 @@ This docstring is the one place the tree is documented::
     │   ├── MessageValidationError    a message is not a SessionMessage (role, id, parts...)
     │   ├── MessageTooLargeError      a client message over max_message_bytes
     │   ├── InvalidRecordError        a record of an import is malformed (.line, .reason)
+    │   ├── InvalidParentError        a parent_id (or compaction end) names no message of the session
     │   └── InvalidTextError          a string holds a lone surrogate, which no store can hold
     ├── NotFoundError                 (also LookupError) what was named does not exist
     │   └── SessionNotFoundError      the store holds nothing under a session id
@@ -89,6 +90,11 @@ class MessageValidationError(InvalidInputError):
 
 class MessageTooLargeError(InvalidInputError):
     """A client-supplied message is larger than the configured maximum; nothing was stored."""
+
+
+class InvalidParentError(InvalidInputError):
+    """A ``parent_id`` (or a compaction's message id) names no message of this session; nothing
+    was stored. ``None`` as a parent starts a new root."""
 
 
 class SessionNotFoundError(NotFoundError):

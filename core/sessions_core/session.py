@@ -25,6 +25,7 @@ from .errors import (
     ConflictError,
     ContextError,
     InvalidInputError,
+    InvalidParentError,
     MessageTooLargeError,
     MessageValidationError,
     SessionsError,
@@ -225,7 +226,8 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
     def append_message(
         self, message: MessageInput, parent_id: str | None | _Latest = LATEST, *, source: str | None = None
     ) -> AppendResult:
-        """Store a message under ``parent_id`` (default: the latest leaf; ``None``: a new root).
+        """Store a message under ``parent_id`` (default: the latest leaf; ``None``: a new root; an
+        id that is no message of this session raises ``InvalidParentError``, nothing stored).
 
         An id already stored in this session is not stored again (``inserted=False``). A message
         whose id starts with ``compaction_`` is a synthetic summary echoed back and is never
@@ -235,11 +237,25 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
         parsed, record = self._prepare(message, source)
         if record is None:
             return AppendResult(False, parsed)
+        self._require_parent(parent_id, record.id)
         self._recall_before_write()
         result = self._appended(parsed, record, self.store.insert_message(self.session_id, record, parent_id))
         if result.inserted:
             self._after_append(record.id)
         return result
+
+    def _require_parent(self, parent_id: str | None | _Latest, message_id: str) -> None:
+        """Refuse a ``parent_id`` naming no message of this session (the reference would store
+        the message as a new root, silently); ``None``, ``LATEST`` and the re-append of a stored
+        message (which stores nothing) pass."""
+        if not isinstance(parent_id, str) or self.store.get_message(self.session_id, parent_id) is not None:
+            return
+        if self.store.get_message(self.session_id, message_id) is not None:
+            return
+        raise InvalidParentError(
+            f"parent_id {parent_id!r} is not a message of session {self.session_id!r}"
+            " (None starts a new root; LATEST, the default, attaches to the latest leaf)"
+        )
 
     @io
     def append_messages(
@@ -268,6 +284,7 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
                 raise MessageValidationError(f"messages[{index}]: {error}") from None
         records = [record for _, record in batch if record is not None]
         if records:
+            self._require_parent(parent_id, records[0].id)
             self._recall_before_write()
         outcomes = iter(self.store.insert_messages(self.session_id, records, parent_id) if records else [])
         results = [
@@ -521,6 +538,9 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
             (to_message_id, "to_message_id"),
         ):
             check_text(value, what)
+        for message_id, what in ((from_message_id, "from_message_id"), (to_message_id, "to_message_id")):
+            if self.store.get_message(self.session_id, message_id) is None:
+                raise InvalidParentError(f"{what} {message_id!r} is not a message of session {self.session_id!r}")
         summary = self._redacted_text(summary)
         row = CompactionRow(str(uuid.uuid4()), summary, from_message_id, to_message_id, now_us())
         self.store.add_compaction(self.session_id, row)

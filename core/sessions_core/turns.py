@@ -404,13 +404,20 @@ class TurnService:
         return branch
 
     def _store(self, session_id: str, turns: _Turns, incoming: Sequence[Incoming]) -> None:
+        # A message that is not stored (it cannot be converted, or is a compaction summary echoed
+        # back) hands its own parent to the message after it: a parent must be a stored message.
+        parent_of_unstored: dict[str, Parent] = {}
         for item in incoming:
+            parent = item.parent
+            if isinstance(parent, str):
+                parent = parent_of_unstored.get(parent, parent)
             if item.id in turns.known:
                 continue
             message = item.convert()
-            if message is None:
+            if message is None or message.id.startswith(COMPACTION_ID_PREFIX):
+                parent_of_unstored[item.id] = parent
                 continue
-            result = turns.session.append_message(message, item.parent)
+            result = turns.session.append_message(message, parent)
             with self._lock:
                 turns.known.add(item.id)
             manager = self.target if isinstance(self.target, SessionManager) else None

@@ -22,12 +22,14 @@ from sessions_core import (
     CompactContext,
     CompactionError,
     CompactResult,
+    InvalidParentError,
     SessionMessage,
     SessionsError,
     ToolCallPart,
     ToolResultPart,
     create_compact_function,
 )
+from sessions_core._time import now_us
 from sessions_core.compaction import tool_pairs_intact
 from sessions_core.stores.base import CompactionRow
 from sessions_core.tokens import estimate_message_tokens
@@ -260,8 +262,12 @@ def test_overlays_anchored_off_the_path_are_ignored(make_session):
     chain(s, "m0", "m1", "m2", "m3")
     chain(s, "x2", "x3", parent="m1")
     s.add_compaction("to a sibling", "m1", "x3")
-    s.add_compaction("unknown start", "nope", "m2")
-    s.add_compaction("unknown end", "m1", "nope")
+    chain(s, "gone", parent="m1")
+    s.add_compaction("unknown start", "gone", "m2")
+    s.add_compaction("unknown end", "m1", "gone")
+    s.delete_messages(["gone"])  # the two overlays now name an id that no longer exists
+    with pytest.raises(InvalidParentError, match="'nope'"):
+        s.add_compaction("refused", "nope", "m2")
     s.add_compaction("reversed", "m3", "m1")
     assert ids(s.get_history("m3")) == ["m0", "m1", "m2", "m3"]
     assert ids(s.history("m3", newest_first=True)) == ["m3", "m2", "m1", "m0"]
@@ -316,13 +322,16 @@ def _random_compacted_tree(s: Any, rng: random.Random, *, wild: bool) -> list[st
                 first = ancestors[rng.randrange(len(ancestors))]
             elif kind < 0.85:
                 first, last = rng.choice(names), rng.choice(names)
-            else:
+            else:  # naming an id not stored (yet): Session refuses it, a store keeps what it is given
                 first, last = (
                     (rng.choice(ghosts), rng.choice(names))
                     if rng.random() < 0.5
                     else (rng.choice(names), rng.choice(ghosts))
                 )
-            s.add_compaction(f"summary {step}", first, last)
+            if first in ghosts or last in ghosts:
+                store.add_compaction(sid, CompactionRow(f"ghost-{step}", f"summary {step}", first, last, now_us()))
+            else:
+                s.add_compaction(f"summary {step}", first, last)
         if wild and rng.random() < 0.05 and len(names) > 3:
             victim = rng.choice(names[:-1])
             s.delete_messages([victim])

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from sessions_core import MessageValidationError, SessionMessage, TextPart
+from sessions_core import InvalidParentError, MessageValidationError, SessionMessage, TextPart
 
 from .builders import ids, msg
 from .harness import skip_where_unsupported
@@ -124,19 +124,40 @@ def test_parent_none_starts_a_new_root(make_session):
     assert ids(s.get_history("m1")) == ["m0", "m1"]
 
 
-def test_unknown_parent_makes_a_root(make_session):
+def test_an_unknown_parent_is_refused_naming_it(make_session):
+    """The reference stores the message as a new root, silently; a typo'd parent is refused."""
     s = make_session()
     chain(s, "m0")
-    s.append_message(msg("x"), parent_id="nope")
-    assert ids(s.get_history()) == ["x"]
+    with pytest.raises(InvalidParentError, match="'nope'"):
+        s.append_message(msg("x"), parent_id="nope")
+    with pytest.raises(InvalidParentError, match="'nope'"):
+        s.append_messages([msg("y"), msg("z")], parent_id="nope")
+    assert s.get_message("x") is None and s.get_message("y") is None
+    assert ids(s.get_history()) == ["m0"]
+    s.append_message(msg("m0"), parent_id="nope")  # a stored message: the re-append stores nothing
+    s.append_message(msg("r"), parent_id=None)  # None still starts a new root
+    assert ids(s.get_history()) == ["r"]
 
 
-def test_parent_in_another_session_makes_a_root(make_session):
+def test_a_parent_in_another_session_is_refused(make_session):
     a = make_session("a")
     b = make_session("b", store=a.session.store if hasattr(a, "_loop") else a.store)
     a.append_message(msg("pa"))
-    b.append_message(msg("child"), parent_id="pa")
-    assert ids(b.get_history()) == ["child"]
+    with pytest.raises(InvalidParentError, match="'pa'"):
+        b.append_message(msg("child"), parent_id="pa")
+    assert b.get_history() == []
+
+
+def test_a_compaction_of_ids_of_another_session_is_refused(make_session):
+    a = make_session("a")
+    b = make_session("b", store=a.session.store if hasattr(a, "_loop") else a.store)
+    chain(a, "a0", "a1")
+    chain(b, "b0")
+    with pytest.raises(InvalidParentError, match="from_message_id 'a0'"):
+        b.add_compaction("summary", "a0", "b0")
+    with pytest.raises(InvalidParentError, match="to_message_id 'a1'"):
+        b.add_compaction("summary", "b0", "a1")
+    assert b.get_compactions() == []
 
 
 def test_branches_and_reading_a_branch(make_session):
