@@ -117,7 +117,23 @@ def schema_sql(schema: str = "public") -> str:
 
 
 def _qualified(scripts: list[str], schema: str) -> list[str]:
-    return [script.replace("{schema}", _quote(schema)) for script in scripts]
+    """``scripts`` (migrations) run in ``schema``: ``{schema}`` becomes the quoted name, and each
+    ``$$`` of a function body a dollar-quote tag the name does not hold, since a body ends at
+    its first tag and the name stands in it (``$$`` in a schema name would end it early)."""
+    quoted = _quote(schema)
+    tag = _body_tag(schema, scripts)
+    return [script.replace("$$", tag).replace("{schema}", quoted) for script in scripts]
+
+
+def _body_tag(schema: str, scripts: list[str]) -> str:
+    """``$body$``, else ``$body_N$`` with the least ``N`` found neither in ``schema`` nor in
+    ``scripts`` (a tag holds no ``"``, so it cannot span the name and its quotes either)."""
+    number = 0
+    while True:
+        tag = f"$body_{number}$" if number else "$body$"
+        if tag not in schema and not any(tag in script for script in scripts):
+            return tag
+        number += 1
 
 
 def _quote(identifier: str) -> str:
