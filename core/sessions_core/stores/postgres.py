@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
 
-from ..errors import StoreError, StoreUnavailableError
+from ..errors import InvalidInputError, StoreError, StoreUnavailableError
 from ..fts import Alternative, Unit, tsquery_literal, tsvector_literal, tsvector_terms
 from ..ranking import Estimated
 from ..text import unstorable
@@ -193,6 +193,7 @@ class PostgresStore(SqlStore):
                     f"invalid PostgreSQL conninfo {self.description!r}: {_one_line(error)}"
                     " (a postgresql:// URL or libpq key=value pairs)"
                 ) from error
+            _check_conninfo(params, self.description)
             self._conninfo = conninfo_or_pool
             self._pool_options: dict[str, Any] = {"min_size": min_size, "max_size": max_size}
             self._owns = True  # the pool is made on first use, once a connection has worked
@@ -784,6 +785,26 @@ def _check_schema(schema: str) -> None:
         size = 0
     if not 0 < size <= 63 or "\x00" in schema:
         raise StoreError(f"unusable PostgreSQL schema name {schema!r}: give 1 to 63 bytes of UTF-8 text without NUL")
+
+
+_SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+
+
+def _check_conninfo(params: dict[str, Any], description: str) -> None:
+    """Refuse at once what libpq would refuse only when connecting: a ``port`` (each of a
+    multi-host list; an empty one means the default) not an integer 1 to 65535, an unknown
+    ``sslmode``."""
+    for port in str(params.get("port", "")).split(","):
+        port = port.strip()
+        if port and not (port.isascii() and port.isdigit() and 0 < int(port) <= 65535):
+            raise InvalidInputError(
+                f"invalid PostgreSQL conninfo {description!r}: port {port!r} is not an integer from 1 to 65535"
+            )
+    sslmode = params.get("sslmode")
+    if sslmode is not None and sslmode not in _SSLMODES:
+        raise InvalidInputError(
+            f"invalid PostgreSQL conninfo {description!r}: sslmode {sslmode!r} is not one of {', '.join(_SSLMODES)}"
+        )
 
 
 def _one_line(error: BaseException) -> str:
