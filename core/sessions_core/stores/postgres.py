@@ -152,7 +152,10 @@ class PostgresStore(SqlStore):
     ``StoreError`` and its transaction is rolled back. Every driver failure raises
     ``StoreError`` with the psycopg error as the cause.
 
-    Building the store connects to nothing; the first call does. ``connect_timeout`` (seconds;
+    Building the store connects to nothing; the first call does. A conninfo string is checked
+    first: one libpq cannot parse raises ``StoreError``, a ``port`` not an integer from 1 to
+    65535 or an unknown ``sslmode`` raises ``InvalidInputError`` (a pool's or a connection's
+    conninfo is its owner's and is not checked). ``connect_timeout`` (seconds;
     else the conninfo's ``connect_timeout``, ``PGCONNECT_TIMEOUT``, else 5; at least 2, as
     libpq) bounds how long a call waits for a connection before it tries one of its own: when
     PostgreSQL cannot be reached (refused, unknown host, role or database, bad password...)
