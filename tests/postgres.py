@@ -48,13 +48,14 @@ def require_postgres() -> None:
 
 
 @contextmanager
-def temporary_schema() -> Iterator[str]:
-    """A fresh schema name, dropped (with everything in it) afterwards."""
+def temporary_schema(suffix: str = "") -> Iterator[str]:
+    """A fresh schema name (ending with ``suffix``), dropped (with everything in it) afterwards."""
     import psycopg
+    from psycopg import sql
 
-    name = f"test_{uuid.uuid4().hex[:12]}"
+    name = f"test_{uuid.uuid4().hex[:12]}{suffix}"
     try:
         yield name
     finally:
         with psycopg.connect(postgres_url(), autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))

@@ -173,6 +173,43 @@ def test_schema_sql_can_be_run_by_an_administrator(schema):
     store.close()
 
 
+@pytest.mark.parametrize("suffix", ["$$x", "$body$", "$$body$body_1$$"])
+def test_a_schema_name_holding_dollar_quotes_sets_up_and_round_trips(suffix):
+    """A ``$$`` (or the tag the loader would pick first) in the schema name does not end the
+    migrations' function bodies early: setup, every trigger and ``schema_sql`` work (issue 36)."""
+    require_postgres()
+    import psycopg
+
+    from sessions_core.stores.postgres import schema_sql
+
+    with temporary_schema(suffix) as name:
+        store = _store(name)
+        try:
+            session = Session(store).for_session("s").with_context("memory", max_tokens=100)
+            session.append_message(_msg("m1"))
+            session.append_messages([_msg("m2"), _msg("m3")])
+            session.replace_context_block("memory", "likes tea")  # record_block_version
+            store.set_search_entry("s", "kb", "k1", "an entry")  # record_entry_version, recall_queue_entry
+            assert [m.id for m in Session(store).for_session("s").get_history()] == ["m1", "m2", "m3"]
+            assert session.get_message("m2").text == "text of m2"
+            assert store.get_block("s", "memory") == "likes tea"
+            assert store.search_entries("s", "kb", "entry", 5) == [("k1", "an entry")]
+            session.clear_messages()  # recall_queue_message and collect_blob on delete
+            assert session.get_path_length() == 0
+        finally:
+            store.close()
+    with temporary_schema(suffix) as name:
+        with psycopg.connect(postgres_url(), autocommit=True) as conn:
+            conn.execute(schema_sql(name))
+        store = _store(name, auto_setup=False)
+        try:
+            session = Session(store).for_session("admin")
+            session.append_message(_msg("m"))
+            assert session.get_path_length() == 1
+        finally:
+            store.close()
+
+
 def test_missing_schema_without_auto_setup_is_a_clear_error(schema):
     store = _store(schema, auto_setup=False)
     with pytest.raises(StoreError, match="setup"):

@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
 
-from ..errors import StoreError, StoreUnavailableError
+from ..errors import InvalidInputError, StoreError, StoreUnavailableError
 from ..fts import Alternative, Unit, tsquery_literal, tsvector_literal, tsvector_terms
 from ..ranking import Estimated
 from ..text import unstorable
@@ -122,7 +122,23 @@ def schema_sql(schema: str = "public") -> str:
 
 
 def _qualified(scripts: list[str], schema: str) -> list[str]:
-    return [script.replace("{schema}", _quote(schema)) for script in scripts]
+    """``scripts`` (migrations) run in ``schema``: ``{schema}`` becomes the quoted name, and each
+    ``$$`` of a function body a dollar-quote tag the name does not hold, since a body ends at
+    its first tag and the name stands in it (``$$`` in a schema name would end it early)."""
+    quoted = _quote(schema)
+    tag = _body_tag(schema, scripts)
+    return [script.replace("$$", tag).replace("{schema}", quoted) for script in scripts]
+
+
+def _body_tag(schema: str, scripts: list[str]) -> str:
+    """``$body$``, else ``$body_N$`` with the least ``N`` found neither in ``schema`` nor in
+    ``scripts`` (a tag holds no ``"``, so it cannot span the name and its quotes either)."""
+    number = 0
+    while True:
+        tag = f"$body_{number}$" if number else "$body$"
+        if tag not in schema and not any(tag in script for script in scripts):
+            return tag
+        number += 1
 
 
 def _quote(identifier: str) -> str:
@@ -141,7 +157,10 @@ class PostgresStore(SqlStore):
     ``StoreError`` and its transaction is rolled back. Every driver failure raises
     ``StoreError`` with the psycopg error as the cause.
 
-    Building the store connects to nothing; the first call does. ``connect_timeout`` (seconds;
+    Building the store connects to nothing; the first call does. A conninfo string is checked
+    first: one libpq cannot parse raises ``StoreError``, a ``port`` not an integer from 1 to
+    65535 or an unknown ``sslmode`` raises ``InvalidInputError`` (a pool's or a connection's
+    conninfo is its owner's and is not checked). ``connect_timeout`` (seconds;
     else the conninfo's ``connect_timeout``, ``PGCONNECT_TIMEOUT``, else 5; at least 2, as
     libpq) bounds how long a call waits for a connection before it tries one of its own: when
     PostgreSQL cannot be reached (refused, unknown host, role or database, bad password...)
@@ -182,6 +201,7 @@ class PostgresStore(SqlStore):
                     f"invalid PostgreSQL conninfo {self.description!r}: {_one_line(error)}"
                     " (a postgresql:// URL or libpq key=value pairs)"
                 ) from error
+            _check_conninfo(params, self.description)
             self._conninfo = conninfo_or_pool
             self._pool_options: dict[str, Any] = {"min_size": min_size, "max_size": max_size}
             self._owns = True  # the pool is made on first use, once a connection has worked
@@ -803,6 +823,26 @@ def _check_schema(schema: str) -> None:
         size = 0
     if not 0 < size <= 63 or "\x00" in schema:
         raise StoreError(f"unusable PostgreSQL schema name {schema!r}: give 1 to 63 bytes of UTF-8 text without NUL")
+
+
+_SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+
+
+def _check_conninfo(params: dict[str, Any], description: str) -> None:
+    """Refuse at once what libpq would refuse only when connecting: a ``port`` (each of a
+    multi-host list; an empty one means the default) not an integer 1 to 65535, an unknown
+    ``sslmode``."""
+    for port in str(params.get("port", "")).split(","):
+        port = port.strip()
+        if port and not (port.isascii() and port.isdigit() and 0 < int(port) <= 65535):
+            raise InvalidInputError(
+                f"invalid PostgreSQL conninfo {description!r}: port {port!r} is not an integer from 1 to 65535"
+            )
+    sslmode = params.get("sslmode")
+    if sslmode is not None and sslmode not in _SSLMODES:
+        raise InvalidInputError(
+            f"invalid PostgreSQL conninfo {description!r}: sslmode {sslmode!r} is not one of {', '.join(_SSLMODES)}"
+        )
 
 
 def _one_line(error: BaseException) -> str:
