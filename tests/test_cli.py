@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -986,3 +987,31 @@ def test_import_records_reports_conflicts(tmp_path):
     report = import_records(store, edited, skip_conflicts=True)
     assert report.conflicts == (("s", "m1"),) and report.present == {} and report.stored == {}
     store.close()
+
+
+def test_an_import_removes_what_killed_imports_left_and_spares_a_running_one(db, tmp_path):
+    """A killed ``sessions import`` leaves ``.NAME.*.importing`` with ``-wal``/``-shm``; the next
+    import into that path deletes them, but not the file of an import still running (it holds a
+    ``flock``) nor one written in the last minute."""
+    import fcntl
+
+    path, _ = db
+    dump = tmp_path / "chat.jsonl"
+    dump.write_text(run("--store", path, "export", SESSION).stdout)
+    dead, running, recent = (tmp_path / f".fresh.db.{name}.importing" for name in ("dead1", "live1", "new1"))
+    for leftover in (dead, running, recent):
+        for end in ("", "-wal", "-shm"):
+            Path(f"{leftover}{end}").write_bytes(b"x" * 1000)
+    an_hour_ago = time.time() - 3600
+    for leftover in (dead, running):
+        os.utime(leftover, (an_hour_ago, an_hour_ago))
+    held = os.open(running, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        assert run("--store", str(tmp_path / "fresh.db"), "import", str(dump)).exit_code == 0
+    finally:
+        os.close(held)
+    left = sorted(p.name for p in tmp_path.glob(".fresh.db.*"))
+    expected = [f"{leftover.name}{end}" for leftover in (running, recent) for end in ("", "-shm", "-wal")]
+    assert left == sorted(expected)
+    assert [m.id for m in Session(tmp_path / "fresh.db").for_session(SESSION).get_history()]

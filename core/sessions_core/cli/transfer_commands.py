@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -225,8 +226,9 @@ def _import(
     target = Path(handle.url)
     if not target.parent.exists():
         raise NotFound(f"no such directory: {target.parent}")
+    _remove_dead_imports(target)
     descriptor, building = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".importing", dir=target.parent)
-    os.close(descriptor)
+    _hold(descriptor)  # while held, another import's _remove_dead_imports leaves this one alone
     try:
         new = SqliteStore(building, key=handle.key)
         try:
@@ -243,7 +245,55 @@ def _import(
             return import_records(handle.open(), lines, into=into, redactor=redactor, skip_conflicts=skip_conflicts)
         return report
     finally:
-        os.unlink(building)
+        for leftover in _with_sidecars(Path(building)):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+        os.close(descriptor)
+
+
+DEAD_AFTER_SECONDS = 60.0
+
+
+def _with_sidecars(database: Path) -> list[Path]:
+    return [database, *(database.with_name(database.name + end) for end in ("-wal", "-shm", "-journal"))]
+
+
+def _hold(descriptor: int) -> bool:
+    """Take an exclusive ``flock`` on ``descriptor`` without waiting (``False``: someone holds
+    it). Independent of SQLite's own ``fcntl`` locks."""
+    try:
+        import fcntl
+    except ImportError:  # no flock here: nothing is held, and no leftover is taken for dead
+        return False
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _remove_dead_imports(target: Path) -> None:
+    """Delete what imports killed midway left beside ``target`` (``.NAME.*.importing`` and its
+    ``-wal`` / ``-shm``): a temporary database no running import holds, untouched for a minute."""
+    import glob
+    import time
+
+    for leftover in target.parent.glob(f".{glob.escape(target.name)}.*.importing"):
+        try:
+            descriptor = os.open(leftover, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fresh = time.time() - os.fstat(descriptor).st_mtime < DEAD_AFTER_SECONDS
+            if fresh or not _hold(descriptor):
+                continue
+            for path in _with_sidecars(leftover):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+        except OSError:
+            continue
+        finally:
+            os.close(descriptor)
 
 
 def _umask() -> int:
