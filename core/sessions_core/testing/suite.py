@@ -8,6 +8,7 @@ Pytest collects the tests where they are imported, so this module holds them all
 from .attachments import *  # noqa: F403
 from .batch_append import *  # noqa: F403
 from .checkpoints import *  # noqa: F403
+from .items import *  # noqa: F403
 from .compaction import *  # noqa: F403
 from .context import *  # noqa: F403
 from .feed import *  # noqa: F403

@@ -1,0 +1,202 @@
+"""Items contract (``ItemStore``, ``sessions_core.items``): an item reads back as written, every
+write is a version (a deletion too); a namespace prefix selects whole labels; filters compare
+by kind with every operator; a keyword query is ranked by the store's search and a query vector
+by cosine similarity, fused; an expired item is not read and a sweep removes it with its
+versions; namespaces list by prefix, suffix, wildcard and depth; bad input stores nothing. A
+store without the capability skips it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from sessions_core import InvalidInputError, InvalidTextError
+from sessions_core.items import ItemPut, Items
+
+from .harness import skip_where_unsupported
+
+
+def _items(drive: Any, manager: Any) -> Any:
+    return drive(Items(getattr(manager, "target", manager).store))
+
+
+def test_an_item_reads_back_and_every_write_is_a_version(make_manager, drive):
+    items = _items(drive, make_manager())
+    assert items.get(("users", "u1"), "k") is None and items.versions(("users", "u1"), "k") == []
+    items.put(("users", "u1"), "k", {"content": "likes tea", "n": 1, "nested": {"ok": True}})
+    items.put(("users", "u1"), "k", {"content": "likes coffee", "n": 2})
+    got = items.get(("users", "u1"), "k")
+    assert got.namespace == ("users", "u1") and got.key == "k" and got.value == {"content": "likes coffee", "n": 2}
+    assert got.version == 2 and got.created_at <= got.updated_at
+    items.put(("users", "u1"), "k", None)
+    assert items.get(("users", "u1"), "k") is None
+    versions = items.versions(("users", "u1"), "k")
+    assert [(v.version, v.value) for v in versions] == [
+        (3, None),
+        (2, {"content": "likes coffee", "n": 2}),
+        (1, {"content": "likes tea", "n": 1, "nested": {"ok": True}}),
+    ]
+    items.put(("users", "u1"), "k", {"content": "back"})
+    assert items.get(("users", "u1"), "k").version == 4 and items.version(("users", "u1"), "k", 1).value["n"] == 1
+
+
+def test_a_batch_is_applied_in_order_and_the_last_write_of_a_key_wins(make_manager, drive):
+    items = _items(drive, make_manager())
+    items.put_many(
+        [ItemPut(("a",), "x", {"v": 1}), ItemPut(("a",), "y", {"v": 2}), ItemPut(("a",), "x", {"v": 3})]
+        + [ItemPut(("bulk",), f"k{n}", {"v": n}) for n in range(250)]
+    )
+    found = items.get_many([(("a",), "x"), (("a",), "y"), (("a",), "z"), (("bulk",), "k249")])
+    assert [None if item is None else item.value["v"] for item in found] == [3, 2, None, 249]
+
+
+def test_a_prefix_selects_whole_labels_and_listing_is_newest_first(make_manager, drive):
+    items = _items(drive, make_manager())
+    for namespace in [("foo",), ("foo", "bar"), ("foobar",), ("Foo",), ("foo", "*")]:
+        items.put(namespace, "k", {"ns": list(namespace)})
+    under_foo = items.search(("foo",), limit=10)
+    assert sorted(item.namespace for item in under_foo) == [("foo",), ("foo", "*"), ("foo", "bar")]
+    assert [item.namespace for item in under_foo][0] == ("foo", "*")  # the newest first
+    assert len(items.search((), limit=10)) == 5
+    assert [item.namespace for item in items.search((), limit=2, offset=4)] == [("foo",)]
+
+
+@pytest.mark.parametrize(
+    ("filter", "keys"),
+    [
+        ({"color": "red"}, ["a", "b"]),
+        ({"color": {"$ne": "red"}}, ["c", "d"]),
+        ({"score": {"$gt": 3.0}}, ["a", "c"]),
+        ({"score": {"$gte": 3.0, "$lt": 4.5}}, ["b", "c"]),
+        ({"score": {"$lte": 3}}, ["b"]),
+        ({"active": True}, ["a", "c"]),
+        ({"tags": ["x", "y"]}, ["a"]),
+        ({"meta.level": 2}, ["d"]),
+        ({"missing": None}, ["a", "b", "c", "d"]),
+        ({"color": "red", "active": False}, ["b"]),
+        ({"score": {"$lt": float("inf")}}, ["a", "b", "c"]),
+        ({"score": {"$lt": 10**100}}, ["a", "b", "c"]),
+        ({"name": {"$gt": "m"}}, ["c"]),
+    ],
+)
+def test_filters_compare_by_kind_with_every_operator(make_manager, drive, filter, keys):
+    items = _items(drive, make_manager())
+    items.put(("f",), "a", {"color": "red", "score": 4.5, "active": True, "tags": ["x", "y"], "name": "alpha"})
+    items.put(("f",), "b", {"color": "red", "score": 3.0, "active": False, "name": "beta"})
+    items.put(("f",), "c", {"color": "green", "score": 4.0, "active": True, "name": "omega"})
+    items.put(("f",), "d", {"color": "blue", "score": "high", "meta": {"level": 2}})
+    assert sorted(item.key for item in items.search(("f",), filter=filter, limit=10)) == keys
+
+
+def test_a_keyword_query_finds_the_answer_to_a_question(make_manager, drive):
+    items = _items(drive, make_manager())
+    items.put(("memories", "u1"), "m1", {"content": "Caroline went to an LGBTQ support group on Tuesday"})
+    items.put(("memories", "u1"), "m2", {"content": "Melanie painted a sunrise over the lake last year"})
+    items.put(("memories", "u1"), "m3", {"content": "Caroline is researching adoption agencies"})
+    items.put(("memories", "u2"), "m4", {"content": "Melanie's kids love dinosaurs and painting"})
+    items.put(("memories", "u1"), "m5", {"content": "nothing indexed here"}, text="")
+    found = items.search(("memories",), query="When did Melanie paint a sunrise?")
+    assert [item.key for item in found] == ["m2", "m4"] and found[0].score > found[1].score
+    assert [item.key for item in items.search(("memories", "u1"), query="adoption agency")] == ["m3"]
+    assert items.search(("memories", "u2"), query="support group") == []
+    assert items.search(("memories",), query="nothing indexed") == []
+    assert [item.key for item in items.search(("memories",), query="painting", filter={"content": {"$ne": "x"}})]
+
+
+def test_a_query_vector_ranks_by_cosine_similarity_fused_with_keywords(make_manager, drive):
+    items = _items(drive, make_manager())
+    items.put(("v",), "east", {"text": "sunrise"}, vectors=[("$", [1.0, 0.0])])
+    items.put(("v",), "north", {"text": "polar"}, vectors=[("$", [0.0, 1.0])])
+    items.put(("v",), "both", {"text": "between"}, vectors=[("title", [0.7, 0.7]), ("body", [1.0, 0.1])])
+    found = items.search(("v",), query_vector=[1.0, 0.0], limit=3)
+    assert [item.key for item in found] == ["east", "both", "north"]
+    assert found[0].score == pytest.approx(1.0) and found[2].score == pytest.approx(0.0, abs=1e-6)
+    assert found[1].score == pytest.approx(1.0 / (1.01**0.5), abs=1e-4)  # the better of its fields
+    assert [item.key for item in items.search(("v",), query_vector=[1.0, 0.0], offset=1, limit=1)] == ["both"]
+    fused = items.search(("v",), query="polar", query_vector=[1.0, 0.0], limit=3)
+    assert fused[0].key in ("north", "east") and {item.key for item in fused} == {"east", "north", "both"}
+    assert [item.key for item in items.search(("v",), query_vector=[0.0, 1.0], filter={"text": "sunrise"})] == [
+        "east"
+    ]
+
+
+def test_an_expired_item_is_not_read_and_a_sweep_removes_it_with_its_versions(make_manager, drive):
+    items = _items(drive, make_manager())
+    items.put(("t",), "long", {"v": 2}, ttl_minutes=60)
+    items.put(("t",), "kept", {"v": 3})
+    items.put(("t",), "short", {"v": 1}, ttl_minutes=0.01)
+    assert items.get(("t",), "short") is not None
+    time.sleep(0.7)
+    assert items.get(("t",), "short") is None
+    assert sorted(item.key for item in items.search(("t",))) == ["kept", "long"]
+    assert items.sweep() == 1 and items.versions(("t",), "short") == [] and items.sweep() == 0
+    assert items.get(("t",), "long", refresh=True).value == {"v": 2}
+
+
+def test_refresh_moves_the_expiry_of_a_read_item(make_manager, drive):
+    items = _items(drive, make_manager())
+    items.get(("t",), "warm-up")
+    items.put(("t",), "k", {"v": 1}, ttl_minutes=0.01)
+    for _ in range(3):
+        time.sleep(0.35)
+        assert items.get(("t",), "k", refresh=True) is not None
+    time.sleep(0.8)
+    assert items.get(("t",), "k") is None
+
+
+def test_namespaces_list_by_prefix_suffix_wildcard_and_depth(make_manager, drive):
+    items = _items(drive, make_manager())
+    for namespace in [("a", "b", "c"), ("a", "b", "d"), ("a", "e"), ("x", "b", "c"), ("ab",)]:
+        items.put(namespace, "k", {})
+    assert items.namespaces() == [("a", "b", "c"), ("a", "b", "d"), ("a", "e"), ("ab",), ("x", "b", "c")]
+    assert items.namespaces(prefix=("a",)) == [("a", "b", "c"), ("a", "b", "d"), ("a", "e")]
+    assert items.namespaces(suffix=("c",)) == [("a", "b", "c"), ("x", "b", "c")]
+    assert items.namespaces(prefix=("*", "b")) == [("a", "b", "c"), ("a", "b", "d"), ("x", "b", "c")]
+    assert items.namespaces(prefix=("a",), max_depth=2) == [("a", "b"), ("a", "e")]
+    assert items.namespaces(limit=2, offset=1) == [("a", "b", "d"), ("a", "e")]
+
+
+@pytest.mark.parametrize(
+    ("namespace", "key", "value", "error"),
+    [
+        ((), "k", {}, InvalidInputError),
+        (("a.b",), "k", {}, InvalidInputError),
+        (("",), "k", {}, InvalidInputError),
+        (("a", "\x00"), "k", {}, InvalidInputError),
+        ("ab", "k", {}, InvalidInputError),
+        (("a",), "k", ["not", "a", "mapping"], InvalidInputError),
+        (("a",), "k", {"x": float("nan")}, InvalidInputError),
+        (("a",), "k", {"x": object()}, InvalidInputError),
+        (("a",), "k", {"x": "nul\x00"}, InvalidInputError),
+        (("a",), "bad\ud800", {}, InvalidTextError),
+        (("a",), "k", {"x": "bad\udfff"}, InvalidTextError),
+        (("a",), 5, {}, InvalidInputError),
+    ],
+)
+def test_bad_input_stores_nothing(make_manager, drive, namespace, key, value, error):
+    items = _items(drive, make_manager())
+    items.put(("a",), "first", {"v": 1})
+    with pytest.raises(error):
+        items.put_many([ItemPut(("a",), "second", {"v": 2}), ItemPut(namespace, key, value)])
+    assert [item.key for item in items.search(())] == ["first"]
+    with pytest.raises(InvalidInputError, match="filter"):
+        items.search(("a",), filter={"v": {"$regex": "x"}})
+    with pytest.raises(InvalidInputError, match="Invalid filter key"):
+        items.search(("a",), filter={"v') OR 1=1 --": 1})
+    with pytest.raises(InvalidInputError):
+        items.put(("a",), "k", {"v": 1}, ttl_minutes=-1)
+
+
+def test_items_survive_reopening(make_manager, drive, persistent_backend):
+    items = _items(drive, make_manager(store=persistent_backend.open()))
+    items.put(("p",), "k", {"content": "durable zebra"})
+    items.put(("p",), "k", {"content": "durable zebra, again"})
+    reopened = _items(drive, make_manager(store=persistent_backend.open()))
+    assert reopened.get(("p",), "k").value == {"content": "durable zebra, again"}
+    assert [v.version for v in reopened.versions(("p",), "k")] == [2, 1]
+    assert [item.key for item in reopened.search(("p",), query="zebra")] == ["k"]
+
+
+skip_where_unsupported(globals())

@@ -1,0 +1,3 @@
+"""The suite's items contract (``sessions_core.testing.items``) on the project's stores."""
+
+from sessions_core.testing.items import *  # noqa: F403
