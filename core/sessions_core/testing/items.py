@@ -117,9 +117,7 @@ def test_a_query_vector_ranks_by_cosine_similarity_fused_with_keywords(make_mana
     assert [item.key for item in items.search(("v",), query_vector=[1.0, 0.0], offset=1, limit=1)] == ["both"]
     fused = items.search(("v",), query="polar", query_vector=[1.0, 0.0], limit=3)
     assert fused[0].key in ("north", "east") and {item.key for item in fused} == {"east", "north", "both"}
-    assert [item.key for item in items.search(("v",), query_vector=[0.0, 1.0], filter={"text": "sunrise"})] == [
-        "east"
-    ]
+    assert [item.key for item in items.search(("v",), query_vector=[0.0, 1.0], filter={"text": "sunrise"})] == ["east"]
 
 
 def test_an_expired_item_is_not_read_and_a_sweep_removes_it_with_its_versions(make_manager, drive):

@@ -8,13 +8,13 @@ Pytest collects the tests where they are imported, so this module holds them all
 from .attachments import *  # noqa: F403
 from .batch_append import *  # noqa: F403
 from .checkpoints import *  # noqa: F403
-from .items import *  # noqa: F403
 from .compaction import *  # noqa: F403
 from .context import *  # noqa: F403
 from .feed import *  # noqa: F403
 from .harness import drive, inspectable_store, make_manager, make_session, mode, persistent_backend  # noqa: F401
 from .history import *  # noqa: F403
 from .inspection import *  # noqa: F403
+from .items import *  # noqa: F403
 from .manager import *  # noqa: F403
 from .recall import *  # noqa: F403
 from .retention import *  # noqa: F403
