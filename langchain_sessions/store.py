@@ -78,7 +78,7 @@ class SessionStore(BaseStore):
         self.embeddings: Embeddings | None = None
         self._fields: list[Field] = [("$", "$")]
         if index is not None:
-            config = dict(index)
+            config: dict[str, Any] = dict(index)
             if "embed" not in config or "dims" not in config:
                 raise InvalidInputError("an index config needs 'embed' and 'dims'")
             fields = config.get("fields") or config.get("text_fields") or ["$"]
