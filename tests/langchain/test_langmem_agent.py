@@ -19,7 +19,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langmem import create_manage_memory_tool, create_search_memory_tool
 
-from langchain_sessions import SessionMemoryMiddleware, SessionSaver
+from langchain_sessions import SessionMemoryMiddleware, SessionSaver, SessionStore
 from sessions_core import SessionManager
 
 from ..postgres import postgres_url, require_postgres, temporary_schema
@@ -28,15 +28,6 @@ from .helpers import ScriptedChatModel, call
 NAMESPACE = ("memories", "ada")
 
 Opener = Callable[[], SessionManager]
-
-
-_INTERIM: dict[str, Any] = {}
-
-
-def _store(manager: SessionManager) -> Any:
-    from langgraph.store.memory import InMemoryStore
-
-    return _INTERIM.setdefault("store", InMemoryStore())
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -80,7 +71,7 @@ def _agent(manager: SessionManager, model: ScriptedChatModel) -> Any:
         ],
         system_prompt="Be brief.",
         checkpointer=SessionSaver.from_manager(manager),
-        store=_store(manager),
+        store=SessionStore.from_manager(manager),
         middleware=[SessionMemoryMiddleware(manager)],
     )
 
@@ -99,7 +90,6 @@ def _tool_results(result: dict[str, Any]) -> list[str]:
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_langmem_memory_crosses_threads_and_a_restart(open_manager: Opener, mode: str) -> None:
-    _INTERIM.clear()
     first = open_manager()
     model = ScriptedChatModel(
         responses=[
@@ -152,6 +142,15 @@ def test_a_langmem_memory_crosses_threads_and_a_restart(open_manager: Opener, mo
     assert latest is not None
     assert [m.id for m in latest.checkpoint["channel_values"]["messages"]] == [m.id for m in stored]
 
-    store = _store(second)
+    # The memory's versions show the tool's update; the earlier one can be restored.
+    store = SessionStore.from_manager(second)
+    versions = store.item_versions(NAMESPACE, key)
+    assert [v.value for v in versions] == [
+        {"content": "Ada drinks oolong now."},
+        {"content": "Ada drinks green tea every morning."},
+    ]
+    assert [hit.key for hit in store.search(("memories",), query="oolong")] == [key]
+    store.restore_item(NAMESPACE, key, versions[-1].version)
     item = store.get(NAMESPACE, key)
-    assert item is not None and item.value == {"content": "Ada drinks oolong now."}
+    assert item is not None and item.value == {"content": "Ada drinks green tea every morning."}
+    assert len(store.item_versions(NAMESPACE, key)) == 3
