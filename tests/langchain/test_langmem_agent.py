@@ -4,7 +4,8 @@ model: ``checkpointer=SessionSaver.from_manager(manager)``, ``store=SessionStore
 on ``("memories", "{user_id}")``. A memory written in thread "morning" is what the search tool
 gives the model in thread "later"; after a restart (a new manager, saver, store and agent on the
 same database) "morning" resumes from its checkpoint, each message is stored once in its session,
-and the memory's versions show the tool's update."""
+and the memory's versions show the tool's update. One turn's parallel calls store each memory
+once."""
 
 from __future__ import annotations
 
@@ -154,3 +155,19 @@ def test_a_langmem_memory_crosses_threads_and_a_restart(open_manager: Opener, mo
     item = store.get(NAMESPACE, key)
     assert item is not None and item.value == {"content": "Ada drinks green tea every morning."}
     assert len(store.item_versions(NAMESPACE, key)) == 3
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_parallel_memory_calls_store_each_memory_once(open_manager: Opener, mode: str) -> None:
+    """The tools node runs one turn's calls concurrently: each put is one item of one version."""
+    manager = open_manager()
+    calls = [{"name": "manage_memory", "args": {"content": f"Fact number {n}."}, "id": f"m{n}"} for n in range(8)]
+    model = ScriptedChatModel(responses=[AIMessage("", tool_calls=calls), AIMessage("Noted.")])
+    result = _run(_agent(manager, model), "Remember these eight facts.", "facts", mode)
+    keys = sorted(text.removeprefix("created memory ") for text in _tool_results(result))
+    store = SessionStore.from_manager(manager)
+    found = store.search(NAMESPACE, limit=100)
+    assert sorted(item.key for item in found) == keys and len(keys) == 8
+    assert sorted(item.value["content"] for item in found) == [f"Fact number {n}." for n in range(8)]
+    assert all(len(store.item_versions(NAMESPACE, key)) == 1 for key in keys)
+    assert manager.get_message_count("facts") == len(result["messages"]) == 11
