@@ -37,7 +37,7 @@ from sessions_core.integration import ItemPut, Items, ItemVersion, StoredItem, r
 
 __all__ = ["SessionStore"]
 
-Field = tuple[str, list[str]]
+Field = tuple[str, str | list[str]]
 """An indexed field: its path as written (``"$"``: the whole value) and tokenized."""
 
 
@@ -76,7 +76,7 @@ class SessionStore(BaseStore):
         self.ttl_config = ttl
         self.index_config: dict[str, Any] | None = None
         self.embeddings: Embeddings | None = None
-        self._fields: list[Field] = [("$", ["$"])]
+        self._fields: list[Field] = [("$", "$")]
         if index is not None:
             config = dict(index)
             if "embed" not in config or "dims" not in config:
@@ -84,7 +84,7 @@ class SessionStore(BaseStore):
             fields = config.get("fields") or config.get("text_fields") or ["$"]
             self.index_config = config
             self.embeddings = ensure_embeddings(config["embed"])
-            self._fields = [(field, tokenize_path(field)) for field in fields]
+            self._fields = [_field(field) for field in fields]
 
     @classmethod
     def from_manager(
@@ -195,7 +195,7 @@ class SessionStore(BaseStore):
             return None
         if op.index is None:
             return self._fields
-        return [(field, tokenize_path(field)) for field in op.index]
+        return [_field(field) for field in op.index]
 
     def _field_texts(self, op: PutOp) -> list[tuple[str, str]]:
         """``(field, text)`` of each text of the put's indexed fields (numbered when a path
@@ -221,7 +221,7 @@ class SessionStore(BaseStore):
     def _put(self, op: PutOp, vectors: Iterator[list[float]]) -> ItemPut:
         if op.value is None:
             return ItemPut(op.namespace, op.key, None)
-        texts = self._field_texts(op) if self._paths(op) != [("$", ["$"])] else None
+        texts = self._field_texts(op) if self._paths(op) != [("$", "$")] else None
         if op.index is False:
             text: str | None = ""
         elif texts is None:
@@ -278,6 +278,10 @@ class SessionStore(BaseStore):
         return self.items.namespaces(
             prefix=prefix, suffix=suffix, max_depth=op.max_depth, limit=op.limit, offset=op.offset
         )
+
+
+def _field(path: str) -> Field:
+    return (path, "$" if path == "$" else tokenize_path(path))
 
 
 def _item(item: StoredItem) -> Item:

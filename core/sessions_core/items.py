@@ -15,6 +15,7 @@ import dataclasses
 import json
 import logging
 import math
+import re
 import threading
 import uuid
 from array import array
@@ -41,6 +42,8 @@ __all__ = ["FILTER_OPERATORS", "ItemPut", "ItemVersion", "Items", "StoredItem", 
 
 FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 """The operators of a filter (``{"field": {"$gte": 3}}``; a bare value is ``$eq``)."""
+
+_FILTER_FIELD = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 RRF_K = 60
 """Reciprocal rank fusion's constant, as the store's other hybrid searches use."""
@@ -163,9 +166,11 @@ def _conditions(filter: Mapping[str, Any] | None) -> list[ItemCondition]:
         raise InvalidInputError(f"a filter is a mapping of fields to values, not {type(filter).__name__}")
     conditions = []
     for field, wanted in filter.items():
-        if not isinstance(field, str) or not field:
-            raise InvalidInputError(f"filter field {field!r} is not a non-empty string")
-        check_text(field, "filter field")
+        if not isinstance(field, str) or not _FILTER_FIELD.match(field):
+            raise InvalidInputError(
+                f"Invalid filter key: {field!r}; a filter field holds letters, digits, '_', '-' and '.'"
+                " (a nested field: 'outer.inner')"
+            )
         path = tuple(field.split("."))
         operators = wanted if isinstance(wanted, Mapping) and any(str(k).startswith("$") for k in wanted) else None
         if operators is None:

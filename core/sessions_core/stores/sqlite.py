@@ -451,7 +451,7 @@ class SqliteStore(SqlStore):
             missing = " OR " + kind + " IS NULL" if value is None else ""
             test = f"({kind} = '{json_kind}'{missing})" if op == "=" else "0"
         elif isinstance(value, (int, float)):
-            params[f"iv{n}"] = value
+            params[f"iv{n}"] = float(value)  # an integer past 64 bits too
             test = f"(CASE WHEN {kind} IN ('integer', 'real') THEN {at} {op} :iv{n} ELSE 0 END)"
         elif isinstance(value, str):
             params[f"iv{n}"] = value
