@@ -4,9 +4,10 @@
 searchable, self-edited memory; ``SessionChatMessageHistory`` is a ``BaseChatMessageHistory``;
 ``SessionToolkit`` gives the memory tools as ``StructuredTool``s; ``chat_model_summarizer`` makes
 compaction summaries with any chat model; ``VectorStoreRecall`` gives semantic recall on any
-``VectorStore``; ``SessionSaver`` is a LangGraph checkpointer whose threads are sessions. The
-history, the toolkit and the conversion need only ``langchain-core``; the middleware and the
-saver need ``langchain`` (with LangGraph) and are imported on first use.
+``VectorStore``; ``SessionSaver`` is a LangGraph checkpointer whose threads are sessions; ``SessionStore`` is a
+LangGraph ``BaseStore`` in the same database. The
+history, the toolkit and the conversion need only ``langchain-core``; the middleware, the
+saver and the store need ``langchain`` (with LangGraph) and are imported on first use.
 """
 
 import typing as _typing
@@ -33,6 +34,7 @@ from .toolkit import SessionToolkit
 if _typing.TYPE_CHECKING:
     from .checkpoint import SessionSaver
     from .middleware import SessionMemoryMiddleware, SessionMemoryState
+    from .store import SessionStore
 
 __all__ = [
     "COMPACTION_SOURCE",
@@ -42,6 +44,7 @@ __all__ = [
     "SessionMemoryMiddleware",
     "SessionMemoryState",
     "SessionSaver",
+    "SessionStore",
     "SessionToolkit",
     "SynonymEmbeddings",
     "VectorStoreRecall",
@@ -52,7 +55,12 @@ __all__ = [
     "to_session_messages",
 ]
 
-_LAZY = {"SessionMemoryMiddleware": "middleware", "SessionMemoryState": "middleware", "SessionSaver": "checkpoint"}
+_LAZY = {
+    "SessionMemoryMiddleware": "middleware",
+    "SessionMemoryState": "middleware",
+    "SessionSaver": "checkpoint",
+    "SessionStore": "store",
+}
 
 
 def __getattr__(name: str) -> _typing.Any:

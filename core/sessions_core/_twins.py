@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 from .stores.base import LATEST
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
     from datetime import datetime, timedelta
     from typing import Any
 
     from .compaction import CompactResult
     from .context import ContextBlock
+    from .items import ItemPut, ItemVersion, StoredItem
     from .manager import SessionInfo
     from .messages import MessageInput, SessionMessage
     from .models import AppendResult, Compaction, ContextVersion, RecentHistory, SearchResults
@@ -28,7 +29,14 @@ if TYPE_CHECKING:
     from .stores.base import CheckpointRow, CheckpointWrite, RecallBacklog, _Latest
     from .tools import Tool
 
-__all__ = ["CheckpointsTwins", "RecallOwnerTwins", "SessionManagerTwins", "SessionTwins", "StoreOwnerTwins"]
+__all__ = [
+    "CheckpointsTwins",
+    "ItemsTwins",
+    "RecallOwnerTwins",
+    "SessionManagerTwins",
+    "SessionTwins",
+    "StoreOwnerTwins",
+]
 
 
 class CheckpointsTwins:
@@ -70,6 +78,75 @@ class CheckpointsTwins:
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> int:
         """Async twin of :meth:`Checkpoints.prune`."""
+        ...
+
+
+class ItemsTwins:
+    """The async twins of ``items.Items``'s ``@io`` methods."""
+
+    async def aput_many(self, puts: Sequence[ItemPut]) -> None:
+        """Async twin of :meth:`Items.put_many`."""
+        ...
+
+    async def aput(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, Any] | None,
+        *,
+        text: str | None = None,
+        vectors: Sequence[tuple[str, Sequence[float]]] | None = None,
+        ttl_minutes: float | None = None,
+    ) -> None:
+        """Async twin of :meth:`Items.put`."""
+        ...
+
+    async def aget_many(
+        self, keys: Sequence[tuple[Sequence[str], str]], *, refresh: bool = False
+    ) -> list[StoredItem | None]:
+        """Async twin of :meth:`Items.get_many`."""
+        ...
+
+    async def aget(self, namespace: Sequence[str], key: str, *, refresh: bool = False) -> StoredItem | None:
+        """Async twin of :meth:`Items.get`."""
+        ...
+
+    async def asearch(
+        self,
+        namespace_prefix: Sequence[str] = (),
+        *,
+        query: str | None = None,
+        query_vector: Sequence[float] | None = None,
+        filter: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh: bool = False,
+    ) -> list[StoredItem]:
+        """Async twin of :meth:`Items.search`."""
+        ...
+
+    async def anamespaces(
+        self,
+        *,
+        prefix: Sequence[str] | None = None,
+        suffix: Sequence[str] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        """Async twin of :meth:`Items.namespaces`."""
+        ...
+
+    async def aversions(self, namespace: Sequence[str], key: str) -> list[ItemVersion]:
+        """Async twin of :meth:`Items.versions`."""
+        ...
+
+    async def aversion(self, namespace: Sequence[str], key: str, version: int) -> ItemVersion:
+        """Async twin of :meth:`Items.version`."""
+        ...
+
+    async def asweep(self) -> int:
+        """Async twin of :meth:`Items.sweep`."""
         ...
 
 

@@ -14,6 +14,8 @@ framework-neutral and behaves the same for every adapter:
 - stores: ``store_url`` (where a store is, to reopen it elsewhere; never with a password);
 - checkpoints: ``Checkpoints`` (a manager's sessions as a graph framework's threads) with its
   ``CheckpointRow`` and ``CheckpointWrite``;
+- items: ``Items`` (namespaced items with versions, keyword and vector search, expiry) with
+  ``ItemPut``, ``StoredItem``, ``ItemVersion`` and ``FILTER_OPERATORS``;
 - tools: ``tool_args_model`` (a tool's JSON Schema as a pydantic model);
 - compaction: ``Summarizer`` (a summariser with a sync and a native async form);
 - message parts: ``is_tool_ui_type`` (AI SDK UI tool parts) and ``file_data_text`` (a file
@@ -25,6 +27,7 @@ framework-neutral and behaves the same for every adapter:
 from ._async import async_twin, prefer_async, run_in_thread
 from .branching import ensure_session, raw_history, set_active_history, soft_reset
 from .checkpoints import CheckpointRow, Checkpoints, CheckpointWrite
+from .items import FILTER_OPERATORS, ItemPut, Items, ItemVersion, StoredItem
 from .messages import COMPACTION_ID_PREFIX, file_data_text, is_marker, is_tool_ui_type
 from .overlays import is_summary_id, plan_overlays, summary_id
 from .reads import summary_message
@@ -39,7 +42,12 @@ from .window import recent_window
 
 __all__ = [
     "COMPACTION_ID_PREFIX",
+    "FILTER_OPERATORS",
     "CallView",
+    "ItemPut",
+    "ItemVersion",
+    "Items",
+    "StoredItem",
     "CheckpointRow",
     "CheckpointWrite",
     "Checkpoints",

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import NamedTuple, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from ..attachments import Blob
 
@@ -383,6 +383,52 @@ class CheckpointQuery(NamedTuple):
     checkpoint_id: str | None = None
     metadata: tuple[tuple[str, object], ...] = ()
     before: str | None = None
+
+
+class ItemRow(NamedTuple):
+    """A stored item: a JSON value under ``(prefix, key)``, ``prefix`` being its namespace's
+    labels joined by ``.``; times in microseconds since the epoch."""
+
+    prefix: str
+    key: str
+    value: str
+    """The value as JSON text (an object)."""
+    created_at_us: int
+    updated_at_us: int
+    version: int
+
+
+class ItemWrite(NamedTuple):
+    """A write of an item: ``value`` (JSON text of an object) stored as its next version, or
+    the item deleted when ``value`` is ``None``. ``text`` is what keyword search indexes of it
+    (``None``: not indexed); ``vectors`` the embeddings of its indexed fields, replacing those it
+    had (``None``: its vectors are kept; empty: removed). ``ttl_minutes`` sets when it expires."""
+
+    prefix: str
+    key: str
+    value: str | None
+    text: str | None = None
+    vectors: tuple[tuple[str, bytes], ...] | None = ()
+    ttl_minutes: float | None = None
+
+
+class ItemCondition(NamedTuple):
+    """That an item's value at ``path`` (object keys, outermost first) compares to ``value``
+    with ``op`` (``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``): numbers as numbers,
+    strings as strings, booleans and ``null`` as JSON, objects and arrays by their JSON; a
+    comparison of different kinds is false (``$ne``: true), a missing path is ``null``."""
+
+    path: tuple[str, ...]
+    op: str
+    value: Any
+
+
+class ItemVersionRow(NamedTuple):
+    """A version of an item: the value it was given (``None``: the item was deleted)."""
+
+    version: int
+    value: str | None
+    created_at_us: int
 
 
 CheckpointKey = tuple[str, str, str]
@@ -851,6 +897,55 @@ class CheckpointStore(RequiredStore):
         _refuse(self, "CheckpointStore", "delta_checkpoint_sessions")
 
 
+class ItemStore(RequiredStore):
+    """Optional: LangGraph-style items (``sessions_core.items``, ``langchain_sessions.SessionStore``),
+    each a JSON object under a namespace and key, every write kept as a version. A namespace is
+    its labels joined by ``.`` (``prefix``); ``under`` selects a namespace and those below it
+    (``""``: all). An item whose expiry has passed is not read, and is removed by
+    :meth:`sweep_items`. Items belong to no session: erasing a session leaves them."""
+
+    def put_items(self, writes: Sequence[ItemWrite], now_us: int) -> None:
+        """Apply ``writes`` in order in one transaction (a later write of a key wins)."""
+        _refuse(self, "ItemStore", "put_items")
+
+    def get_items(self, keys: Sequence[tuple[str, str]], now_us: int, *, refresh: bool = False) -> list[ItemRow]:
+        """The live items of these ``(prefix, key)`` pairs, in no order; with ``refresh`` their
+        expiry is moved to ``now_us`` plus their TTL."""
+        _refuse(self, "ItemStore", "get_items")
+
+    def list_items(
+        self, under: str, conditions: Sequence[ItemCondition], limit: int, offset: int, now_us: int
+    ) -> list[ItemRow]:
+        """Live items under ``under`` meeting every condition, most recently updated first."""
+        _refuse(self, "ItemStore", "list_items")
+
+    def search_items(
+        self, under: str, query: str, conditions: Sequence[ItemCondition], limit: int, now_us: int
+    ) -> list[ItemRow]:
+        """The best ``limit`` live items under ``under`` meeting every condition for the keyword
+        ``query`` (ranked as the store's other searches), best first."""
+        _refuse(self, "ItemStore", "search_items")
+
+    def item_vectors(
+        self, under: str, conditions: Sequence[ItemCondition], now_us: int
+    ) -> list[tuple[str, str, bytes]]:
+        """``(prefix, key, vector)`` of every embedded field of the live items under ``under``
+        meeting every condition."""
+        _refuse(self, "ItemStore", "item_vectors")
+
+    def item_prefixes(self, under: str, now_us: int) -> list[str]:
+        """The distinct prefixes of the live items under ``under``, sorted."""
+        _refuse(self, "ItemStore", "item_prefixes")
+
+    def item_versions(self, prefix: str, key: str) -> list[ItemVersionRow]:
+        """Every version of the item, newest first (also of a deleted one)."""
+        _refuse(self, "ItemStore", "item_versions")
+
+    def sweep_items(self, now_us: int) -> int:
+        """Remove the items expired at ``now_us`` with their versions and vectors; how many."""
+        _refuse(self, "ItemStore", "sweep_items")
+
+
 CAPABILITIES: dict[str, type] = {
     cls.__name__: cls
     for cls in (
@@ -863,6 +958,7 @@ CAPABILITIES: dict[str, type] = {
         SessionRegistry,
         SessionErasure,
         CheckpointStore,
+        ItemStore,
     )
 }
 """The optional capabilities a store declares by overriding their methods (``supports``)."""
@@ -878,6 +974,7 @@ class Store(
     SessionRegistry,
     SessionErasure,
     CheckpointStore,
+    ItemStore,
 ):
     """A backend for many sessions' message trees.
 
@@ -886,7 +983,7 @@ class Store(
     a store overrides to declare it (:func:`supports`): ``ReadPlanner`` (fast paths; its
     defaults are correct), ``BlobStore``, ``BlockVersions``, ``PromptCache``,
     ``SearchEntries``, ``TextSearch``, ``SessionRegistry``, ``SessionErasure``,
-    ``CheckpointStore``; and the subclasses
+    ``CheckpointStore``, ``ItemStore``; and the subclasses
     ``InspectableStore`` and ``RecallStore``. A feature whose capability a store lacks raises
     ``UnsupportedOperationError`` naming it.
     """

@@ -29,15 +29,17 @@ from ..errors import InvalidInputError, StoreError, StoreUnavailableError
 from ..fts import Alternative, Unit, tsquery_literal, tsvector_literal, tsvector_terms
 from ..ranking import Estimated
 from ..text import unstorable
-from .base import Inserted, MessageRecord, PathTotals, SearchRow, _Latest
+from .base import Inserted, ItemCondition, MessageRecord, PathTotals, SearchRow, _Latest
 from .sql import (
     INSERT_UNDER_LATEST,
     INSERT_UNDER_PARENT,
+    ITEM_COMPARISONS,
     LARGE_ROW,
     TABLES,
     UPDATE_MESSAGE,
     SearchScope,
     SqlStore,
+    item_under,
     load_migrations,
 )
 
@@ -97,6 +99,10 @@ _FRAGMENTS = {
     "{json_text}": "CAST(metadata AS text)",
     "{json_text_of_c}": "CAST(c.metadata AS text)",
     "{has_delta}": "(metadata ? 'counters_since_delta_snapshot' OR metadata ? 'delta_writes_versioned')",
+    "{value_text}": "CAST(value AS text)",
+    "{as_json}": "::jsonb",
+    "{as_terms}": "::tsvector",
+    "{bigint}": "BIGINT",
 }
 
 _HEADER = """\
@@ -274,6 +280,27 @@ class PostgresStore(SqlStore):
 
     def _bind_first(self, value: Any, params: dict[str, Any]) -> dict[str, Any]:
         return {**params, "first": value}
+
+    def _item_condition(self, condition: ItemCondition, n: int) -> tuple[str, dict[str, Any]]:
+        params: dict[str, Any] = {f"ip{n}": list(condition.path)}
+        at, text = f"(value #> CAST(:ip{n} AS text[]))", f"(value #>> CAST(:ip{n} AS text[]))"
+        kind = f"jsonb_typeof({at})"
+        value, op = condition.value, ITEM_COMPARISONS[condition.op]
+        if value is None:
+            test = f"({at} IS NULL OR {kind} = 'null')" if op == "=" else "false"
+        elif isinstance(value, bool):
+            params[f"iv{n}"] = json.dumps(value)
+            test = f"({at} = CAST(:iv{n} AS jsonb))" if op == "=" else "false"
+        elif isinstance(value, (int, float)):
+            params[f"iv{n}"] = float(value)
+            test = f"(CASE WHEN {kind} = 'number' THEN CAST({text} AS double precision) {op} :iv{n} ELSE false END)"
+        elif isinstance(value, str):
+            params[f"iv{n}"] = value
+            test = f"(CASE WHEN {kind} = 'string' THEN {text} COLLATE \"C\" {op} :iv{n} ELSE false END)"
+        else:
+            params[f"iv{n}"] = json.dumps(value, ensure_ascii=False)
+            test = f"(CASE WHEN {kind} IN ('object', 'array') THEN {at} {op} CAST(:iv{n} AS jsonb) ELSE false END)"
+        return (f"NOT coalesce({test}, false)" if condition.op == "$ne" else f"coalesce({test}, false)"), params
 
     def _metadata_where(self, items: Sequence[tuple[str, Any]]) -> tuple[str, dict[str, Any]]:
         return "metadata @> CAST(:metadata_filter AS jsonb)", {"metadata_filter": json.dumps(dict(items))}
@@ -700,7 +727,7 @@ class PostgresStore(SqlStore):
         than the word's matches)."""
         found: list[list[int]] = [[] for _word in words]
         wanted = list(range(len(words)))
-        if estimate and scope.entries_of is None:
+        if estimate and scope.entries_of is None and scope.items_under is None:
             frequencies, rows = self._lexeme_frequencies()
             wanted = []
             for i, word in enumerate(words):
@@ -712,7 +739,14 @@ class PostgresStore(SqlStore):
             if not wanted:
                 return found
         params: dict[str, Any] = {"qs": [tsquery_literal((words[i],)) for i in wanted], "n": n}
-        if scope.entries_of is not None:
+        if scope.items_under is not None:
+            where, bounds = item_under(scope.items_under)
+            rows_sql = (
+                f"SELECT seq FROM store_items WHERE {where} AND search_terms @@ CAST(w.q AS tsquery)"
+                " ORDER BY seq DESC LIMIT :n"
+            )
+            params.update(bounds)
+        elif scope.entries_of is not None:
             rows_sql = (
                 "SELECT seq FROM search_entries WHERE session_id = :s AND label = :label"
                 " AND search_terms @@ CAST(w.q AS tsquery) ORDER BY seq DESC LIMIT :n"

@@ -37,6 +37,10 @@ from .base import (
     CompactionRow,
     Inserted,
     InspectableStore,
+    ItemCondition,
+    ItemRow,
+    ItemVersionRow,
+    ItemWrite,
     MessageRecord,
     MessageRow,
     OutboxRow,
@@ -69,7 +73,10 @@ SESSION_TABLES = tuple(table for table, column in SUMMARY_SOURCES if column == "
 RECALL_TABLES = ("recall_sessions", "recall_outbox", "recall_vectors")
 """Semantic recall's outbox: enabled sessions, queued changes and the vectors sent."""
 
-TABLES = (*SESSION_TABLES, "sessions", "blobs", "message_blobs", "search_backfill", *RECALL_TABLES)
+ITEM_TABLES = ("store_items", "store_item_versions", "store_item_vectors")
+"""LangGraph-style items (``ItemStore``): belong to no session."""
+
+TABLES = (*SESSION_TABLES, "sessions", "blobs", "message_blobs", "search_backfill", *RECALL_TABLES, *ITEM_TABLES)
 """Every table of the schema (what a dialect qualifies with its schema)."""
 
 
@@ -331,7 +338,7 @@ GET_BLOCK_VERSIONS = """
 # Ranked search reads a candidate's terms, then the best candidates' rows, by ``seq``.
 TERMS_OF = {
     table: f"SELECT seq, {{terms_text}} FROM {table} WHERE seq {{values}}"
-    for table in ("session_messages", "search_entries")
+    for table in ("session_messages", "search_entries", "store_items")
 }
 RANKED_MESSAGES = (
     f"SELECT seq, session_id, id, role, {MESSAGE_TEXT}, created_at FROM session_messages WHERE seq {{values}}"
@@ -352,6 +359,8 @@ class SearchScope(NamedTuple):
     session_ids: tuple[str, ...] | None = None
     namespace: str | None = None
     entries_of: tuple[str, str] | None = None
+    items_under: str | None = None
+    """For the ``store_items`` table: the items under this prefix (``""``: all)."""
 
 
 # Rows stored before the search terms existed get them in batches, after the migration.
@@ -681,6 +690,82 @@ _NEVER = 2**62
 """A time after every activity (microseconds)."""
 
 
+# -- LangGraph-style items (``ItemStore``) -----------------------------------------------------
+
+ITEM_COMPARISONS = {"$eq": "=", "$ne": "=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+"""The SQL operator of each filter operator (``$ne`` is the negation of ``=``)."""
+ITEM_COLUMNS = "prefix, key, {value_text}, created_at, updated_at, version"
+ITEM_LIVE = "(expires_at IS NULL OR expires_at > :now)"
+_ITEM_ROW = (
+    "(:p{n}, :k{n}, :v{n}{as_json}, coalesce((SELECT max(version) FROM store_item_versions"
+    " WHERE prefix = :p{n} AND key = :k{n}), 0) + 1, :now, :now, :e{n}, :t{n}, :s{n}{as_terms})"
+)
+PUT_ITEMS = """
+    INSERT INTO store_items (prefix, key, value, version, created_at, updated_at, expires_at, ttl_minutes,
+        search_terms)
+    VALUES {rows}
+    ON CONFLICT (prefix, key) DO UPDATE SET value = excluded.value, version = excluded.version,
+        created_at = CASE WHEN store_items.expires_at <= excluded.created_at THEN excluded.created_at
+            ELSE store_items.created_at END,
+        updated_at = excluded.updated_at, expires_at = excluded.expires_at, ttl_minutes = excluded.ttl_minutes,
+        search_terms = excluded.search_terms
+"""
+"""Upsert ``{rows}`` (``_ITEM_ROW`` each, distinct keys): the version after the item's last."""
+CLEAR_ITEM_VECTORS = "DELETE FROM store_item_vectors WHERE prefix = :p AND key = :k"
+DELETE_ITEM = (
+    """
+    INSERT INTO store_item_versions (prefix, key, version, value, created_at)
+    SELECT prefix, key, version + 1, NULL, :now FROM store_items WHERE prefix = :p AND key = :k
+    """,
+    CLEAR_ITEM_VECTORS,
+    "DELETE FROM store_items WHERE prefix = :p AND key = :k",
+)
+"""Delete an item, its deletion kept as a version without a value."""
+PUT_ITEM_VECTOR = "INSERT INTO store_item_vectors (prefix, key, field, vector) VALUES (:p, :k, :f, :vector)"
+GET_ITEMS = f"SELECT {ITEM_COLUMNS} FROM store_items WHERE prefix = :p AND key IN ({{keys}}) AND {ITEM_LIVE}"
+REFRESH_ITEMS = f"""
+    UPDATE store_items SET expires_at = :now + CAST(ttl_minutes * 60000000 AS {{bigint}})
+    WHERE prefix = :p AND key IN ({{keys}}) AND ttl_minutes IS NOT NULL AND {ITEM_LIVE}
+"""
+LIST_ITEMS = (
+    f"SELECT {ITEM_COLUMNS} FROM store_items WHERE {{under}} AND {ITEM_LIVE}{{conditions}}"
+    " ORDER BY updated_at DESC, seq DESC LIMIT :limit OFFSET :offset"
+)
+RANKED_ITEMS = f"SELECT seq, expires_at, {ITEM_COLUMNS} FROM store_items WHERE seq {{values}}"
+ITEM_VECTORS = (
+    "SELECT v.prefix, v.key, v.vector FROM store_item_vectors v"
+    " JOIN store_items i ON i.prefix = v.prefix AND i.key = v.key"
+    f" WHERE {{under}} AND {ITEM_LIVE}{{conditions}}"
+)
+ITEM_PREFIXES = f"SELECT DISTINCT prefix FROM store_items WHERE {{under}} AND {ITEM_LIVE} ORDER BY prefix"
+ITEM_VERSIONS = (
+    "SELECT version, {value_text}, created_at FROM store_item_versions WHERE prefix = :p AND key = :k"
+    " ORDER BY version DESC"
+)
+_EXPIRED_KEY = (
+    "EXISTS (SELECT 1 FROM store_items i WHERE i.prefix = {table}.prefix AND i.key = {table}.key"
+    " AND i.expires_at <= :now)"
+)
+SWEEP_ITEMS = (
+    f"DELETE FROM store_item_versions WHERE {_EXPIRED_KEY.format(table='store_item_versions')}",
+    f"DELETE FROM store_item_vectors WHERE {_EXPIRED_KEY.format(table='store_item_vectors')}",
+    "DELETE FROM store_items WHERE expires_at <= :now",
+)
+"""Remove expired items with their versions and vectors (the items last)."""
+COUNT_ITEMS = "SELECT count(*) FROM store_items WHERE {under} AND length(search_terms) > 0"
+
+
+def item_under(under: str, column: str = "prefix") -> tuple[str, dict[str, Any]]:
+    """The condition that ``column`` is the prefix ``under`` or below it (``""``: any), and its
+    parameters: a range of the byte-ordered column, ``'/'`` following ``'.'``."""
+    if not under:
+        return "1 = 1", {}
+    return (
+        f"({column} = :under OR ({column} >= :under_low AND {column} < :under_high))",
+        {"under": under, "under_low": under + ".", "under_high": under + "/"},
+    )
+
+
 def _session_ids(where: str = "") -> str:
     """Every session id holding rows, as a ``UNION`` (``where`` is formatted with ``column``)."""
     return " UNION ".join(
@@ -789,6 +874,11 @@ class SqlStore(RecallStore, InspectableStore):
     def _metadata_where(self, items: Sequence[tuple[str, Any]]) -> tuple[str, dict[str, Any]]:
         """The condition (and its named parameters) that a checkpoint's ``metadata`` holds every
         ``(key, value)`` of ``items`` (``CheckpointQuery.metadata``)."""
+
+    @abstractmethod
+    def _item_condition(self, condition: ItemCondition, n: int) -> tuple[str, dict[str, Any]]:
+        """The SQL that an item's ``value`` meets ``condition`` (never NULL), and its named
+        parameters (suffixed ``n``)."""
 
     @staticmethod
     @abstractmethod
@@ -908,6 +998,8 @@ class SqlStore(RecallStore, InspectableStore):
         how many messages of the store hold search terms."""
         if scope.entries_of is not None:
             return self.count_search_entries(*scope.entries_of)
+        if scope.items_under is not None:
+            return self._indexed_items(scope.items_under)
         return self._indexed_messages()
 
     @abstractmethod
@@ -1571,6 +1663,156 @@ class SqlStore(RecallStore, InspectableStore):
     def delta_checkpoint_sessions(self, session_ids: Sequence[str]) -> list[str]:
         unique = list(dict.fromkeys(session_ids))
         return sorted(row[0] for row in self._select_in(DELTA_SESSIONS, unique))
+
+    # -- LangGraph-style items (``ItemStore``) ----------------------------------------------
+
+    def _conditions(self, conditions: Sequence[ItemCondition]) -> tuple[str, dict[str, Any]]:
+        parts, params = [], {}
+        for n, condition in enumerate(conditions):
+            sql, more = self._item_condition(condition, n)
+            parts.append(f" AND {sql}")
+            params.update(more)
+        return "".join(parts), params
+
+    def put_items(self, writes: Sequence[ItemWrite], now_us: int) -> None:
+        if not writes:
+            return
+        latest = {(write.prefix, write.key): write for write in writes}
+        stored = [write for write in latest.values() if write.value is not None]
+        deleted = [write for write in latest.values() if write.value is None]
+        terms = self._terms
+        statements: list[tuple[str, Any]] = []
+        for write in deleted:
+            statements += [
+                (self.compile(sql), {"p": write.prefix, "k": write.key, "now": now_us}) for sql in DELETE_ITEM
+            ]
+        for start in range(0, len(stored), WRITES_PER_STATEMENT):
+            chunk = stored[start : start + WRITES_PER_STATEMENT]
+            params: dict[str, Any] = {"now": now_us}
+            for n, write in enumerate(chunk):
+                ttl = write.ttl_minutes
+                params.update(
+                    {
+                        f"p{n}": write.prefix,
+                        f"k{n}": write.key,
+                        f"v{n}": write.value,
+                        f"e{n}": None if ttl is None else now_us + int(ttl * 60_000_000),
+                        f"t{n}": ttl,
+                        f"s{n}": terms(write.text or ""),
+                    }
+                )
+            rows = ", ".join(_ITEM_ROW.replace("{n}", str(n)) for n in range(len(chunk)))
+            statements.append((self.compile(PUT_ITEMS.replace("{rows}", rows)), params))
+        vectors: list[dict[str, Any]] = []
+        for write in stored:
+            if write.vectors is not None:
+                statements.append((self.compile(CLEAR_ITEM_VECTORS), {"p": write.prefix, "k": write.key}))
+                vectors += [
+                    {"p": write.prefix, "k": write.key, "f": field, "vector": vector} for field, vector in write.vectors
+                ]
+        put_vector = self.compile(PUT_ITEM_VECTOR)
+
+        def work(conn: Any) -> None:
+            for sql, params in statements:
+                conn.execute(sql, params)
+            if vectors:
+                self._execute_many(conn, put_vector, vectors)
+
+        if len(statements) == 1 and not vectors:
+            self._single(work, write=True)
+        else:
+            self._write(work)
+
+    def _by_prefix(self, keys: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+        grouped: dict[str, list[str]] = {}
+        for prefix, key in keys:
+            grouped.setdefault(prefix, []).append(key)
+        return grouped
+
+    @staticmethod
+    def _key_list(keys: Sequence[str], params: dict[str, Any]) -> str:
+        for n, key in enumerate(keys):
+            params[f"k{n}"] = key
+        return ", ".join(f":k{n}" for n in range(len(keys)))
+
+    def get_items(self, keys: Sequence[tuple[str, str]], now_us: int, *, refresh: bool = False) -> list[ItemRow]:
+        rows: list[ItemRow] = []
+        for prefix, group in self._by_prefix(keys).items():
+            for start in range(0, len(group), self.max_list):
+                params: dict[str, Any] = {"p": prefix, "now": now_us}
+                listed = self._key_list(group[start : start + self.max_list], params)
+                if refresh:
+                    self._execute(REFRESH_ITEMS.replace("{keys}", listed), params)
+                rows += map(ItemRow._make, self._all(GET_ITEMS.replace("{keys}", listed), params))
+        return rows
+
+    def list_items(
+        self, under: str, conditions: Sequence[ItemCondition], limit: int, offset: int, now_us: int
+    ) -> list[ItemRow]:
+        where, params = item_under(under)
+        filters, more = self._conditions(conditions)
+        sql = LIST_ITEMS.replace("{under}", where).replace("{conditions}", filters)
+        params.update(more, now=now_us, limit=limit, offset=offset)
+        return [ItemRow._make(row) for row in self._all(sql, params)]
+
+    def search_items(
+        self, under: str, query: str, conditions: Sequence[ItemCondition], limit: int, now_us: int
+    ) -> list[ItemRow]:
+        if limit <= 0:
+            return []
+        wanted = limit if not conditions else max(4 * limit, 200)
+        scope = SearchScope("store_items", items_under=under)
+        found = self._ranked(scope, query, wanted, RANKED_ITEMS, tuple)
+        ranked = [ItemRow._make(row[1:]) for row in found if row[0] is None or row[0] > now_us]
+        if not conditions or not ranked:
+            return ranked[:limit]
+        keys = [(row.prefix, row.key) for row in ranked]
+        met = {(row.prefix, row.key) for row in self._items_meeting(keys, conditions, now_us)}
+        return [row for row in ranked if (row.prefix, row.key) in met][:limit]
+
+    def _items_meeting(
+        self, keys: Sequence[tuple[str, str]], conditions: Sequence[ItemCondition], now_us: int
+    ) -> list[ItemRow]:
+        filters, more = self._conditions(conditions)
+        rows: list[ItemRow] = []
+        for prefix, group in self._by_prefix(keys).items():
+            params: dict[str, Any] = {"p": prefix, "now": now_us, **more}
+            listed = self._key_list(group, params)
+            rows += map(ItemRow._make, self._all(GET_ITEMS.replace("{keys}", listed) + filters, params))
+        return rows
+
+    def item_vectors(
+        self, under: str, conditions: Sequence[ItemCondition], now_us: int
+    ) -> list[tuple[str, str, bytes]]:
+        where, params = item_under(under, "i.prefix")
+        filters, more = self._conditions(conditions)
+        params.update(more, now=now_us)
+        sql = ITEM_VECTORS.replace("{under}", where).replace("{conditions}", filters)
+        return [(prefix, key, bytes(vector)) for prefix, key, vector in self._all(sql, params)]
+
+    def item_prefixes(self, under: str, now_us: int) -> list[str]:
+        where, params = item_under(under)
+        params["now"] = now_us
+        return [row[0] for row in self._all(ITEM_PREFIXES.replace("{under}", where), params)]
+
+    def item_versions(self, prefix: str, key: str) -> list[ItemVersionRow]:
+        return [ItemVersionRow._make(row) for row in self._all(ITEM_VERSIONS, {"p": prefix, "k": key})]
+
+    def sweep_items(self, now_us: int) -> int:
+        statements = [self.compile(sql) for sql in SWEEP_ITEMS]
+
+        def work(conn: Any) -> int:
+            cursor = None
+            for sql in statements:
+                cursor = conn.execute(sql, {"now": now_us})
+            assert cursor is not None
+            return int(cursor.rowcount)
+
+        return self._write(work)
+
+    def _indexed_items(self, under: str) -> int:
+        where, params = item_under(under)
+        return int(self._one(COUNT_ITEMS.replace("{under}", where), params)[0])
 
     # -- retention and erasure -------------------------------------------------------------
 

@@ -28,9 +28,10 @@ from ..cipher import HEAD_BYTES, key_pragma, key_problem, key_text
 from ..errors import EncryptionKeyError, InvalidInputError, StoreError, StoreUnavailableError
 from ..fts import Alternative, Unit, fts5_expression, index_text
 from ..text import unstorable
-from .base import LATEST, Inserted, MessageRecord, PathTotals, SearchRow, _Latest, utf8_size
+from .base import LATEST, Inserted, ItemCondition, MessageRecord, PathTotals, SearchRow, _Latest, utf8_size
 from .sql import (
     BACKFILL_PENDING,
+    ITEM_COMPARISONS,
     LARGE_ROW,
     LATEST_LEAF,
     MESSAGE_COLUMNS,
@@ -79,7 +80,7 @@ _MATCHED_TEXT = "CAST(coalesce(m.large_text, m.text_content) AS TEXT)"  # MESSAG
 _POSITIONS = f"SELECT id, {POSITION} FROM session_messages"
 _POSITION_OF = f"{_POSITIONS} WHERE session_id = ? AND id = ?"
 _POSITION_OF_LATEST_LEAF = f"SELECT id, {POSITION} FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})"
-_FTS_TABLES = ("session_messages_fts", "search_entries_fts")
+_FTS_TABLES = ("session_messages_fts", "search_entries_fts", "store_items_fts")
 _FRAGMENTS = {
     "{random_id}": "lower(hex(randomblob(16)))",
     "{rowid}": "rowid",
@@ -92,6 +93,10 @@ _FRAGMENTS = {
     "{json_text}": "metadata",
     "{json_text_of_c}": "c.metadata",
     "{has_delta}": "json_type(metadata, '$.counters_since_delta_snapshot') IS NOT NULL",
+    "{value_text}": "value",
+    "{as_json}": "",
+    "{as_terms}": "",
+    "{bigint}": "INTEGER",
 }
 
 _HINTS = (
@@ -435,6 +440,26 @@ class SqliteStore(SqlStore):
 
     def _bind_first(self, value: Any, params: tuple[Any, ...]) -> tuple[Any, ...]:
         return (value, *params)
+
+    def _item_condition(self, condition: ItemCondition, n: int) -> tuple[str, dict[str, Any]]:
+        path = "$" + "".join('."' + label.replace('"', '""') + '"' for label in condition.path)
+        params: dict[str, Any] = {f"ip{n}": path}
+        kind, at = f"json_type(value, :ip{n})", f"json_extract(value, :ip{n})"
+        value, op = condition.value, ITEM_COMPARISONS[condition.op]
+        if value is None or isinstance(value, bool):
+            json_kind = "null" if value is None else str(value).lower()
+            missing = " OR " + kind + " IS NULL" if value is None else ""
+            test = f"({kind} = '{json_kind}'{missing})" if op == "=" else "0"
+        elif isinstance(value, (int, float)):
+            params[f"iv{n}"] = value
+            test = f"(CASE WHEN {kind} IN ('integer', 'real') THEN {at} {op} :iv{n} ELSE 0 END)"
+        elif isinstance(value, str):
+            params[f"iv{n}"] = value
+            test = f"(CASE WHEN {kind} = 'text' THEN {at} {op} :iv{n} ELSE 0 END)"
+        else:
+            params[f"iv{n}"] = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+            test = f"(CASE WHEN {kind} IN ('object', 'array') THEN {at} {op} :iv{n} ELSE 0 END)"
+        return (f"NOT coalesce({test}, 0)" if condition.op == "$ne" else f"coalesce({test}, 0)"), params
 
     def _metadata_where(self, items: Sequence[tuple[str, Any]]) -> tuple[str, dict[str, Any]]:
         conditions, params = [], {}
@@ -834,7 +859,16 @@ class SqliteStore(SqlStore):
         self, scope: SearchScope, words: Sequence[tuple[Alternative, ...]], n: int, estimate: bool
     ) -> list[list[int]]:
         # FTS5 reads the newest end of a word's doclist only: no estimate is cheaper.
-        if scope.entries_of is not None:
+        if scope.items_under is not None:
+            under = scope.items_under
+            within = " AND (i.prefix = ? OR (i.prefix >= ? AND i.prefix < ?))" if under else ""
+            sql = (
+                "SELECT f.rowid FROM store_items_fts f JOIN store_items i ON i.seq = f.rowid"
+                f" WHERE store_items_fts MATCH ?{within} ORDER BY f.rowid DESC LIMIT ?"
+            )
+            bounds = (under, under + ".", under + "/") if under else ()
+            params = [(fts5_expression((word,)), *bounds, n) for word in words]
+        elif scope.entries_of is not None:
             sql = (
                 "SELECT f.rowid FROM search_entries_fts f JOIN search_entries e ON e.seq = f.rowid"
                 " WHERE search_entries_fts MATCH ? AND e.session_id = ? AND e.label = ?"

@@ -1,0 +1,301 @@
+"""``SessionStore``: LangGraph's ``BaseStore`` over session-memory's database.
+
+It converts LangGraph's operations and index config and delegates to ``sessions_core``'s
+``Items``: items live in the same SQLite file or PostgreSQL schema as the conversations, every
+put is kept as a version, a query is ranked by the core's keyword search (and, with an
+embedding index, by meaning too, fused by reciprocal rank).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future
+from types import TracebackType
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    ensure_embeddings,
+    get_text_at_path,
+    tokenize_path,
+    validate_op_namespace,
+)
+
+from sessions_core import InvalidInputError, SessionManager
+from sessions_core.integration import ItemPut, Items, ItemVersion, StoredItem, run_in_thread
+
+__all__ = ["SessionStore"]
+
+Field = tuple[str, list[str]]
+"""An indexed field: its path as written (``"$"``: the whole value) and tokenized."""
+
+
+class SessionStore(BaseStore):
+    """A LangGraph ``BaseStore`` (sync and async) whose items are kept by session-memory.
+
+    ``store``: a path, ``":memory:"``, a ``postgresql://`` URL or a store object
+    (``SqliteStore``, ``PostgresStore``); the store opens a manager over it and closes it on
+    :meth:`close` only if it opened it. :meth:`from_manager` shares a manager's store.
+
+    ``index``: LangGraph's ``IndexConfig`` (``embed``, ``dims``, ``fields``; SQLite's
+    ``text_fields`` is read as ``fields``): the fields are embedded on put and a search with a
+    query is ranked by cosine similarity fused with the keyword ranking. Without it a query is
+    ranked by keywords alone (LangGraph's own stores then ignore it). ``ttl``: LangGraph's
+    ``TTLConfig`` (``default_ttl`` and ``sweep_interval_minutes`` in minutes,
+    ``refresh_on_read``); :meth:`start_ttl_sweeper` sweeps in a background thread.
+
+    Beyond ``BaseStore``: :meth:`item_versions`, :meth:`restore_item`, :meth:`sweep_ttl`. Bad
+    input raises ``sessions_core.InvalidInputError`` (a ``ValueError``).
+    """
+
+    supports_ttl: bool = True
+
+    def __init__(
+        self,
+        store: Any = ":memory:",
+        *,
+        index: IndexConfig | dict[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+        namespace: str = "",
+    ) -> None:
+        manager = store if isinstance(store, SessionManager) else SessionManager(store, namespace=namespace)
+        self._owns_manager = manager is not store
+        self.manager = manager
+        self.items = Items(manager.store)
+        self.ttl_config = ttl
+        self.index_config: dict[str, Any] | None = None
+        self.embeddings: Embeddings | None = None
+        self._fields: list[Field] = [("$", ["$"])]
+        if index is not None:
+            config = dict(index)
+            if "embed" not in config or "dims" not in config:
+                raise InvalidInputError("an index config needs 'embed' and 'dims'")
+            fields = config.get("fields") or config.get("text_fields") or ["$"]
+            self.index_config = config
+            self.embeddings = ensure_embeddings(config["embed"])
+            self._fields = [(field, tokenize_path(field)) for field in fields]
+
+    @classmethod
+    def from_manager(
+        cls, manager: SessionManager, *, index: IndexConfig | dict[str, Any] | None = None, ttl: TTLConfig | None = None
+    ) -> SessionStore:
+        """A store over ``manager``'s database (the manager keeps owning it)."""
+        if not isinstance(manager, SessionManager):
+            raise TypeError(f"from_manager takes a SessionManager, not {type(manager).__name__}")
+        return cls(manager, index=index, ttl=ttl)
+
+    def setup(self) -> None:
+        """Nothing to do: the database's migrations ran when it was opened (LangGraph's stores
+        need this call; it is kept so that their code runs unchanged)."""
+
+    async def asetup(self) -> None:
+        """As :meth:`setup`."""
+
+    def close(self) -> None:
+        """Stop the sweeper; close the database if this store opened it."""
+        self.items.stop_sweeper()
+        if self._owns_manager:
+            self.manager.close()
+
+    def __enter__(self) -> SessionStore:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    async def __aenter__(self) -> SessionStore:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- BaseStore -----------------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        texts, queries = self._embedding_requests(ops)
+        vectors = self.embeddings.embed_documents(texts) if texts and self.embeddings else []
+        query_vectors = [self.embeddings.embed_query(query) for query in queries] if self.embeddings else []
+        return self._apply(ops, vectors, query_vectors)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        texts, queries = self._embedding_requests(ops)
+        vectors: list[list[float]] = []
+        query_vectors: list[list[float]] = []
+        if self.embeddings is not None:
+            if texts:
+                vectors = await self.embeddings.aembed_documents(texts)
+            query_vectors = [await self.embeddings.aembed_query(query) for query in queries]
+        return await run_in_thread(self._apply, ops, vectors, query_vectors)
+
+    # -- beyond BaseStore ----------------------------------------------------------------------
+
+    def item_versions(self, namespace: tuple[str, ...], key: str) -> list[ItemVersion]:
+        """Every version of the item, newest first (a deleted item's too; its deletion is a
+        version whose ``value`` is ``None``)."""
+        return self.items.versions(namespace, key)
+
+    async def aitem_versions(self, namespace: tuple[str, ...], key: str) -> list[ItemVersion]:
+        """As :meth:`item_versions`."""
+        return await self.items.aversions(namespace, key)
+
+    def restore_item(self, namespace: tuple[str, ...], key: str, version: int) -> None:
+        """Put the value of that version back, as the item's newest version (re-indexed; a
+        deletion version deletes it)."""
+        old = self.items.version(namespace, key, version)
+        if old.value is None:
+            self.delete(namespace, key)
+        else:
+            self.put(namespace, key, old.value)
+
+    async def arestore_item(self, namespace: tuple[str, ...], key: str, version: int) -> None:
+        """As :meth:`restore_item`."""
+        old = await self.items.aversion(namespace, key, version)
+        if old.value is None:
+            await self.adelete(namespace, key)
+        else:
+            await self.aput(namespace, key, old.value)
+
+    def sweep_ttl(self) -> int:
+        """Remove the expired items (with their versions); how many."""
+        return self.items.sweep()
+
+    async def asweep_ttl(self) -> int:
+        """As :meth:`sweep_ttl`."""
+        return await self.items.asweep()
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Future[None]:
+        """Sweep every ``sweep_interval_minutes`` (default: the TTL config's, else 5) in a
+        background thread; the future completes when :meth:`stop_ttl_sweeper` stops it."""
+        interval = sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        return self.items.start_sweeper(interval)
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper; whether it stopped within ``timeout`` seconds."""
+        return self.items.stop_sweeper(timeout)
+
+    # -- conversion ------------------------------------------------------------------------------
+
+    def _paths(self, op: PutOp) -> list[Field] | None:
+        if op.index is False:
+            return None
+        if op.index is None:
+            return self._fields
+        return [(field, tokenize_path(field)) for field in op.index]
+
+    def _field_texts(self, op: PutOp) -> list[tuple[str, str]]:
+        """``(field, text)`` of each text of the put's indexed fields (numbered when a path
+        reaches several)."""
+        paths = self._paths(op)
+        if not paths or op.value is None:
+            return []
+        found = []
+        for field, tokens in paths:
+            texts = get_text_at_path(op.value, tokens)
+            found += [(f"{field}.{n}" if len(texts) > 1 else field, text) for n, text in enumerate(texts)]
+        return found
+
+    def _embedding_requests(self, ops: Sequence[Op]) -> tuple[list[str], list[str]]:
+        for op in ops:
+            validate_op_namespace(op)
+        if self.embeddings is None:
+            return [], []
+        texts = [text for op in ops if isinstance(op, PutOp) for _field, text in self._field_texts(op)]
+        queries = [op.query for op in ops if isinstance(op, SearchOp) and op.query]
+        return texts, queries
+
+    def _put(self, op: PutOp, vectors: Iterator[list[float]]) -> ItemPut:
+        if op.value is None:
+            return ItemPut(op.namespace, op.key, None)
+        texts = self._field_texts(op) if self._paths(op) != [("$", ["$"])] else None
+        if op.index is False:
+            text: str | None = ""
+        elif texts is None:
+            text = None
+        else:
+            text = "\n".join(text for _field, text in texts)
+        embedded = None
+        if self.embeddings is not None and op.index is not False:
+            embedded = [(field, next(vectors)) for field, _text in self._field_texts(op)]
+        return ItemPut(op.namespace, op.key, op.value, text, embedded, op.ttl)
+
+    def _apply(self, ops: list[Op], vectors: list[list[float]], query_vectors: list[list[float]]) -> list[Result]:
+        results: list[Result] = [None] * len(ops)
+        refresh_on_read = bool(self.ttl_config) and (self.ttl_config or {}).get("refresh_on_read", True)
+        gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, GetOp)]
+        for refresh in (False, True):
+            group = [(i, op) for i, op in gets if bool(op.refresh_ttl and refresh_on_read) == refresh]
+            if group:
+                found = self.items.get_many([(op.namespace, op.key) for _i, op in group], refresh=refresh)
+                for (i, _op), item in zip(group, found):
+                    results[i] = None if item is None else _item(item)
+        queries = iter(query_vectors)
+        for i, op in enumerate(ops):
+            if isinstance(op, SearchOp):
+                vector = next(queries) if op.query and self.embeddings is not None else None
+                found = self.items.search(
+                    op.namespace_prefix,
+                    query=op.query,
+                    query_vector=vector,
+                    filter=op.filter,
+                    limit=op.limit,
+                    offset=op.offset,
+                    refresh=bool(op.refresh_ttl and refresh_on_read),
+                )
+                results[i] = [_search_item(item) for item in found]
+            elif isinstance(op, ListNamespacesOp):
+                results[i] = self._namespaces(op)
+        embedded = iter(vectors)
+        puts = [self._put(op, embedded) for op in ops if isinstance(op, PutOp)]
+        if puts:
+            self.items.put_many(puts)
+        return results
+
+    def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        prefix: tuple[str, ...] = ()
+        suffix: tuple[str, ...] = ()
+        for condition in op.match_conditions or ():
+            if condition.match_type == "prefix":
+                prefix = tuple(condition.path)
+            elif condition.match_type == "suffix":
+                suffix = tuple(condition.path)
+            else:
+                raise InvalidInputError(f"unknown match_type {condition.match_type!r}; known: prefix, suffix")
+        return self.items.namespaces(
+            prefix=prefix, suffix=suffix, max_depth=op.max_depth, limit=op.limit, offset=op.offset
+        )
+
+
+def _item(item: StoredItem) -> Item:
+    return Item(
+        value=item.value,
+        key=item.key,
+        namespace=item.namespace,
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+    )
+
+
+def _search_item(item: StoredItem) -> SearchItem:
+    return SearchItem(
+        namespace=item.namespace,
+        key=item.key,
+        value=item.value,
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+        score=item.score,
+    )
