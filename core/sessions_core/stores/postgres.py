@@ -55,6 +55,11 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 T = TypeVar("T")
 
+logger = logging.getLogger("sessions_core.postgres")
+"""One warning when PostgreSQL connections are lost or refused, one when a call works again."""
+
+_POOL_NAME = "session-memory"
+
 MIGRATIONS: tuple[str, ...] = load_migrations("postgres")
 """Append-only; each ends by recording its number in ``{schema}.session_memory_schema``."""
 
@@ -263,6 +268,8 @@ class PostgresStore(SqlStore):
         self.lock_timeout = None if lock_timeout is None else _seconds("lock_timeout", lock_timeout)
         self._network = _network_options(params)
         self._watchdog = _Watchdog() if self.statement_timeout is not None else None
+        self._outage: float | None = None
+        self._outage_lock = threading.Lock()
         super().__init__()
         self._statistics: tuple[float, dict[str, float], float] | None = None
 
@@ -319,17 +326,23 @@ class PostgresStore(SqlStore):
             watch = _Watch()
             try:
                 with self._borrow(check=False, watch=watch) as conn:
-                    return work(conn)
+                    result = work(conn)
             except psycopg.OperationalError as error:
                 failure = self._operational(error, watch)
+                if failure is None or watch.fired:
+                    self._lost(error)
                 pool = self._pool
                 if failure is not None or attempt == 2 or pool is None:
                     raise failure or self._connection_failed(error) from error
-                pool.check()
+                _quietly(pool.check)
+                continue
             except psycopg.Error as error:
                 raise self._refused(error) from error
             except UnicodeEncodeError as error:
                 raise unstorable(repr(self), error) from error
+            if self._outage is not None:
+                self._recovered()
+            return result
         raise AssertionError("unreachable")
 
     def _operational(self, error: psycopg.OperationalError, watch: _Watch) -> StoreError | None:
@@ -354,6 +367,25 @@ class PostgresStore(SqlStore):
                 " (another transaction held a lock this call needed; raise lock_timeout= to wait longer)"
             )
         return None
+
+    def _lost(self, error: BaseException) -> None:
+        """Log the start of an outage (a connection lost or refused), once until it ends."""
+        with self._outage_lock:
+            if self._outage is not None:
+                return
+            self._outage = time.monotonic()
+        logger.warning(
+            "%r: PostgreSQL connection lost or refused (%s); calls may fail until it is back",
+            self,
+            _one_line(error),
+        )
+
+    def _recovered(self) -> None:
+        """Log the end of an outage: a call succeeded after one."""
+        with self._outage_lock:
+            began, self._outage = self._outage, None
+        if began is not None:
+            logger.warning("%r: PostgreSQL connection back after %.1f s", self, time.monotonic() - began)
 
     def _connection_failed(self, error: psycopg.OperationalError) -> StoreError:
         return StoreUnavailableError(f"{self!r}: the database connection failed: {error}")
@@ -435,7 +467,7 @@ class PostgresStore(SqlStore):
                 yield conn
         finally:
             self._disarm(watch)
-            pool.putconn(conn)
+            _quietly(pool.putconn, conn)
 
     def _arm(self, watch: _Watch | None, conn: psycopg.Connection) -> None:
         if watch is not None and self._watchdog is not None and self.statement_timeout is not None:
@@ -464,13 +496,14 @@ class PostgresStore(SqlStore):
                 ConnectionPool.check_connection(conn)
             except psycopg.Error as error:
                 self._disarm(watch)
-                pool.putconn(conn)  # broken: the pool replaces it
+                self._lost(error)
+                _quietly(pool.putconn, conn)  # broken: the pool replaces it
                 if watch is not None and watch.fired:
                     failure = self._operational(psycopg.OperationalError(str(error)), watch)
                     assert failure is not None
                     raise failure from error
                 self._probe(pool)  # the server itself gone? Then say so now
-                pool.check()
+                _quietly(pool.check)
                 continue
             return pool, conn
         raise StoreUnavailableError(f"{self!r}: every connection of the pool was broken; try again")
@@ -502,13 +535,14 @@ class PostgresStore(SqlStore):
                 if self._closed:
                     raise StoreError(f"{self!r} is closed")
                 self._probe(None)
+                _PoolNoise.install()
                 self._pool = ConnectionPool(
                     self._conninfo,
                     **self._pool_options,
                     open=True,
                     kwargs={"autocommit": True, "connect_timeout": self._connect_timeout, **self._network},
                     configure=self._configure,
-                    name="session-memory",
+                    name=_POOL_NAME,
                 )
             return self._pool
 
@@ -526,6 +560,7 @@ class PostgresStore(SqlStore):
         try:
             psycopg.connect(conninfo, **kwargs).close()
         except psycopg.Error as error:
+            self._lost(error)
             if pool is not None and self._owns:
                 self._drop_pool(pool)
             raise StoreUnavailableError(
@@ -573,21 +608,27 @@ class PostgresStore(SqlStore):
                             self._lock_session(conn, lock)
                         if walk:
                             _index_lookups_only(conn)
-                        return work(conn)
+                        result = work(conn)
             except (psycopg.DataError, psycopg.errors.ProgramLimitExceeded) as error:
                 # A value PostgreSQL cannot hold (a NUL character in text, an id too large to
                 # index...): nothing was written, and a retry would fail the same way.
                 raise StoreError(f"{self!r}: value refused by PostgreSQL: {error}") from error
             except psycopg.OperationalError as error:
                 failure = self._operational(error, watch)
+                if failure is None or watch.fired:
+                    self._lost(error)
                 pool = self._pool
                 if failure is not None or attempt == 2 or not idempotent or pool is None:
                     raise failure or self._connection_failed(error) from error
-                pool.check()  # replace the pool's other dead connections before the retry
+                _quietly(pool.check)  # replace the pool's other dead connections before the retry
+                continue
             except psycopg.Error as error:
                 raise StoreError(f"{self!r}: {error}") from error
             except UnicodeEncodeError as error:
                 raise unstorable(repr(self), error) from error
+            if self._outage is not None:
+                self._recovered()
+            return result
         raise AssertionError("unreachable")
 
     def _ensure_ready(self) -> None:
@@ -1062,3 +1103,45 @@ def _sever(conn: psycopg.Connection) -> None:
         return  # already closed
     with duplicate, contextlib.suppress(OSError):
         duplicate.shutdown(socket.SHUT_RDWR)
+
+
+_QUIET = threading.local()
+
+_NOISE = (
+    "discarding broken connection",
+    "discarding closed connection",
+    "error connecting in",
+    "reconnection attempt in pool",
+    "task run",
+)
+"""psycopg_pool's warnings, one per connection, about connections lost or not made."""
+
+
+def _quietly(call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)`` with psycopg_pool's connection-loss warnings of this thread dropped."""
+    _QUIET.on = True
+    try:
+        return call(*args)
+    finally:
+        _QUIET.on = False
+
+
+class _PoolNoise(logging.Filter):
+    """Drops psycopg_pool's per-connection warnings about lost connections of the stores' own
+    pools (from their worker threads, or from the store's calls into the pool): the store logs
+    one warning per outage instead. Other pools' records pass."""
+
+    installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        if not cls.installed:
+            cls.installed = True
+            logging.getLogger("psycopg.pool").addFilter(cls())
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING or not str(record.msg).startswith(_NOISE):
+            return True
+        ours = getattr(_QUIET, "on", False) or (record.threadName or "").startswith(f"{_POOL_NAME}-")
+        ours = ours or (isinstance(record.args, tuple) and _POOL_NAME in record.args)
+        return not ours
