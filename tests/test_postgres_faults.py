@@ -5,6 +5,7 @@ on a fresh database, and texts past the ``tsvector`` limit. Never a mock: a real
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import threading
 import time
@@ -403,3 +404,80 @@ def test_threads_sharing_a_store_see_only_store_errors_while_the_server_is_gone(
             assert set(threads.map(read, range(32))) == {"kept"}
     finally:
         store.close()
+
+
+# -- one warning per outage ------------------------------------------------------------------------
+
+
+def _warnings(caplog) -> list[tuple[str, str]]:
+    return [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_an_outage_logs_one_warning_and_one_on_recovery_not_one_per_connection(schema, proxy, caplog):
+    """Two outages of a store whose pool holds 4 connections, read by 8 threads: psycopg_pool's
+    ``discarding broken connection`` per connection is silenced, and ``sessions_core.postgres``
+    says once that the connection was lost and once that it is back (issue 36)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    caplog.set_level(logging.INFO, logger="sessions_core")
+    caplog.set_level(logging.INFO, logger="psycopg.pool")
+    store = _store(_url(port=str(proxy.port)), schema=schema, min_size=4, max_size=4)
+    Session(store).for_session("s").append_message(msg("kept"))
+
+    def read(_: int) -> str:
+        try:
+            return ",".join(m.id for m in Session(store).for_session("s").get_history())
+        except StoreError:
+            return "refused"
+
+    try:
+        with ThreadPoolExecutor(8) as threads:
+            for _outage in range(2):
+                caplog.clear()
+                assert set(threads.map(read, range(16))) == {"kept"}
+                proxy.stop()
+                assert set(threads.map(read, range(32))) == {"refused"}
+                proxy.start()
+                assert set(threads.map(read, range(32))) == {"kept"}
+                time.sleep(0.3)  # the pool's workers refill it
+                found = _warnings(caplog)
+                assert [name for name, _ in found] == ["sessions_core.postgres"] * 2, found
+                assert "connection lost or refused" in found[0][1]
+                assert "connection back after" in found[1][1]
+    finally:
+        store.close()
+
+
+def test_terminated_backends_log_one_warning_and_one_on_recovery(schema, proxy, caplog):
+    import psycopg
+
+    caplog.set_level(logging.INFO, logger="sessions_core")
+    app = f"quiet-{schema}"
+    store = _store(_url(port=str(proxy.port), query=f"application_name={app}"), schema=schema, min_size=4)
+    session = Session(store).for_session("s")
+    try:
+        session.append_message(msg("one"))
+        time.sleep(0.3)  # the pool fills to min_size
+        caplog.clear()
+        with psycopg.connect(postgres_url(), autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (app,))
+        time.sleep(0.2)
+        assert session.append_message(msg("two")).inserted
+        assert [m.id for m in session.get_history()] == ["one", "two"]
+        time.sleep(0.3)
+        found = _warnings(caplog)
+        assert [name for name, _ in found] == ["sessions_core.postgres"] * 2, found
+    finally:
+        store.close()
+
+
+def test_the_filter_lets_other_pools_warnings_through(caplog):
+    pytest.importorskip("psycopg")
+    from sessions_core.stores.postgres import _PoolNoise
+
+    _PoolNoise.install()
+    pool_logger = logging.getLogger("psycopg.pool")
+    with caplog.at_level(logging.WARNING, logger="psycopg.pool"):
+        pool_logger.warning("error connecting in %r: %s", "someone-elses-pool", "refused")
+        pool_logger.warning("error connecting in %r: %s", "session-memory", "refused")
+    assert [r.getMessage() for r in caplog.records] == ["error connecting in 'someone-elses-pool': refused"]

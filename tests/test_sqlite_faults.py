@@ -19,7 +19,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -550,3 +550,124 @@ def test_every_store_call_turns_a_driver_failure_into_a_store_error(tmp_path):
 
 def test_every_sqlite_fault_is_a_sessions_error():
     assert issubclass(StoreError, SessionsError)
+
+
+# -- read-only mode as another user: a WAL file of mode 444 in a folder it cannot write -----------
+
+
+def _as_other_user(call: Callable[[], str]) -> str:
+    """``call()`` in a forked child running as ``nobody`` when this process is root (the same
+    interpreter: nobody may not be able to run this Python), else in this process; its result,
+    or ``"raised <type>: <message>"``."""
+    if not ROOT:
+        try:
+            return call()
+        except Exception as error:
+            return f"raised {type(error).__name__}: {error}"
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(read)
+        try:
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            out = call()
+        except BaseException as error:
+            out = f"raised {type(error).__name__}: {error}"
+        os.write(write, out.encode("utf-8", "replace"))
+        os._exit(0)
+    os.close(write)
+    chunks = []
+    while chunk := os.read(read, 65536):
+        chunks.append(chunk)
+    os.close(read)
+    os.waitpid(pid, 0)
+    return b"".join(chunks).decode()
+
+
+@pytest.fixture
+def foreign_wal_folder():
+    """A folder holding a WAL database of mode 444, both owned by this process and not
+    writable by ``nobody`` (as root), or made read-only (otherwise); under the system's temporary
+    folder, which ``nobody`` can reach (pytest's ``tmp_path`` is private to its user)."""
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="sessions-ro-"))
+    top.chmod(0o755)
+    folder = top / "theirs"
+    folder.mkdir()
+    path = filled(folder / "a.db")
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+    assert sorted(p.name for p in folder.iterdir()) == ["a.db"]
+    path.chmod(0o444)
+    folder.chmod(0o755 if ROOT else 0o555)
+    try:
+        yield path
+    finally:
+        folder.chmod(0o755)
+        path.chmod(0o644)
+        shutil.rmtree(top)
+
+
+def test_read_only_mode_reads_a_wal_file_in_a_folder_it_cannot_write_creating_nothing(foreign_wal_folder):
+    """Issue 36: SQLite says ``SQLITE_READONLY`` (not ``SQLITE_CANTOPEN``) there; the store
+    falls back to ``immutable=1`` and neither it nor ``sessions show`` makes a file."""
+    path = foreign_wal_folder
+    before = fingerprint(path.parent)
+
+    def read() -> str:
+        store = SqliteStore(path, read_only=True)
+        try:
+            found = history(store)
+            hits = [r.id for r in Session(store).for_session("s").search("lisbon")]
+        finally:
+            store.close()
+        return f"{','.join(found)}|{len(hits)}"
+
+    assert _as_other_user(read) == "m0,m1,m2|3"
+    assert fingerprint(path.parent) == before  # no -wal, no -shm, nothing changed
+
+    def show() -> str:
+        from click.testing import CliRunner
+
+        from sessions_core.cli import build_cli
+
+        result = CliRunner(env={"SESSIONS_STORE": None}).invoke(build_cli(), ["--store", str(path), "show", "s"])
+        return f"{result.exit_code}|{result.output}"
+
+    shown = _as_other_user(show)
+    assert shown.startswith("0|"), shown
+    assert "lisbon weather note 2" in shown
+    assert fingerprint(path.parent) == before
+
+
+def test_read_only_mode_refuses_a_wal_with_changes_it_could_not_read_there(foreign_wal_folder):
+    path = foreign_wal_folder
+    folder = path.parent
+    folder.chmod(0o755)
+    path.chmod(0o644)
+    writer = sqlite3.connect(path)  # a writer keeps its -wal (and -shm) while it has the file open
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.execute("CREATE TABLE extra (x)")
+    wal = Path(f"{path}-wal")
+    assert wal.stat().st_size > 0
+    shm = Path(f"{path}-shm")
+    saved = shm.read_bytes()
+    shm.unlink()  # as after a crash: the -wal alone
+    try:
+        path.chmod(0o444)
+        folder.chmod(0o755 if ROOT else 0o555)
+        result = _as_other_user(lambda: ",".join(history(SqliteStore(path, read_only=True))))
+        assert result.startswith("raised StoreError"), result
+        assert "write-ahead log" in result and "copy the database" in result
+        assert not shm.exists()
+    finally:
+        folder.chmod(0o755)
+        shm.write_bytes(saved)
+        writer.close()

@@ -11,9 +11,12 @@ chain instead of racing for the latest leaf.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import re
+import socket
 import threading
 import time
 import zlib
@@ -54,12 +57,35 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 T = TypeVar("T")
 
+logger = logging.getLogger("sessions_core.postgres")
+"""One warning when PostgreSQL connections are lost or refused, one when a call works again."""
+
+_POOL_NAME = "session-memory"
+
 MIGRATIONS: tuple[str, ...] = load_migrations("postgres")
 """Append-only; each ends by recording its number in ``{schema}.session_memory_schema``."""
 
 DEFAULT_CONNECT_TIMEOUT = 5
 """Seconds to wait for a connection when neither the conninfo (``connect_timeout``), the
 ``connect_timeout`` keyword nor ``PGCONNECT_TIMEOUT`` says."""
+
+DEFAULT_STATEMENT_TIMEOUT = 30.0
+"""Seconds a statement may run (PostgreSQL's ``statement_timeout``) unless the store is given
+``statement_timeout=``; the client closes a connection whose call has had no end by then plus
+``WATCHDOG_MARGIN`` (a frozen server or network never answers)."""
+DEFAULT_LOCK_TIMEOUT = 10.0
+"""Seconds a statement may wait for a lock (PostgreSQL's ``lock_timeout``) unless the store is
+given ``lock_timeout=``."""
+DEFAULT_POOL_TIMEOUT = 30.0
+"""Seconds a call waits for a free connection of the store's own pool unless given ``pool_timeout=``."""
+WATCHDOG_MARGIN = 0.5
+"""Seconds past ``statement_timeout`` after which the client closes a call's connection."""
+
+_KEEPALIVES = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10", "keepalives_count": "3"}
+"""TCP keepalives set on every connection the store makes, unless the conninfo sets them."""
+_TCP_USER_TIMEOUT = "60000"
+"""Milliseconds sent data may stay unacknowledged before the kernel drops the connection
+(libpq >= 12; unless the conninfo sets ``tcp_user_timeout``)."""
 
 _SETUP_LOCK = zlib.crc32(b"session-memory setup")
 
@@ -185,6 +211,9 @@ class PostgresStore(SqlStore):
         min_size: int = 1,
         max_size: int = 10,
         connect_timeout: float | None = None,
+        statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
+        lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
     ) -> None:
         if schema is not None:
             _check_schema(schema)
@@ -209,7 +238,11 @@ class PostgresStore(SqlStore):
                 ) from error
             _check_conninfo(params, self.description)
             self._conninfo = conninfo_or_pool
-            self._pool_options: dict[str, Any] = {"min_size": min_size, "max_size": max_size}
+            self._pool_options: dict[str, Any] = {
+                "min_size": min_size,
+                "max_size": max_size,
+                "timeout": _seconds("pool_timeout", pool_timeout),
+            }
             self._owns = True  # the pool is made on first use, once a connection has worked
             self.url = url_without_password(conninfo_or_pool)
         elif isinstance(conninfo_or_pool, ConnectionPool):
@@ -237,6 +270,12 @@ class PostgresStore(SqlStore):
             self._connect_timeout = timeout_from_conninfo({"connect_timeout": str(timeout)})
         except psycopg.Error as error:
             raise StoreError(f"{self!r}: {error} (connect_timeout is a number of seconds)") from error
+        self.statement_timeout = None if statement_timeout is None else _seconds("statement_timeout", statement_timeout)
+        self.lock_timeout = None if lock_timeout is None else _seconds("lock_timeout", lock_timeout)
+        self._network = _network_options(params)
+        self._watchdog = _Watchdog() if self.statement_timeout is not None else None
+        self._outage: float | None = None
+        self._outage_lock = threading.Lock()
         super().__init__()
         self._statistics: tuple[float, dict[str, float], float] | None = None
 
@@ -311,19 +350,72 @@ class PostgresStore(SqlStore):
         idempotent, run again once)."""
         self._ensure_ready()
         for attempt in (1, 2):
+            watch = _Watch()
             try:
-                with self._borrow(check=False) as conn:
-                    return work(conn)
+                with self._borrow(check=False, watch=watch) as conn:
+                    result = work(conn)
             except psycopg.OperationalError as error:
+                failure = self._operational(error, watch)
+                if failure is None or watch.fired:
+                    self._lost(error)
                 pool = self._pool
-                if attempt == 2 or pool is None:
-                    raise StoreUnavailableError(f"{self!r}: the database connection failed: {error}") from error
-                pool.check()
+                if failure is not None or attempt == 2 or pool is None:
+                    raise failure or self._connection_failed(error) from error
+                _quietly(pool.check)
+                continue
             except psycopg.Error as error:
                 raise self._refused(error) from error
             except UnicodeEncodeError as error:
                 raise unstorable(repr(self), error) from error
+            if self._outage is not None:
+                self._recovered()
+            return result
         raise AssertionError("unreachable")
+
+    def _operational(self, error: psycopg.OperationalError, watch: _Watch) -> StoreError | None:
+        """The error for a call past a time limit, not retried (it would wait as long again):
+        the server's ``statement_timeout`` or ``lock_timeout``, or the client's watchdog that
+        closed a connection left without an answer; ``None`` for a dropped connection."""
+        primary = error.diag.message_primary or ""
+        if watch.fired:
+            return StoreUnavailableError(
+                f"{self!r}: statement_timeout of {self.statement_timeout} s exceeded: no answer from PostgreSQL"
+                f" within {self.statement_timeout} + {WATCHDOG_MARGIN} s, so the connection was closed"
+                " (server or network frozen?); raise statement_timeout= for longer calls"
+            )
+        if isinstance(error, psycopg.errors.QueryCanceled) and "statement timeout" in primary:
+            return StoreError(
+                f"{self!r}: statement_timeout of {self.statement_timeout} s exceeded: {_one_line(error)}"
+                " (raise statement_timeout= for longer statements)"
+            )
+        if isinstance(error, psycopg.errors.LockNotAvailable) and "lock timeout" in primary:
+            return StoreError(
+                f"{self!r}: lock_timeout of {self.lock_timeout} s exceeded: {_one_line(error)}"
+                " (another transaction held a lock this call needed; raise lock_timeout= to wait longer)"
+            )
+        return None
+
+    def _lost(self, error: BaseException) -> None:
+        """Log the start of an outage (a connection lost or refused), once until it ends."""
+        with self._outage_lock:
+            if self._outage is not None:
+                return
+            self._outage = time.monotonic()
+        logger.warning(
+            "%r: PostgreSQL connection lost or refused (%s); calls may fail until it is back",
+            self,
+            _one_line(error),
+        )
+
+    def _recovered(self) -> None:
+        """Log the end of an outage: a call succeeded after one."""
+        with self._outage_lock:
+            began, self._outage = self._outage, None
+        if began is not None:
+            logger.warning("%r: PostgreSQL connection back after %.1f s", self, time.monotonic() - began)
+
+    def _connection_failed(self, error: psycopg.OperationalError) -> StoreError:
+        return StoreUnavailableError(f"{self!r}: the database connection failed: {error}")
 
     def _refused(self, error: psycopg.Error) -> StoreError:
         if isinstance(error, (psycopg.DataError, psycopg.errors.ProgramLimitExceeded)):
@@ -368,9 +460,12 @@ class PostgresStore(SqlStore):
                 autocommit = conn.autocommit
                 conn.autocommit = True  # VACUUM cannot run in a transaction
                 try:
+                    conn.execute("SET statement_timeout = 0")  # a VACUUM may take long
                     for table in TABLES:
                         conn.execute(_query(f"VACUUM {_quote(self.schema)}.{table}"))
                 finally:
+                    if self._owns and self.statement_timeout is not None:
+                        conn.execute(_query(self._limits_sql()))
                     conn.autocommit = autocommit
         except psycopg.Error as error:
             raise StoreError(f"{self!r}: VACUUM failed: {error}") from error
@@ -378,24 +473,38 @@ class PostgresStore(SqlStore):
     # -- plumbing --------------------------------------------------------------------------
 
     @contextmanager
-    def _borrow(self, *, check: bool = True) -> Iterator[psycopg.Connection]:
+    def _borrow(self, *, check: bool = True, watch: _Watch | None = None) -> Iterator[psycopg.Connection]:
         """A connection for one unit of work; ``check``: test a pooled connection of the
-        store's own pool first (see ``_getconn``)."""
+        store's own pool first (see ``_getconn``). With ``watch``, the watchdog closes the
+        connection if the work (and the check) outlasts ``statement_timeout`` + the margin."""
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         if self._connection is not None:
             assert self._connection_lock is not None
             with self._connection_lock:
-                yield self._connection
+                self._arm(watch, self._connection)
+                try:
+                    yield self._connection
+                finally:
+                    self._disarm(watch)
             return
-        pool, conn = self._getconn(check=check)
+        pool, conn = self._getconn(check=check, watch=watch)
         try:
             with conn:  # as ConnectionPool.connection(): ends a transaction left open
                 yield conn
         finally:
-            pool.putconn(conn)
+            self._disarm(watch)
+            _quietly(pool.putconn, conn)
 
-    def _getconn(self, *, check: bool = True) -> tuple[ConnectionPool, psycopg.Connection]:
+    def _arm(self, watch: _Watch | None, conn: psycopg.Connection) -> None:
+        if watch is not None and self._watchdog is not None and self.statement_timeout is not None:
+            self._watchdog.arm(watch, conn, self.statement_timeout + WATCHDOG_MARGIN)
+
+    def _disarm(self, watch: _Watch | None) -> None:
+        if watch is not None and self._watchdog is not None:
+            self._watchdog.disarm(watch)
+
+    def _getconn(self, *, check: bool = True, watch: _Watch | None = None) -> tuple[ConnectionPool, psycopg.Connection]:
         """A pooled connection; the store's own pool checks it first: a dead one is replaced at
         once and the pool's other idle ones checked (without psycopg_pool's backoff sleeps), or,
         when the server cannot be reached, ``StoreError`` says why."""
@@ -407,14 +516,21 @@ class PostgresStore(SqlStore):
                 if attempt == 4 or not self._owns or self._closed:  # a caller's pool, closed by its owner
                     raise StoreError(f"{self!r}: the connection pool is closed") from error
                 continue  # another thread found the server gone and dropped this pool: take the new one
+            self._arm(watch, conn)
             if not (self._owns and check):
                 return pool, conn
             try:
                 ConnectionPool.check_connection(conn)
-            except psycopg.Error:
-                pool.putconn(conn)  # broken: the pool replaces it
+            except psycopg.Error as error:
+                self._disarm(watch)
+                self._lost(error)
+                _quietly(pool.putconn, conn)  # broken: the pool replaces it
+                if watch is not None and watch.fired:
+                    failure = self._operational(psycopg.OperationalError(str(error)), watch)
+                    assert failure is not None
+                    raise failure from error
                 self._probe(pool)  # the server itself gone? Then say so now
-                pool.check()
+                _quietly(pool.check)
                 continue
             return pool, conn
         raise StoreUnavailableError(f"{self!r}: every connection of the pool was broken; try again")
@@ -434,8 +550,8 @@ class PostgresStore(SqlStore):
                 return pool.getconn(timeout=pool.timeout - first)
         except PoolTimeout as error:
             raise StoreError(
-                f"{self!r}: no free connection in the pool within {pool.timeout:g} s"
-                f" (max_size={pool.max_size}, all busy); raise max_size or the pool's timeout"
+                f"{self!r}: pool_timeout of {float(pool.timeout)} s exceeded: no free connection in the pool"
+                f" (max_size={pool.max_size}, all busy); raise max_size or the pool's timeout (pool_timeout=)"
             ) from error
 
     def _current_pool(self) -> ConnectionPool:
@@ -446,12 +562,14 @@ class PostgresStore(SqlStore):
                 if self._closed:
                     raise StoreError(f"{self!r} is closed")
                 self._probe(None)
+                _PoolNoise.install()
                 self._pool = ConnectionPool(
                     self._conninfo,
                     **self._pool_options,
                     open=True,
-                    kwargs={"autocommit": True, "connect_timeout": self._connect_timeout},
-                    name="session-memory",
+                    kwargs={"autocommit": True, "connect_timeout": self._connect_timeout, **self._network},
+                    configure=self._configure,
+                    name=_POOL_NAME,
                 )
             return self._pool
 
@@ -464,15 +582,31 @@ class PostgresStore(SqlStore):
             conninfo = _text_conninfo(pool)
             kwargs = pool.kwargs() if callable(pool.kwargs) else dict(pool.kwargs or {})
         kwargs = {**kwargs, "autocommit": True, "connect_timeout": self._connect_timeout}
+        if pool is None:
+            kwargs.update(self._network)
         try:
             psycopg.connect(conninfo, **kwargs).close()
         except psycopg.Error as error:
+            self._lost(error)
             if pool is not None and self._owns:
                 self._drop_pool(pool)
             raise StoreUnavailableError(
                 f"{self!r}: cannot connect to PostgreSQL: {_one_line(error)}"
                 " (check that the server runs and the conninfo's host, port, user, password and database)"
             ) from error
+
+    def _configure(self, conn: psycopg.Connection) -> None:
+        """Set the time limits on a new connection of the store's own pool (once: they last
+        the session, the pool's connections being in autocommit)."""
+        limits = self._limits_sql()
+        if limits:
+            conn.execute(_query(limits))
+
+    def _limits_sql(self, *, statement_timeout: float | None | bool = True) -> str:
+        """``SET`` statements for the store's limits (``statement_timeout=0``: none for this)."""
+        statement = self.statement_timeout if statement_timeout is True else statement_timeout
+        settings = [("statement_timeout", statement), ("lock_timeout", self.lock_timeout)]
+        return "; ".join(f"SET {name} = {round(value * 1000)}" for name, value in settings if value is not None)
 
     def _drop_pool(self, pool: ConnectionPool) -> None:
         """Forget the store's own ``pool`` (the next call makes a new one) and close it aside:
@@ -493,27 +627,35 @@ class PostgresStore(SqlStore):
         """Run ``work`` in one transaction; retry once on a dropped connection if idempotent."""
         self._ensure_ready()
         for attempt in (1, 2):
+            watch = _Watch()
             try:
-                with self._borrow() as conn:
+                with self._borrow(watch=watch) as conn:
                     with conn.transaction():
                         if lock is not None:
                             self._lock_session(conn, lock)
                         if walk:
                             _index_lookups_only(conn)
-                        return work(conn)
+                        result = work(conn)
             except (psycopg.DataError, psycopg.errors.ProgramLimitExceeded) as error:
                 # A value PostgreSQL cannot hold (a NUL character in text, an id too large to
                 # index...): nothing was written, and a retry would fail the same way.
                 raise StoreError(f"{self!r}: value refused by PostgreSQL: {error}") from error
             except psycopg.OperationalError as error:
+                failure = self._operational(error, watch)
+                if failure is None or watch.fired:
+                    self._lost(error)
                 pool = self._pool
-                if attempt == 2 or not idempotent or pool is None:
-                    raise StoreUnavailableError(f"{self!r}: the database connection failed: {error}") from error
-                pool.check()  # replace the pool's other dead connections before the retry
+                if failure is not None or attempt == 2 or not idempotent or pool is None:
+                    raise failure or self._connection_failed(error) from error
+                _quietly(pool.check)  # replace the pool's other dead connections before the retry
+                continue
             except psycopg.Error as error:
                 raise StoreError(f"{self!r}: {error}") from error
             except UnicodeEncodeError as error:
                 raise unstorable(repr(self), error) from error
+            if self._outage is not None:
+                self._recovered()
+            return result
         raise AssertionError("unreachable")
 
     def _ensure_ready(self) -> None:
@@ -541,6 +683,7 @@ class PostgresStore(SqlStore):
         try:
             with self._borrow() as conn:
                 with conn.transaction():
+                    conn.execute("SET LOCAL statement_timeout = 0")  # a migration may take long
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
                     conn.execute(_query(f"CREATE SCHEMA IF NOT EXISTS {_quote(self.schema)}"))
                     version = _version(conn, self.schema)
@@ -555,6 +698,8 @@ class PostgresStore(SqlStore):
         self._anchor_all_overlays()
 
     def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.stop()
         if not self._closed:
             with self._pool_lock:
                 self._closed = True
@@ -905,3 +1050,132 @@ def url_without_password(conninfo: str) -> str:
     params = {key: value for key, value in conninfo_to_dict(conninfo).items() if key != "password"}
     dbname = str(params.pop("dbname", ""))
     return "postgresql:///" + quote(dbname, safe="") + ("?" + urlencode(params) if params else "")
+
+
+def _seconds(name: str, value: float) -> float:
+    """``value`` as a positive number of seconds, else ``InvalidInputError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise InvalidInputError(f"{name} must be a positive number of seconds (or None where allowed), not {value!r}")
+    return float(value)
+
+
+def _network_options(params: dict[str, Any]) -> dict[str, str]:
+    """TCP keepalives and ``tcp_user_timeout`` (libpq >= 12) for what the conninfo leaves unset."""
+    options = dict(_KEEPALIVES)
+    if psycopg.pq.version() >= 120000:
+        options["tcp_user_timeout"] = _TCP_USER_TIMEOUT
+    return {key: value for key, value in options.items() if key not in params}
+
+
+class _Watch:
+    """One call's entry with the watchdog: ``fired`` once it closed the call's connection."""
+
+    __slots__ = ("conn", "deadline", "fired")
+
+    def __init__(self) -> None:
+        self.conn: psycopg.Connection | None = None
+        self.deadline = 0.0
+        self.fired = False
+
+
+class _Watchdog:
+    """One thread per store that shuts the socket of a connection whose call outlived its
+    deadline: psycopg has no client-side timeout, and neither the server's
+    ``statement_timeout`` nor TCP keepalives end a call to a server or network that froze
+    with its sockets open. The blocked call then fails at once with ``OperationalError``."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._watches: dict[int, _Watch] = {}  # by arming order, so by deadline
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def arm(self, watch: _Watch, conn: psycopg.Connection, seconds: float) -> None:
+        with self._cond:
+            watch.conn, watch.deadline, watch.fired = conn, time.monotonic() + seconds, False
+            self._watches[id(watch)] = watch
+            if self._thread is None:
+                self._stopped = False
+                self._thread = threading.Thread(target=self._run, name="session-memory-watchdog", daemon=True)
+                self._thread.start()
+            elif len(self._watches) == 1:
+                self._cond.notify()
+
+    def disarm(self, watch: _Watch) -> None:
+        with self._cond:
+            self._watches.pop(id(watch), None)
+            watch.conn = None
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._thread = None
+            self._cond.notify()
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._stopped:
+                if not self._watches:
+                    self._cond.wait()
+                    continue
+                key, watch = next(iter(self._watches.items()))
+                delay = watch.deadline - time.monotonic()
+                if delay > 0:
+                    self._cond.wait(delay)
+                    continue
+                del self._watches[key]
+                watch.fired = True
+                if watch.conn is not None:
+                    _sever(watch.conn)  # under the lock: a disarmed connection is never cut
+
+
+def _sever(conn: psycopg.Connection) -> None:
+    """Shut ``conn``'s socket both ways, which wakes a thread waiting on it."""
+    try:
+        duplicate = socket.socket(fileno=os.dup(conn.pgconn.socket))
+    except (psycopg.Error, OSError):
+        return  # already closed
+    with duplicate, contextlib.suppress(OSError):
+        duplicate.shutdown(socket.SHUT_RDWR)
+
+
+_QUIET = threading.local()
+
+_NOISE = (
+    "discarding broken connection",
+    "discarding closed connection",
+    "error connecting in",
+    "reconnection attempt in pool",
+    "task run",
+)
+"""psycopg_pool's warnings, one per connection, about connections lost or not made."""
+
+
+def _quietly(call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)`` with psycopg_pool's connection-loss warnings of this thread dropped."""
+    _QUIET.on = True
+    try:
+        return call(*args)
+    finally:
+        _QUIET.on = False
+
+
+class _PoolNoise(logging.Filter):
+    """Drops psycopg_pool's per-connection warnings about lost connections of the stores' own
+    pools (from their worker threads, or from the store's calls into the pool): the store logs
+    one warning per outage instead. Other pools' records pass."""
+
+    installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        if not cls.installed:
+            cls.installed = True
+            logging.getLogger("psycopg.pool").addFilter(cls())
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING or not str(record.msg).startswith(_NOISE):
+            return True
+        ours = getattr(_QUIET, "on", False) or (record.threadName or "").startswith(f"{_POOL_NAME}-")
+        ours = ours or (isinstance(record.args, tuple) and _POOL_NAME in record.args)
+        return not ours

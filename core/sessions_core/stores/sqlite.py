@@ -133,6 +133,21 @@ _CODE_OF_MESSAGE = {
 """Python 3.10's ``sqlite3`` errors carry no result code: their message names it."""
 
 
+def _would_own_shm(path: str) -> bool:
+    """Whether SQLite, reading the WAL database ``path``, would create a ``-shm`` owned by this
+    process: none exists, the process is not root (root's is given the file's owner) and does
+    not own the file."""
+    if not hasattr(os, "geteuid") or os.path.exists(path + "-shm") or os.geteuid() == 0:
+        return False
+    try:
+        with open(path, "rb") as file:
+            header = file.read(20)
+        owner = os.stat(path).st_uid
+    except OSError:
+        return False
+    return len(header) == 20 and header[18] == 2 and owner != os.geteuid()
+
+
 def result_code(error: BaseException) -> int | None:
     """The primary SQLite result code of a driver error (``sqlite3`` or SQLCipher's), when it can
     be known."""
@@ -272,31 +287,27 @@ class SqliteStore(SqlStore):
         return conn
 
     def _open_read_only(self) -> sqlite3.Connection:
-        """The file opened with ``mode=ro``; in a read-only folder where WAL's ``-shm`` cannot be
-        made, with ``immutable=1`` instead (only when no ``-wal`` file holds changes, which an
-        immutable connection would not see)."""
+        """The file opened with ``mode=ro``; with ``immutable=1`` instead where WAL's ``-shm``
+        cannot be made (a read-only folder: ``SQLITE_CANTOPEN`` or ``SQLITE_READONLY``) or would
+        be the reader's own (a WAL file of another owner without ``-shm``, which SQLite would
+        create for a reader that is not root): only when no ``-wal`` file holds changes, which
+        an immutable connection would not see (nor what writers commit after it opened)."""
         path = self.url
         if not os.path.isfile(path):
             raise StoreError(f"{self!r}: no database file at {path} (read_only=True never creates one)")
         uri = f"file:{urllib.parse.quote(path)}?mode=ro"
-        conn = self._open(uri, uri=True)
-        try:
-            conn.execute("PRAGMA user_version").fetchone()  # opens the file and, in WAL, its -shm
-            return conn
-        except _ERRORS as error:
-            conn.close()
-            if result_code(error) != _CANTOPEN:
-                raise
+        if not _would_own_shm(path):
+            conn = self._open(uri, uri=True)
             try:
-                pending = os.path.getsize(path + "-wal") > 0
-            except FileNotFoundError:
-                pending = False
-            if pending:
-                raise StoreError(
-                    f"{self!r}: cannot be read where it is: its write-ahead log {path}-wal holds changes, and"
-                    f" SQLite cannot create the {path}-shm it needs to read them in this read-only folder;"
-                    " copy the database with its -wal file into a writable folder and open the copy"
-                ) from error
+                conn.execute("PRAGMA user_version").fetchone()  # opens the file and, in WAL, its -shm
+                return conn
+            except _ERRORS as error:
+                conn.close()
+                if result_code(error) not in (_CANTOPEN, _READONLY):
+                    raise
+                self._refuse_pending_wal(path, error)
+        else:
+            self._refuse_pending_wal(path, None)
         conn = self._open(f"{uri}&immutable=1", uri=True)
         try:
             conn.execute("PRAGMA user_version").fetchone()
@@ -304,6 +315,19 @@ class SqliteStore(SqlStore):
             conn.close()
             raise
         return conn
+
+    def _refuse_pending_wal(self, path: str, error: BaseException | None) -> None:
+        """``StoreError`` if ``path-wal`` holds changes, which only a connection with ``-shm`` reads."""
+        try:
+            pending = os.path.getsize(path + "-wal") > 0
+        except FileNotFoundError:
+            pending = False
+        if pending:
+            raise StoreError(
+                f"{self!r}: cannot be read where it is: its write-ahead log {path}-wal holds changes, and"
+                f" SQLite cannot read them without creating the {path}-shm in this folder, which a read-only"
+                " reader does not do; copy the database with its -wal file into a writable folder and open the copy"
+            ) from error
 
     def _file_identity(self) -> tuple[int, int]:
         """``(st_dev, st_ino)`` of the file the path names now."""
