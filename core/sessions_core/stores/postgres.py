@@ -192,6 +192,12 @@ class PostgresStore(SqlStore):
     PostgreSQL cannot be reached (refused, unknown host, role or database, bad password...)
     it raises ``StoreError`` with the server's reason. A store with its own pool then makes a
     fresh pool on its next call, so it works again as soon as the server is back.
+
+    ``statement_timeout`` and ``lock_timeout`` (seconds; ``None``: not set) are set on each
+    connection of the store's own pool; past ``statement_timeout`` + ``WATCHDOG_MARGIN`` the
+    client closes a call's connection (any connection). ``pool_timeout`` bounds the wait for a
+    free connection of the own pool. A call past a limit raises ``StoreError`` naming it, not
+    retried. Outages are logged once on ``sessions_core.postgres``, and once when they end.
     """
 
     max_list = 10_000
