@@ -278,6 +278,13 @@ def parse_message(message: MessageInput) -> SessionMessage:
     except ValidationError as error:
         ident = message.get("id")
         label = f"invalid message {ident!r}" if isinstance(ident, str) and ident else "invalid message"
+        for detail in error.errors():
+            value = detail.get("input")
+            if detail["type"] == "string_unicode" and isinstance(value, str):
+                position = lone_surrogate(value)
+                if position is not None:  # say which field, as for the strings that validate
+                    field = ".".join(str(step) for step in detail["loc"]) or "message"
+                    raise MessageValidationError(f"{label}: {surrogate_problem(field, value, position)}") from None
         raise MessageValidationError(f"{label}: {_describe(error)}") from None
 
 
@@ -347,6 +354,13 @@ def storage_json(message: SessionMessage) -> str:
     except (ValueError, RecursionError) as error:  # nested deeper than can be written, an int too long...
         if "surrogates not allowed" in str(error):
             _refuse_surrogates(message)
+        depth = json_depth(message)
+        if depth > MAX_JSON_DEPTH:
+            raise MessageValidationError(
+                f"invalid message {message.id!r}: cannot be stored as JSON: nested {depth} levels deep"
+                " (objects and lists holding something, the message itself included);"
+                f" a stored message may nest at most {MAX_JSON_DEPTH} levels"
+            ) from None
         raise MessageValidationError(f"invalid message {message.id!r}: cannot be stored as JSON ({error})") from None
 
 
@@ -355,6 +369,32 @@ def _holds_long_text(message: SessionMessage) -> bool:
         if type(part) is TextPart and len(part.text) > _LONG_TEXT:
             return True
     return False
+
+
+MAX_JSON_DEPTH = 256
+"""The deepest a message's JSON may nest to be stored (objects and lists holding something, the
+message itself included): what pydantic-core writes."""
+
+
+def json_depth(value: Any) -> int:
+    """How deep ``value`` nests: models, dicts, lists and tuples holding something each count
+    one level (an empty one none, as pydantic-core counts)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, BaseModel):
+            children = [*item.__dict__.values(), *(item.__pydantic_extra__ or {}).values()]
+        elif isinstance(item, dict):
+            children = list(item.values())
+        elif isinstance(item, (list, tuple)):
+            children = list(item)
+        else:
+            continue
+        if children:
+            deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _written_by_json_module(message: SessionMessage) -> str:

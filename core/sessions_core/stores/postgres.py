@@ -198,6 +198,12 @@ class PostgresStore(SqlStore):
     PostgreSQL cannot be reached (refused, unknown host, role or database, bad password...)
     it raises ``StoreError`` with the server's reason. A store with its own pool then makes a
     fresh pool on its next call, so it works again as soon as the server is back.
+
+    ``statement_timeout`` and ``lock_timeout`` (seconds; ``None``: not set) are set on each
+    connection of the store's own pool; past ``statement_timeout`` + ``WATCHDOG_MARGIN`` the
+    client closes a call's connection (any connection). ``pool_timeout`` bounds the wait for a
+    free connection of the own pool. A call past a limit raises ``StoreError`` naming it, not
+    retried. Outages are logged once on ``sessions_core.postgres``, and once when they end.
     """
 
     max_list = 10_000
@@ -375,13 +381,19 @@ class PostgresStore(SqlStore):
     def _operational(self, error: psycopg.OperationalError, watch: _Watch) -> StoreError | None:
         """The error for a call past a time limit, not retried (it would wait as long again):
         the server's ``statement_timeout`` or ``lock_timeout``, or the client's watchdog that
-        closed a connection left without an answer; ``None`` for a dropped connection."""
+        closed a connection left without an answer; for a server out of disk; ``None`` for a
+        dropped connection."""
         primary = error.diag.message_primary or ""
         if watch.fired:
             return StoreUnavailableError(
                 f"{self!r}: statement_timeout of {self.statement_timeout} s exceeded: no answer from PostgreSQL"
                 f" within {self.statement_timeout} + {WATCHDOG_MARGIN} s, so the connection was closed"
                 " (server or network frozen?); raise statement_timeout= for longer calls"
+            )
+        if isinstance(error, psycopg.errors.DiskFull):
+            return StoreError(
+                f"{self!r}: the PostgreSQL server's disk is full (SQLSTATE 53100 disk_full), so this call"
+                f" wrote nothing: free space on the server, then call again: {_one_line(error)}"
             )
         if isinstance(error, psycopg.errors.QueryCanceled) and "statement timeout" in primary:
             return StoreError(
@@ -709,11 +721,35 @@ class PostgresStore(SqlStore):
 
     # -- batch insert: pipelined --------------------------------------------------------------
 
+    def insert_message(
+        self, session_id: str, record: MessageRecord, parent_id: str | None | _Latest
+    ) -> Inserted | None:
+        self._refuse_nul(record)
+        return super().insert_message(session_id, record, parent_id)
+
+    def update_message(self, session_id: str, record: MessageRecord) -> bool:
+        self._refuse_nul(record)
+        return super().update_message(session_id, record)
+
+    def _refuse_nul(self, record: MessageRecord) -> None:
+        """``StoreError`` naming the field if the record's id or text (a text column each) holds
+        a NUL, before anything is sent: the same for a text of any size, where a large one's
+        ``COPY`` would only say ``invalid byte sequence``."""
+        for field, value in (("id", record.id), ("text (its text parts)", record.text)):
+            position = value.find("\x00")
+            if position >= 0:
+                raise StoreError(
+                    f"{self!r}: value refused by PostgreSQL: PostgreSQL text fields cannot contain NUL (0x00)"
+                    f" bytes: the {field} of message {record.id!r} holds one at position {position}"
+                )
+
     def insert_messages(
         self, session_id: str, records: Sequence[MessageRecord], parent_id: str | None | _Latest
     ) -> list[Inserted | None]:
         if not records:
             return []
+        for record in records:
+            self._refuse_nul(record)
 
         def work(conn: psycopg.Connection) -> list[Inserted | None]:
             # Each message over LARGE_ROW is inserted on its own; the others in runs between them.
