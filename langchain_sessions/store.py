@@ -255,6 +255,7 @@ class SessionStore(BaseStore):
                     limit=op.limit,
                     offset=op.offset,
                     refresh=bool(op.refresh_ttl and refresh_on_read),
+                    distance=(self.index_config or {}).get("distance_type") or "cosine",
                 )
                 results[i] = [_search_item(item) for item in found]
             elif isinstance(op, ListNamespacesOp):

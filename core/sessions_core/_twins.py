@@ -121,6 +121,7 @@ class ItemsTwins:
         limit: int = 10,
         offset: int = 0,
         refresh: bool = False,
+        distance: str = "cosine",
     ) -> list[StoredItem]:
         """Async twin of :meth:`Items.search`."""
         ...

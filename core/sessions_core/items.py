@@ -38,7 +38,7 @@ else:
 
 logger = logging.getLogger("sessions_core.items")
 
-__all__ = ["FILTER_OPERATORS", "ItemPut", "ItemVersion", "Items", "StoredItem", "value_text"]
+__all__ = ["DISTANCES", "FILTER_OPERATORS", "ItemPut", "ItemVersion", "Items", "StoredItem", "value_text"]
 
 FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 """The operators of a filter (``{"field": {"$gte": 3}}``; a bare value is ``$eq``)."""
@@ -142,8 +142,8 @@ def _dump(value: Mapping[str, Any], key: str) -> str:
 
 
 def value_text(value: Any) -> str:
-    """Every string of ``value`` (nested ones too), a line each: what keyword search indexes of
-    an item by default."""
+    """Every field name and string of ``value`` (nested ones too), a line each: what keyword
+    search indexes of an item by default."""
     found: list[str] = []
     stack = [value]
     while stack:
@@ -151,7 +151,8 @@ def value_text(value: Any) -> str:
         if isinstance(current, str):
             found.append(current)
         elif isinstance(current, Mapping):
-            stack.extend(reversed(list(current.values())))
+            for field, inner in reversed(list(current.items())):
+                stack += [inner, field]
         elif isinstance(current, (list, tuple)):
             stack.extend(reversed(current))
     return "\n".join(found)
@@ -188,13 +189,23 @@ def _pack(vector: Sequence[float]) -> bytes:
     return array("f", vector).tobytes()
 
 
-def _cosine(query: Sequence[float], query_norm: float, stored: bytes) -> float:
+DISTANCES = ("cosine", "inner_product", "l2")
+"""How a query vector scores an item's: cosine similarity, dot product, or minus the
+Euclidean distance (higher is nearer in each)."""
+
+
+def _similarity(query: Sequence[float], query_norm: float, stored: bytes, distance: str) -> float:
     vector = array("f")
     vector.frombytes(stored)
+    if len(vector) != len(query):
+        return -math.inf if distance == "l2" else 0.0
+    if distance == "l2":
+        return -math.sqrt(math.fsum((a - b) ** 2 for a, b in zip(query, vector)))
+    dot = math.fsum(a * b for a, b in zip(query, vector))
+    if distance == "inner_product":
+        return dot
     norm = math.sqrt(math.fsum(x * x for x in vector))
-    if not norm or not query_norm or len(vector) != len(query):
-        return 0.0
-    return math.fsum(a * b for a, b in zip(query, vector)) / (query_norm * norm)
+    return dot / (query_norm * norm) if norm and query_norm else 0.0
 
 
 class Items(AsyncTwins, ItemsTwins):
@@ -289,11 +300,15 @@ class Items(AsyncTwins, ItemsTwins):
         limit: int = 10,
         offset: int = 0,
         refresh: bool = False,
+        distance: str = "cosine",
     ) -> list[StoredItem]:
         """Items under ``namespace_prefix`` matching ``filter``: without a query, the most
         recently updated first; with ``query``, ranked by keyword, and with ``query_vector``
         too, by the cosine similarity of the items' vectors fused with the keyword ranking
-        (reciprocal rank). ``limit`` from ``offset``; ``refresh`` as :meth:`get_many`."""
+        (reciprocal rank; ``distance``: one of :data:`DISTANCES`). ``limit`` from ``offset``;
+        ``refresh`` as :meth:`get_many`."""
+        if distance not in DISTANCES:
+            raise InvalidInputError(f"unknown distance {distance!r}; known: {', '.join(DISTANCES)}")
         under = check_namespace(namespace_prefix, prefix=True)
         if not isinstance(limit, int) or not isinstance(offset, int) or limit < 0 or offset < 0:
             raise InvalidInputError(f"limit and offset are integers >= 0, not {limit!r} and {offset!r}")
@@ -306,7 +321,9 @@ class Items(AsyncTwins, ItemsTwins):
             rows = self.store.list_items(under, conditions, limit, offset, now)
             found = [self._item(row) for row in rows]
         else:
-            found = self._ranked(under, query if keyword else None, query_vector, conditions, limit + offset, now)
+            found = self._ranked(
+                under, query if keyword else None, query_vector, conditions, limit + offset, now, distance
+            )
             found = found[offset:]
         if refresh and found:
             self.store.get_items([(".".join(item.namespace), item.key) for item in found], now, refresh=True)
@@ -320,6 +337,7 @@ class Items(AsyncTwins, ItemsTwins):
         conditions: list[ItemCondition],
         wanted: int,
         now: int,
+        distance: str,
     ) -> list[StoredItem]:
         depth = max(wanted, HYBRID_DEPTH)
         keyword = [] if query is None else self.store.search_items(under, query, conditions, depth, now)
@@ -327,7 +345,7 @@ class Items(AsyncTwins, ItemsTwins):
         if query_vector is not None:
             norm = math.sqrt(math.fsum(x * x for x in query_vector))
             for prefix, key, stored in self.store.item_vectors(under, conditions, now):
-                score = _cosine(query_vector, norm, stored)
+                score = _similarity(query_vector, norm, stored, distance)
                 if score > similarity.get((prefix, key), -math.inf):
                     similarity[(prefix, key)] = score
         fused: dict[tuple[str, str], float] = {}

@@ -704,18 +704,20 @@ PUT_ITEMS = """
     INSERT INTO store_items (prefix, key, value, version, created_at, updated_at, expires_at, ttl_minutes,
         search_terms)
     VALUES {rows}
-    ON CONFLICT (prefix, key) DO UPDATE SET value = excluded.value, version = excluded.version,
+    ON CONFLICT (prefix, key) DO UPDATE SET value = excluded.value, version = store_items.version + 1,
         created_at = CASE WHEN store_items.expires_at <= excluded.created_at THEN excluded.created_at
             ELSE store_items.created_at END,
         updated_at = excluded.updated_at, expires_at = excluded.expires_at, ttl_minutes = excluded.ttl_minutes,
         search_terms = excluded.search_terms
 """
-"""Upsert ``{rows}`` (``_ITEM_ROW`` each, distinct keys): the version after the item's last."""
+"""Upsert ``{rows}`` (``_ITEM_ROW`` each, distinct keys): the version after the item's last (of
+the locked row when it exists, so that concurrent writers number their versions in turn)."""
 CLEAR_ITEM_VECTORS = "DELETE FROM store_item_vectors WHERE prefix = :p AND key = :k"
 DELETE_ITEM = (
     """
     INSERT INTO store_item_versions (prefix, key, version, value, created_at)
     SELECT prefix, key, version + 1, NULL, :now FROM store_items WHERE prefix = :p AND key = :k
+    ON CONFLICT (prefix, key, version) DO UPDATE SET value = excluded.value, created_at = excluded.created_at
     """,
     CLEAR_ITEM_VECTORS,
     "DELETE FROM store_items WHERE prefix = :p AND key = :k",
@@ -753,6 +755,10 @@ SWEEP_ITEMS = (
 )
 """Remove expired items with their versions and vectors (the items last)."""
 COUNT_ITEMS = "SELECT count(*) FROM store_items WHERE {under} AND length(search_terms) > 0"
+
+
+def _item_key(write: ItemWrite) -> tuple[str, str]:
+    return (write.prefix, write.key)
 
 
 def item_under(under: str, column: str = "prefix") -> tuple[str, dict[str, Any]]:
@@ -1678,7 +1684,8 @@ class SqlStore(RecallStore, InspectableStore):
         if not writes:
             return
         latest = {(write.prefix, write.key): write for write in writes}
-        stored = [write for write in latest.values() if write.value is not None]
+        # In key order: concurrent batches lock their rows in the same order (no deadlock).
+        stored = sorted((write for write in latest.values() if write.value is not None), key=_item_key)
         deleted = [write for write in latest.values() if write.value is None]
         terms = self._terms
         statements: list[tuple[str, Any]] = []

@@ -6,6 +6,7 @@ schema, and skip without PostgreSQL."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -175,6 +176,12 @@ async def async_postgres_store(*, index: Any = None, ttl: Any = None, mode: str 
         }.get(mode, {})
         async with AsyncPostgresStore.from_conn_string(conn_string, index=index, ttl=ttl, **options) as store:
             yield store
+
+
+async def awaited(result: Any) -> Any:
+    """``result``, awaited if it is awaitable: LangGraph's async store starts and stops its sweeper
+    with coroutines, ours (one class for both) with the sync calls."""
+    return await result if inspect.isawaitable(result) else result
 
 
 CONNECTION_MODES = ["default", "pipe", "pool"] if LANGGRAPH else ["default"]

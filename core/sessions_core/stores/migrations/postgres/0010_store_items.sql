@@ -27,7 +27,8 @@ CREATE TABLE {schema}.store_item_versions (
 CREATE FUNCTION {schema}.store_item_version() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO {schema}.store_item_versions (prefix, key, version, value, created_at)
-    VALUES (NEW.prefix, NEW.key, NEW.version, NEW.value, NEW.updated_at);
+    VALUES (NEW.prefix, NEW.key, NEW.version, NEW.value, NEW.updated_at)
+    ON CONFLICT (prefix, key, version) DO UPDATE SET value = EXCLUDED.value, created_at = EXCLUDED.created_at;
     RETURN NULL;
 END;
 $$;

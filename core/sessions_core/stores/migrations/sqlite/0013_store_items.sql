@@ -17,7 +17,8 @@ CREATE TABLE store_items (
 );
 CREATE INDEX store_items_expiry ON store_items (expires_at) WHERE expires_at IS NOT NULL;
 
--- Every value an item held, by version; a NULL value is a deletion.
+-- Every value an item held, by version; a NULL value is a deletion. Writers of one key racing
+-- for a version number (a deletion against a write) leave the last one's value under it.
 CREATE TABLE store_item_versions (
     prefix     TEXT    NOT NULL,
     key        TEXT    NOT NULL,
@@ -28,11 +29,13 @@ CREATE TABLE store_item_versions (
 ) WITHOUT ROWID;
 CREATE TRIGGER store_items_version_insert AFTER INSERT ON store_items BEGIN
     INSERT INTO store_item_versions (prefix, key, version, value, created_at)
-    VALUES (new.prefix, new.key, new.version, new.value, new.updated_at);
+    VALUES (new.prefix, new.key, new.version, new.value, new.updated_at)
+    ON CONFLICT (prefix, key, version) DO UPDATE SET value = excluded.value, created_at = excluded.created_at;
 END;
 CREATE TRIGGER store_items_version_update AFTER UPDATE OF version ON store_items BEGIN
     INSERT INTO store_item_versions (prefix, key, version, value, created_at)
-    VALUES (new.prefix, new.key, new.version, new.value, new.updated_at);
+    VALUES (new.prefix, new.key, new.version, new.value, new.updated_at)
+    ON CONFLICT (prefix, key, version) DO UPDATE SET value = excluded.value, created_at = excluded.created_at;
 END;
 
 CREATE TABLE store_item_vectors (
