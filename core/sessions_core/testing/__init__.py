@@ -16,13 +16,14 @@ module (the fixtures it needs come along)::
 Every test then runs on that backend in ``sync`` and ``async`` mode. The contract areas are also
 modules of their own (``history``, ``compaction``, ``context``, ``manager``, ``search``, ``feed``,
 ``attachments``, ``batch_append``, ``inspection``, ``versions``, ``recall``, ``retention``,
-``checkpoints``) to star-import one by one.
+``checkpoints``, ``items``) to star-import one by one.
 Capabilities are declared or detected, never skipped ad hoc: a backend that is not
 ``persistent`` skips the tests of what a second store sees; a store that is not an
 ``InspectableStore`` skips the inspection tests, one that keeps no block versions (the
 ``Store`` defaults of ``write_block``) the versions tests, and one that is not a ``RecallStore``
 the semantic recall tests, one without ``SessionErasure`` the retention and erasure tests, one
-without ``CheckpointStore`` the checkpoints tests, and still
+without ``CheckpointStore`` the checkpoints tests, one without ``ItemStore`` the items tests,
+and still
 passes the core contract.
 """
 
@@ -40,6 +41,7 @@ SUITE_MODULES = (
     "feed",
     "history",
     "inspection",
+    "items",
     "manager",
     "recall",
     "retention",
