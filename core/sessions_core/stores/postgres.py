@@ -921,7 +921,7 @@ class PostgresStore(SqlStore):
                 return found
         params: dict[str, Any] = {"qs": [tsquery_literal((words[i],)) for i in wanted], "n": n}
         if scope.items_under is not None:
-            where, bounds = item_under(scope.items_under)
+            where, bounds = item_under(*scope.items_under)
             rows_sql = (
                 f"SELECT seq FROM store_items WHERE {where} AND search_terms @@ CAST(w.q AS tsquery)"
                 " ORDER BY seq DESC LIMIT :n"
