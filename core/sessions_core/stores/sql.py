@@ -715,17 +715,16 @@ PUT_ITEMS = """
 the locked row when it exists, so that concurrent writers number their versions in turn)."""
 ITEM_KEY = "namespace = :ns AND prefix = :p AND key = :k"
 CLEAR_ITEM_VECTORS = f"DELETE FROM store_item_vectors WHERE {ITEM_KEY}"
-DELETE_ITEM = (
-    """
+DELETE_ITEM = f"DELETE FROM store_items WHERE {ITEM_KEY} RETURNING version"
+"""Delete an item: its row first, so that every writer of a key locks the item before its
+versions and vectors (a deleter that wrote its deletion's version first waited for a putter's
+row lock while the putter waited for that version: a deadlock)."""
+ITEM_DELETED = """
     INSERT INTO store_item_versions (namespace, prefix, key, version, value, created_at)
-    SELECT namespace, prefix, key, version + 1, NULL, :now FROM store_items WHERE namespace = :ns AND prefix = :p
-        AND key = :k
+    VALUES (:ns, :p, :k, :version, NULL, :now)
     ON CONFLICT (namespace, prefix, key, version) DO UPDATE SET value = excluded.value, created_at = excluded.created_at
-    """,
-    CLEAR_ITEM_VECTORS,
-    f"DELETE FROM store_items WHERE {ITEM_KEY}",
-)
-"""Delete an item, its deletion kept as a version without a value."""
+"""
+"""An item's deletion, kept as the version after its last, without a value."""
 PUT_ITEM_VECTOR = (
     "INSERT INTO store_item_vectors (namespace, prefix, key, field, vector) VALUES (:ns, :p, :k, :f, :vector)"
 )
@@ -753,16 +752,10 @@ ITEM_VERSIONS = (
     " AND key = :k"
     " ORDER BY version DESC"
 )
-_EXPIRED_KEY = (
-    "{table}.namespace = :ns AND EXISTS (SELECT 1 FROM store_items i WHERE i.namespace = :ns"
-    " AND i.prefix = {table}.prefix AND i.key = {table}.key AND i.expires_at <= :now)"
-)
-SWEEP_ITEMS = (
-    f"DELETE FROM store_item_versions WHERE {_EXPIRED_KEY.format(table='store_item_versions')}",
-    f"DELETE FROM store_item_vectors WHERE {_EXPIRED_KEY.format(table='store_item_vectors')}",
-    "DELETE FROM store_items WHERE namespace = :ns AND expires_at <= :now",
-)
-"""Remove expired items with their versions and vectors (the items last)."""
+SWEEP_ITEMS = "DELETE FROM store_items WHERE namespace = :ns AND expires_at <= :now RETURNING prefix, key"
+"""Remove the expired items (their rows first, as ``DELETE_ITEM``), then each one's
+versions (``CLEAR_ITEM_VERSIONS``) and vectors."""
+CLEAR_ITEM_VERSIONS = f"DELETE FROM store_item_versions WHERE {ITEM_KEY}"
 COUNT_ITEMS = "SELECT count(*) FROM store_items WHERE {under} AND length(search_terms) > 0"
 
 
@@ -1697,18 +1690,30 @@ class SqlStore(RecallStore, InspectableStore):
         if not writes:
             return
         latest = {(write.prefix, write.key): write for write in writes}
-        # In key order: concurrent batches lock their rows in the same order (no deadlock).
-        stored = sorted((write for write in latest.values() if write.value is not None), key=_item_key)
-        deleted = [write for write in latest.values() if write.value is None]
+        # Every item row in key order, deletions among the puts: concurrent batches lock the
+        # items in one order, and each item before its versions and vectors (no deadlock).
+        ordered = sorted(latest.values(), key=_item_key)
+        stored = [write for write in ordered if write.value is not None]
+        runs: list[list[ItemWrite]] = []
+        for write in ordered:
+            if write.value is None:
+                runs.append([write])
+            elif runs and runs[-1][0].value is not None and len(runs[-1]) < WRITES_PER_STATEMENT:
+                runs[-1].append(write)
+            else:
+                runs.append([write])
         terms = self._terms
         statements: list[tuple[str, Any]] = []
-        for write in deleted:
-            statements += [
-                (self.compile(sql), {"ns": namespace, "p": write.prefix, "k": write.key, "now": now_us})
-                for sql in DELETE_ITEM
-            ]
-        for start in range(0, len(stored), WRITES_PER_STATEMENT):
-            chunk = stored[start : start + WRITES_PER_STATEMENT]
+        delete, deleted, clear_vectors = (
+            self.compile(DELETE_ITEM),
+            self.compile(ITEM_DELETED),
+            self.compile(CLEAR_ITEM_VECTORS),
+        )
+        for chunk in runs:
+            if chunk[0].value is None:
+                key = {"ns": namespace, "p": chunk[0].prefix, "k": chunk[0].key}
+                statements += [(delete, key), (clear_vectors, key)]
+                continue
             params: dict[str, Any] = {"ns": namespace, "now": now_us}
             for n, write in enumerate(chunk):
                 ttl = write.ttl_minutes
@@ -1734,7 +1739,10 @@ class SqlStore(RecallStore, InspectableStore):
 
         def work(conn: Any) -> None:
             for sql, params in statements:
-                conn.execute(sql, params)
+                cursor = conn.execute(sql, params)
+                if sql is delete:
+                    for (version,) in cursor.fetchall():
+                        conn.execute(deleted, {**params, "version": version + 1, "now": now_us})
             if vectors:
                 self._execute_many(conn, put_vector, vectors)
 
@@ -1822,14 +1830,17 @@ class SqlStore(RecallStore, InspectableStore):
         return [ItemVersionRow._make(row) for row in self._all(ITEM_VERSIONS, params)]
 
     def sweep_items(self, namespace: str, now_us: int) -> int:
-        statements = [self.compile(sql) for sql in SWEEP_ITEMS]
+        sweep, versions, vectors = (self.compile(sql) for sql in (SWEEP_ITEMS, CLEAR_ITEM_VERSIONS, CLEAR_ITEM_VECTORS))
 
         def work(conn: Any) -> int:
-            cursor = None
-            for sql in statements:
-                cursor = conn.execute(sql, {"ns": namespace, "now": now_us})
-            assert cursor is not None
-            return int(cursor.rowcount)
+            swept = [
+                {"ns": namespace, "p": prefix, "k": key}
+                for prefix, key in conn.execute(sweep, {"ns": namespace, "now": now_us}).fetchall()
+            ]
+            if swept:
+                self._execute_many(conn, versions, swept)
+                self._execute_many(conn, vectors, swept)
+            return len(swept)
 
         return self._write(work)
 
