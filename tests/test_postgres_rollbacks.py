@@ -23,7 +23,7 @@ def store() -> Iterator[Any]:
     from sessions_core.stores.postgres import PostgresStore
 
     with temporary_schema() as schema:
-        opened = PostgresStore(postgres_url(), schema=schema, max_size=4)
+        opened = PostgresStore(postgres_url(), schema=schema, max_size=5)
         try:
             opened.setup()
             opened._write(lambda conn: conn.execute(f'CREATE TABLE "{schema}".rows (k int PRIMARY KEY, n int)'))
@@ -81,3 +81,38 @@ def test_a_deadlocked_call_that_is_not_idempotent_raises_naming_the_rollback(sto
     assert "rolled the transaction back" in message and "SQLSTATE 40P01" in message and "wrote nothing" in message
     assert sorted(store._all(f'SELECT n FROM "{store.schema}".rows ORDER BY k', {})) == [(1,), (1,)]
     assert [record.getMessage() for record in caplog.records] == []
+
+
+def test_concurrent_batches_of_the_same_items_never_deadlock(store, monkeypatch):
+    """Items (``SessionStore``'s) written by many batches at once, each putting and deleting the
+    same keys in its own order: no transaction is ever rolled back for a deadlock (each item's
+    row is locked first, in one key order), so none is run again."""
+    from sessions_core.items import Items
+    from sessions_core.testing.items import _batch
+
+    rolled_back: list[str] = []
+    original = store._rolled_back
+
+    def spy(error: Any, rollbacks: int, *, idempotent: bool) -> int:
+        rolled_back.append(str(error.sqlstate))
+        return original(error, rollbacks, idempotent=idempotent)
+
+    monkeypatch.setattr(store, "_rolled_back", spy)
+    items, keys = Items(store), [f"k{n:02d}" for n in range(40)]
+    errors: list[BaseException] = []
+
+    def writer(worker: int) -> None:
+        try:
+            for round in range(6):
+                items.put_many(_batch(worker, round, keys))
+                items.sweep()
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=writer, args=(worker,)) for worker in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == [] and rolled_back == []
+    assert all(items.versions(("c",), key) for key in keys)
