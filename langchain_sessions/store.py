@@ -46,7 +46,9 @@ class SessionStore(BaseStore):
 
     ``store``: a path, ``":memory:"``, a ``postgresql://`` URL or a store object
     (``SqliteStore``, ``PostgresStore``); the store opens a manager over it and closes it on
-    :meth:`close` only if it opened it. :meth:`from_manager` shares a manager's store.
+    :meth:`close` only if it opened it. :meth:`from_manager` shares a manager's store. Items
+    are kept in the manager's namespace (``namespace``: that of the manager opened here): stores
+    of two namespaces on one database never see each other's items.
 
     ``index``: LangGraph's ``IndexConfig`` (``embed``, ``dims``, ``fields``; SQLite's
     ``text_fields`` is read as ``fields``): the fields are embedded on put and a search with a
@@ -67,12 +69,20 @@ class SessionStore(BaseStore):
         *,
         index: IndexConfig | dict[str, Any] | None = None,
         ttl: TTLConfig | None = None,
-        namespace: str = "",
+        namespace: str | None = None,
     ) -> None:
-        manager = store if isinstance(store, SessionManager) else SessionManager(store, namespace=namespace)
+        if isinstance(store, SessionManager):
+            if namespace is not None and namespace != store.namespace:
+                raise InvalidInputError(
+                    f"namespace {namespace!r} differs from the manager's ({store.namespace!r}):"
+                    " a store over a manager keeps its items in the manager's namespace"
+                )
+            manager = store
+        else:
+            manager = SessionManager(store, namespace=namespace or "")
         self._owns_manager = manager is not store
         self.manager = manager
-        self.items = Items(manager.store)
+        self.items = Items(manager.store, namespace=manager.namespace)
         self.ttl_config = ttl
         self.index_config: dict[str, Any] | None = None
         self.embeddings: Embeddings | None = None
@@ -90,7 +100,7 @@ class SessionStore(BaseStore):
     def from_manager(
         cls, manager: SessionManager, *, index: IndexConfig | dict[str, Any] | None = None, ttl: TTLConfig | None = None
     ) -> SessionStore:
-        """A store over ``manager``'s database (the manager keeps owning it)."""
+        """A store over ``manager``'s database, in its namespace (the manager keeps owning it)."""
         if not isinstance(manager, SessionManager):
             raise TypeError(f"from_manager takes a SessionManager, not {type(manager).__name__}")
         return cls(manager, index=index, ttl=ttl)

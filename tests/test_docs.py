@@ -65,9 +65,10 @@ def _cli_lines() -> list[str]:
 
 
 def test_cli_page_examples_run(tmp_path):
-    """Every command of the CLI page's first block, on a store holding ``user-42`` (the PostgreSQL
-    line runs against a SQLite file instead: the URL is the only difference)."""
+    """Every command of the CLI page's first block, on a store holding ``user-42`` and an item
+    (the PostgreSQL line runs against a SQLite file instead: the URL is the only difference)."""
     from sessions_core import Session
+    from sessions_core.items import Items
 
     pytest.importorskip("click")
     pytest.importorskip("rich")
@@ -79,6 +80,7 @@ def test_cli_page_examples_run(tmp_path):
             {"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": "Warm and sunny."}]}
         )
         session.replace_context_block("memory", "Trip to Lisbon")
+        Items(session.store).put(("memories", "sam"), "drink", {"content": "Sam drinks green tea"})
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     launcher = bin_dir / "sessions"

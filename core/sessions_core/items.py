@@ -209,14 +209,19 @@ def _similarity(query: Sequence[float], query_norm: float, stored: bytes, distan
 
 
 class Items(AsyncTwins, ItemsTwins):
-    """The items of ``store`` (shared, never closed here).
+    """The items of ``store`` (shared, never closed here) in ``namespace``: a
+    ``SessionManager``'s namespace (``""``: the default). Items of one namespace are never
+    read, listed, searched, swept or versioned through another's.
 
     A store call per method: writes of one :meth:`put_many` are one transaction; a read sees
     no expired item. Bad input raises ``InvalidInputError`` and stores nothing.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, namespace: str = "") -> None:
+        if not isinstance(namespace, str) or "\x00" in namespace:
+            raise InvalidInputError(f"a namespace is a string without NUL, not {namespace!r}")
         self.store = item_store(store)
+        self.namespace = check_text(namespace, "namespace")
         self._sweeper: threading.Thread | None = None
         self._sweeping: Future[None] | None = None
         self._stop = threading.Event()
@@ -258,7 +263,7 @@ class Items(AsyncTwins, ItemsTwins):
             if put.vectors is not None:
                 vectors = tuple((check_text(field, "vector field"), _pack(vector)) for field, vector in put.vectors)
             writes.append(ItemWrite(prefix, key, value, text, vectors, ttl))
-        self.store.put_items(writes, now_us())
+        self.store.put_items(self.namespace, writes, now_us())
 
     @io
     def put(
@@ -281,7 +286,10 @@ class Items(AsyncTwins, ItemsTwins):
         wanted = [self._key(namespace, key) for namespace, key in keys]
         if not wanted:
             return []
-        found = {(row.prefix, row.key): row for row in self.store.get_items(wanted, now_us(), refresh=refresh)}
+        found = {
+            (row.prefix, row.key): row
+            for row in self.store.get_items(self.namespace, wanted, now_us(), refresh=refresh)
+        }
         return [None if (row := found.get(pair)) is None else self._item(row) for pair in wanted]
 
     @io
@@ -318,7 +326,7 @@ class Items(AsyncTwins, ItemsTwins):
         now = now_us()
         keyword = bool(query and query.strip() and meaningful_units(query))
         if query_vector is None and not keyword:
-            rows = self.store.list_items(under, conditions, limit, offset, now)
+            rows = self.store.list_items(self.namespace, under, conditions, limit, offset, now)
             found = [self._item(row) for row in rows]
         else:
             found = self._ranked(
@@ -326,7 +334,8 @@ class Items(AsyncTwins, ItemsTwins):
             )
             found = found[offset:]
         if refresh and found:
-            self.store.get_items([(".".join(item.namespace), item.key) for item in found], now, refresh=True)
+            pairs = [(".".join(item.namespace), item.key) for item in found]
+            self.store.get_items(self.namespace, pairs, now, refresh=True)
         return found
 
     def _ranked(
@@ -340,11 +349,11 @@ class Items(AsyncTwins, ItemsTwins):
         distance: str,
     ) -> list[StoredItem]:
         depth = max(wanted, HYBRID_DEPTH)
-        keyword = [] if query is None else self.store.search_items(under, query, conditions, depth, now)
+        keyword = [] if query is None else self.store.search_items(self.namespace, under, query, conditions, depth, now)
         similarity: dict[tuple[str, str], float] = {}
         if query_vector is not None:
             norm = math.sqrt(math.fsum(x * x for x in query_vector))
-            for prefix, key, stored in self.store.item_vectors(under, conditions, now):
+            for prefix, key, stored in self.store.item_vectors(self.namespace, under, conditions, now):
                 score = _similarity(query_vector, norm, stored, distance)
                 if score > similarity.get((prefix, key), -math.inf):
                     similarity[(prefix, key)] = score
@@ -358,7 +367,7 @@ class Items(AsyncTwins, ItemsTwins):
         rows = {(row.prefix, row.key): row for row in keyword}
         missing = [pair for pair in order if pair not in rows]
         if missing:
-            rows.update({(row.prefix, row.key): row for row in self.store.get_items(missing, now)})
+            rows.update({(row.prefix, row.key): row for row in self.store.get_items(self.namespace, missing, now)})
         return [self._item(rows[pair], similarity.get(pair, fused[pair])) for pair in order if pair in rows]
 
     @io
@@ -383,7 +392,7 @@ class Items(AsyncTwins, ItemsTwins):
                 break
             literal.append(label)
         found: set[tuple[str, ...]] = set()
-        for stored in self.store.item_prefixes(check_namespace(literal, prefix=True), now_us()):
+        for stored in self.store.item_prefixes(self.namespace, check_namespace(literal, prefix=True), now_us()):
             labels = tuple(stored.split("."))
             if not _matches(labels, head) or not _matches(labels[::-1], tail[::-1]):
                 continue
@@ -396,7 +405,7 @@ class Items(AsyncTwins, ItemsTwins):
         prefix, key = self._key(namespace, key)
         return [
             ItemVersion(row.version, None if row.value is None else json.loads(row.value), from_us(row.created_at_us))
-            for row in self.store.item_versions(prefix, key)
+            for row in self.store.item_versions(self.namespace, prefix, key)
         ]
 
     @io
@@ -410,7 +419,7 @@ class Items(AsyncTwins, ItemsTwins):
     @io
     def sweep(self) -> int:
         """Remove the expired items with their versions and vectors; how many items."""
-        return self.store.sweep_items(now_us())
+        return self.store.sweep_items(self.namespace, now_us())
 
     def start_sweeper(self, interval_minutes: float) -> Future[None]:
         """Sweep every ``interval_minutes`` in a daemon thread until :meth:`stop_sweeper`; the

@@ -2,7 +2,8 @@
 
 ``sessions --store URL COMMAND``: the store is a SQLite path or a ``postgresql://`` URL (default:
 ``$SESSIONS_STORE``, else ``./sessions.db``). Commands: ``list``, ``show SESSION``,
-``search QUERY``, ``export SESSION``, ``import FILE``, ``blocks SESSION``, ``stats``,
+``search QUERY``, ``export SESSION``, ``import FILE``, ``blocks SESSION``, ``items [LABEL]...``
+(LangGraph store items; ``--versions KEY``), ``stats``,
 ``prune --older-than AGE``, ``erase SESSION``, ``mcp`` (serve the memory over MCP,
 :mod:`sessions_core.mcp_server`). SESSION is
 the storage id (what ``Session.for_session`` takes; ``"namespace:id"`` for a manager's session).

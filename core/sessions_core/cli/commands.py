@@ -16,6 +16,7 @@ from .inspect_commands import (
     cmd_show,
     cmd_stats,
 )
+from .item_commands import cmd_item_versions, cmd_items
 from .mcp_commands import cmd_mcp
 from .recall_commands import cmd_recall_backlog, cmd_recall_rebuild, cmd_recall_send
 from .retention_commands import cmd_erase, cmd_prune
@@ -209,6 +210,43 @@ def build_cli() -> click.Group:
             if key is not None:
                 raise BadInput("--key goes with --history or --restore")
             cmd_blocks(handle, session, width)
+
+    @cli.command("items")
+    @click.argument("path", nargs=-1, metavar="[LABEL]...")
+    @click.option(
+        "--namespace",
+        default="",
+        metavar="NS",
+        help='The SessionManager namespace the items belong to (default: the default one, "").',
+    )
+    @click.option("--versions", "versions_of", metavar="KEY", default=None, help="List the versions of item KEY.")
+    @click.option("--page", type=click.IntRange(1), default=1, show_default=True, help="Which page of items.")
+    @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="Items a page.")
+    @width_option
+    @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+    @click.pass_obj
+    def items_command(
+        handle: StoreHandle,
+        path: tuple[str, ...],
+        namespace: str,
+        versions_of: str | None,
+        page: int,
+        limit: int,
+        width: int,
+        as_json: bool,
+    ) -> None:
+        """List the items (LangGraph store items: SessionStore, sessions_core.Items) under the
+        namespace path LABEL... (every item without one), most recently updated first, with
+        their key, version and last update; --versions KEY lists every version of the item KEY
+        of LABEL..., newest first (a deletion is a version without a value).
+
+        Example: sessions items memories sam --versions drink"""
+        if versions_of is not None:
+            if page != 1:
+                raise BadInput("--page goes with the list of items, not with --versions")
+            cmd_item_versions(handle, path, versions_of, namespace, width, as_json)
+        else:
+            cmd_items(handle, path, namespace, page, limit, width, as_json)
 
     @cli.command("stats")
     @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")

@@ -899,49 +899,53 @@ class CheckpointStore(RequiredStore):
 
 class ItemStore(RequiredStore):
     """Optional: LangGraph-style items (``sessions_core.items``, ``langchain_sessions.SessionStore``),
-    each a JSON object under a namespace and key, every write kept as a version. A namespace is
-    its labels joined by ``.`` (``prefix``); ``under`` selects a namespace and those below it
-    (``""``: all). An item whose expiry has passed is not read, and is removed by
-    :meth:`sweep_items`. Items belong to no session: erasing a session leaves them."""
+    each a JSON object under a namespace and key, every write kept as a version. Every method
+    works in one ``namespace`` (a ``SessionManager``'s; ``""``: the default) and never reads,
+    lists, searches, sweeps or versions another's items. An item's namespace within it is its
+    labels joined by ``.`` (``prefix``); ``under`` selects a prefix and those below it (``""``:
+    all). An item whose expiry has passed is not read, and is removed by :meth:`sweep_items`.
+    Items belong to no session: erasing a session leaves them."""
 
-    def put_items(self, writes: Sequence[ItemWrite], now_us: int) -> None:
+    def put_items(self, namespace: str, writes: Sequence[ItemWrite], now_us: int) -> None:
         """Apply ``writes`` in order in one transaction (a later write of a key wins)."""
         _refuse(self, "ItemStore", "put_items")
 
-    def get_items(self, keys: Sequence[tuple[str, str]], now_us: int, *, refresh: bool = False) -> list[ItemRow]:
+    def get_items(
+        self, namespace: str, keys: Sequence[tuple[str, str]], now_us: int, *, refresh: bool = False
+    ) -> list[ItemRow]:
         """The live items of these ``(prefix, key)`` pairs, in no order; with ``refresh`` their
         expiry is moved to ``now_us`` plus their TTL."""
         _refuse(self, "ItemStore", "get_items")
 
     def list_items(
-        self, under: str, conditions: Sequence[ItemCondition], limit: int, offset: int, now_us: int
+        self, namespace: str, under: str, conditions: Sequence[ItemCondition], limit: int, offset: int, now_us: int
     ) -> list[ItemRow]:
         """Live items under ``under`` meeting every condition, most recently updated first."""
         _refuse(self, "ItemStore", "list_items")
 
     def search_items(
-        self, under: str, query: str, conditions: Sequence[ItemCondition], limit: int, now_us: int
+        self, namespace: str, under: str, query: str, conditions: Sequence[ItemCondition], limit: int, now_us: int
     ) -> list[ItemRow]:
         """The best ``limit`` live items under ``under`` meeting every condition for the keyword
         ``query`` (ranked as the store's other searches), best first."""
         _refuse(self, "ItemStore", "search_items")
 
     def item_vectors(
-        self, under: str, conditions: Sequence[ItemCondition], now_us: int
+        self, namespace: str, under: str, conditions: Sequence[ItemCondition], now_us: int
     ) -> list[tuple[str, str, bytes]]:
         """``(prefix, key, vector)`` of every embedded field of the live items under ``under``
         meeting every condition."""
         _refuse(self, "ItemStore", "item_vectors")
 
-    def item_prefixes(self, under: str, now_us: int) -> list[str]:
+    def item_prefixes(self, namespace: str, under: str, now_us: int) -> list[str]:
         """The distinct prefixes of the live items under ``under``, sorted."""
         _refuse(self, "ItemStore", "item_prefixes")
 
-    def item_versions(self, prefix: str, key: str) -> list[ItemVersionRow]:
+    def item_versions(self, namespace: str, prefix: str, key: str) -> list[ItemVersionRow]:
         """Every version of the item, newest first (also of a deleted one)."""
         _refuse(self, "ItemStore", "item_versions")
 
-    def sweep_items(self, now_us: int) -> int:
+    def sweep_items(self, namespace: str, now_us: int) -> int:
         """Remove the items expired at ``now_us`` with their versions and vectors; how many."""
         _refuse(self, "ItemStore", "sweep_items")
 

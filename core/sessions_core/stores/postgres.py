@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 import re
 import socket
 import threading
@@ -57,6 +58,14 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 T = TypeVar("T")
 
+_ROLLED_BACK = (
+    psycopg.errors.TransactionRollback,
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.DeadlockDetected,
+)
+"""What the server raises when it rolled a transaction back to let others go on (class 40:
+40001 a serialization failure, 40P01 a deadlock; each an ``OperationalError``)."""
+
 logger = logging.getLogger("sessions_core.postgres")
 """One warning when PostgreSQL connections are lost or refused, one when a call works again."""
 
@@ -80,6 +89,9 @@ DEFAULT_POOL_TIMEOUT = 30.0
 """Seconds a call waits for a free connection of the store's own pool unless given ``pool_timeout=``."""
 WATCHDOG_MARGIN = 0.5
 """Seconds past ``statement_timeout`` after which the client closes a call's connection."""
+ROLLBACK_RETRIES = 3
+"""How many times a call the server rolled back (a deadlock, a serialization failure) is run
+again before its error is raised."""
 
 _KEEPALIVES = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10", "keepalives_count": "3"}
 """TCP keepalives set on every connection the store makes, unless the conninfo sets them."""
@@ -355,17 +367,22 @@ class PostgresStore(SqlStore):
         check of the pooled connection first (a dropped one is replaced and the statement,
         idempotent, run again once)."""
         self._ensure_ready()
-        for attempt in (1, 2):
+        dropped = rollbacks = 0
+        while True:
             watch = _Watch()
             try:
                 with self._borrow(check=False, watch=watch) as conn:
                     result = work(conn)
+            except _ROLLED_BACK as error:
+                rollbacks = self._rolled_back(error, rollbacks, idempotent=True)
+                continue
             except psycopg.OperationalError as error:
                 failure = self._operational(error, watch)
                 if failure is None or watch.fired:
                     self._lost(error)
                 pool = self._pool
-                if failure is not None or attempt == 2 or pool is None:
+                dropped += 1
+                if failure is not None or dropped == 2 or pool is None:
                     raise failure or self._connection_failed(error) from error
                 _quietly(pool.check)
                 continue
@@ -376,7 +393,22 @@ class PostgresStore(SqlStore):
             if self._outage is not None:
                 self._recovered()
             return result
-        raise AssertionError("unreachable")
+
+    def _rolled_back(self, error: psycopg.Error, rollbacks: int, *, idempotent: bool) -> int:
+        """After a deadlock (SQLSTATE 40P01) or a serialization failure (40001), which the
+        server resolved by rolling this call's transaction back (nothing of it was written):
+        the number of rollbacks so far, to run it again after a short random pause (up to
+        ``ROLLBACK_RETRIES`` times; a non-idempotent call is never run again), else the error.
+        Not an outage: the connection is fine."""
+        rollbacks += 1
+        if not idempotent or rollbacks > ROLLBACK_RETRIES:
+            again = "call again" if not idempotent else f"it failed so {rollbacks} times in a row"
+            raise StoreError(
+                f"{self!r}: PostgreSQL rolled the transaction back ({_one_line(error)}; SQLSTATE"
+                f" {error.sqlstate}), so this call wrote nothing: {again}"
+            ) from error
+        time.sleep(random.uniform(0.0, 0.02 * rollbacks))
+        return rollbacks
 
     def _operational(self, error: psycopg.OperationalError, watch: _Watch) -> StoreError | None:
         """The error for a call past a time limit, not retried (it would wait as long again):
@@ -638,7 +670,8 @@ class PostgresStore(SqlStore):
     ) -> T:
         """Run ``work`` in one transaction; retry once on a dropped connection if idempotent."""
         self._ensure_ready()
-        for attempt in (1, 2):
+        dropped = rollbacks = 0
+        while True:
             watch = _Watch()
             try:
                 with self._borrow(watch=watch) as conn:
@@ -652,12 +685,16 @@ class PostgresStore(SqlStore):
                 # A value PostgreSQL cannot hold (a NUL character in text, an id too large to
                 # index...): nothing was written, and a retry would fail the same way.
                 raise StoreError(f"{self!r}: value refused by PostgreSQL: {error}") from error
+            except _ROLLED_BACK as error:
+                rollbacks = self._rolled_back(error, rollbacks, idempotent=idempotent)
+                continue
             except psycopg.OperationalError as error:
                 failure = self._operational(error, watch)
                 if failure is None or watch.fired:
                     self._lost(error)
                 pool = self._pool
-                if failure is not None or attempt == 2 or not idempotent or pool is None:
+                dropped += 1
+                if failure is not None or dropped == 2 or not idempotent or pool is None:
                     raise failure or self._connection_failed(error) from error
                 _quietly(pool.check)  # replace the pool's other dead connections before the retry
                 continue
@@ -668,7 +705,6 @@ class PostgresStore(SqlStore):
             if self._outage is not None:
                 self._recovered()
             return result
-        raise AssertionError("unreachable")
 
     def _ensure_ready(self) -> None:
         if self._ready:
@@ -921,7 +957,7 @@ class PostgresStore(SqlStore):
                 return found
         params: dict[str, Any] = {"qs": [tsquery_literal((words[i],)) for i in wanted], "n": n}
         if scope.items_under is not None:
-            where, bounds = item_under(scope.items_under)
+            where, bounds = item_under(*scope.items_under)
             rows_sql = (
                 f"SELECT seq FROM store_items WHERE {where} AND search_terms @@ CAST(w.q AS tsquery)"
                 " ORDER BY seq DESC LIMIT :n"

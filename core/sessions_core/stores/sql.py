@@ -359,8 +359,9 @@ class SearchScope(NamedTuple):
     session_ids: tuple[str, ...] | None = None
     namespace: str | None = None
     entries_of: tuple[str, str] | None = None
-    items_under: str | None = None
-    """For the ``store_items`` table: the items under this prefix (``""``: all)."""
+    items_under: tuple[str, str] | None = None
+    """For the ``store_items`` table: ``(namespace, prefix)``, the namespace's items under the
+    prefix (``""``: all of them)."""
 
 
 # Rows stored before the search terms existed get them in batches, after the migration.
@@ -697,14 +698,14 @@ ITEM_COMPARISONS = {"$eq": "=", "$ne": "=", "$gt": ">", "$gte": ">=", "$lt": "<"
 ITEM_COLUMNS = "prefix, key, {value_text}, created_at, updated_at, version"
 ITEM_LIVE = "(expires_at IS NULL OR expires_at > :now)"
 _ITEM_ROW = (
-    "(:p{n}, :k{n}, :v{n}{as_json}, coalesce((SELECT max(version) FROM store_item_versions"
-    " WHERE prefix = :p{n} AND key = :k{n}), 0) + 1, :now, :now, :e{n}, :t{n}, :s{n}{as_terms})"
+    "(:ns, :p{n}, :k{n}, :v{n}{as_json}, coalesce((SELECT max(version) FROM store_item_versions"
+    " WHERE namespace = :ns AND prefix = :p{n} AND key = :k{n}), 0) + 1, :now, :now, :e{n}, :t{n}, :s{n}{as_terms})"
 )
 PUT_ITEMS = """
-    INSERT INTO store_items (prefix, key, value, version, created_at, updated_at, expires_at, ttl_minutes,
-        search_terms)
+    INSERT INTO store_items (namespace, prefix, key, value, version, created_at, updated_at, expires_at,
+        ttl_minutes, search_terms)
     VALUES {rows}
-    ON CONFLICT (prefix, key) DO UPDATE SET value = excluded.value, version = store_items.version + 1,
+    ON CONFLICT (namespace, prefix, key) DO UPDATE SET value = excluded.value, version = store_items.version + 1,
         created_at = CASE WHEN store_items.expires_at <= excluded.created_at THEN excluded.created_at
             ELSE store_items.created_at END,
         updated_at = excluded.updated_at, expires_at = excluded.expires_at, ttl_minutes = excluded.ttl_minutes,
@@ -712,22 +713,28 @@ PUT_ITEMS = """
 """
 """Upsert ``{rows}`` (``_ITEM_ROW`` each, distinct keys): the version after the item's last (of
 the locked row when it exists, so that concurrent writers number their versions in turn)."""
-CLEAR_ITEM_VECTORS = "DELETE FROM store_item_vectors WHERE prefix = :p AND key = :k"
-DELETE_ITEM = (
-    """
-    INSERT INTO store_item_versions (prefix, key, version, value, created_at)
-    SELECT prefix, key, version + 1, NULL, :now FROM store_items WHERE prefix = :p AND key = :k
-    ON CONFLICT (prefix, key, version) DO UPDATE SET value = excluded.value, created_at = excluded.created_at
-    """,
-    CLEAR_ITEM_VECTORS,
-    "DELETE FROM store_items WHERE prefix = :p AND key = :k",
+ITEM_KEY = "namespace = :ns AND prefix = :p AND key = :k"
+CLEAR_ITEM_VECTORS = f"DELETE FROM store_item_vectors WHERE {ITEM_KEY}"
+DELETE_ITEM = f"DELETE FROM store_items WHERE {ITEM_KEY} RETURNING version"
+"""Delete an item: its row first, so that every writer of a key locks the item before its
+versions and vectors (a deleter that wrote its deletion's version first waited for a putter's
+row lock while the putter waited for that version: a deadlock)."""
+ITEM_DELETED = """
+    INSERT INTO store_item_versions (namespace, prefix, key, version, value, created_at)
+    VALUES (:ns, :p, :k, :version, NULL, :now)
+    ON CONFLICT (namespace, prefix, key, version) DO UPDATE SET value = excluded.value, created_at = excluded.created_at
+"""
+"""An item's deletion, kept as the version after its last, without a value."""
+PUT_ITEM_VECTOR = (
+    "INSERT INTO store_item_vectors (namespace, prefix, key, field, vector) VALUES (:ns, :p, :k, :f, :vector)"
 )
-"""Delete an item, its deletion kept as a version without a value."""
-PUT_ITEM_VECTOR = "INSERT INTO store_item_vectors (prefix, key, field, vector) VALUES (:p, :k, :f, :vector)"
-GET_ITEMS = f"SELECT {ITEM_COLUMNS} FROM store_items WHERE prefix = :p AND key IN ({{keys}}) AND {ITEM_LIVE}"
+GET_ITEMS = (
+    f"SELECT {ITEM_COLUMNS} FROM store_items WHERE namespace = :ns AND prefix = :p AND key IN ({{keys}})"
+    f" AND {ITEM_LIVE}"
+)
 REFRESH_ITEMS = f"""
     UPDATE store_items SET expires_at = :now + CAST(ttl_minutes * 60000000 AS {{bigint}})
-    WHERE prefix = :p AND key IN ({{keys}}) AND ttl_minutes IS NOT NULL AND {ITEM_LIVE}
+    WHERE namespace = :ns AND prefix = :p AND key IN ({{keys}}) AND ttl_minutes IS NOT NULL AND {ITEM_LIVE}
 """
 LIST_ITEMS = (
     f"SELECT {ITEM_COLUMNS} FROM store_items WHERE {{under}} AND {ITEM_LIVE}{{conditions}}"
@@ -736,24 +743,19 @@ LIST_ITEMS = (
 RANKED_ITEMS = f"SELECT seq, expires_at, {ITEM_COLUMNS} FROM store_items WHERE seq {{values}}"
 ITEM_VECTORS = (
     "SELECT v.prefix, v.key, v.vector FROM store_item_vectors v"
-    " JOIN store_items i ON i.prefix = v.prefix AND i.key = v.key"
+    " JOIN store_items i ON i.namespace = v.namespace AND i.prefix = v.prefix AND i.key = v.key"
     f" WHERE {{under}} AND {ITEM_LIVE}{{conditions}}"
 )
 ITEM_PREFIXES = f"SELECT DISTINCT prefix FROM store_items WHERE {{under}} AND {ITEM_LIVE} ORDER BY prefix"
 ITEM_VERSIONS = (
-    "SELECT version, {value_text}, created_at FROM store_item_versions WHERE prefix = :p AND key = :k"
+    "SELECT version, {value_text}, created_at FROM store_item_versions WHERE namespace = :ns AND prefix = :p"
+    " AND key = :k"
     " ORDER BY version DESC"
 )
-_EXPIRED_KEY = (
-    "EXISTS (SELECT 1 FROM store_items i WHERE i.prefix = {table}.prefix AND i.key = {table}.key"
-    " AND i.expires_at <= :now)"
-)
-SWEEP_ITEMS = (
-    f"DELETE FROM store_item_versions WHERE {_EXPIRED_KEY.format(table='store_item_versions')}",
-    f"DELETE FROM store_item_vectors WHERE {_EXPIRED_KEY.format(table='store_item_vectors')}",
-    "DELETE FROM store_items WHERE expires_at <= :now",
-)
-"""Remove expired items with their versions and vectors (the items last)."""
+SWEEP_ITEMS = "DELETE FROM store_items WHERE namespace = :ns AND expires_at <= :now RETURNING prefix, key"
+"""Remove the expired items (their rows first, as ``DELETE_ITEM``), then each one's
+versions (``CLEAR_ITEM_VERSIONS``) and vectors."""
+CLEAR_ITEM_VERSIONS = f"DELETE FROM store_item_versions WHERE {ITEM_KEY}"
 COUNT_ITEMS = "SELECT count(*) FROM store_items WHERE {under} AND length(search_terms) > 0"
 
 
@@ -761,14 +763,18 @@ def _item_key(write: ItemWrite) -> tuple[str, str]:
     return (write.prefix, write.key)
 
 
-def item_under(under: str, column: str = "prefix") -> tuple[str, dict[str, Any]]:
-    """The condition that ``column`` is the prefix ``under`` or below it (``""``: any), and its
-    parameters: a range of the byte-ordered column, ``'/'`` following ``'.'``."""
+def item_under(namespace: str, under: str, table: str = "") -> tuple[str, dict[str, Any]]:
+    """The condition that an item (of ``table``, an alias, or unqualified) is in ``namespace``
+    and its prefix is ``under`` or below it (``""``: any), and its parameters: a range of the
+    byte-ordered column after the namespace in its index (``'/'`` follows ``'.'``), less the
+    prefixes that extend ``under``'s last label."""
+    column = f"{table}.prefix" if table else "prefix"
+    where = f"{table}.namespace = :ns" if table else "namespace = :ns"
     if not under:
-        return "1 = 1", {}
+        return where, {"ns": namespace}
     return (
-        f"({column} = :under OR ({column} >= :under_low AND {column} < :under_high))",
-        {"under": under, "under_low": under + ".", "under_high": under + "/"},
+        f"{where} AND {column} >= :under AND {column} < :under_high AND ({column} = :under OR {column} >= :under_low)",
+        {"ns": namespace, "under": under, "under_low": under + ".", "under_high": under + "/"},
     )
 
 
@@ -1005,7 +1011,7 @@ class SqlStore(RecallStore, InspectableStore):
         if scope.entries_of is not None:
             return self.count_search_entries(*scope.entries_of)
         if scope.items_under is not None:
-            return self._indexed_items(scope.items_under)
+            return self._indexed_items(*scope.items_under)
         return self._indexed_messages()
 
     @abstractmethod
@@ -1680,22 +1686,35 @@ class SqlStore(RecallStore, InspectableStore):
             params.update(more)
         return "".join(parts), params
 
-    def put_items(self, writes: Sequence[ItemWrite], now_us: int) -> None:
+    def put_items(self, namespace: str, writes: Sequence[ItemWrite], now_us: int) -> None:
         if not writes:
             return
         latest = {(write.prefix, write.key): write for write in writes}
-        # In key order: concurrent batches lock their rows in the same order (no deadlock).
-        stored = sorted((write for write in latest.values() if write.value is not None), key=_item_key)
-        deleted = [write for write in latest.values() if write.value is None]
+        # Every item row in key order, deletions among the puts: concurrent batches lock the
+        # items in one order, and each item before its versions and vectors (no deadlock).
+        ordered = sorted(latest.values(), key=_item_key)
+        stored = [write for write in ordered if write.value is not None]
+        runs: list[list[ItemWrite]] = []
+        for write in ordered:
+            if write.value is None:
+                runs.append([write])
+            elif runs and runs[-1][0].value is not None and len(runs[-1]) < WRITES_PER_STATEMENT:
+                runs[-1].append(write)
+            else:
+                runs.append([write])
         terms = self._terms
         statements: list[tuple[str, Any]] = []
-        for write in deleted:
-            statements += [
-                (self.compile(sql), {"p": write.prefix, "k": write.key, "now": now_us}) for sql in DELETE_ITEM
-            ]
-        for start in range(0, len(stored), WRITES_PER_STATEMENT):
-            chunk = stored[start : start + WRITES_PER_STATEMENT]
-            params: dict[str, Any] = {"now": now_us}
+        delete, deleted, clear_vectors = (
+            self.compile(DELETE_ITEM),
+            self.compile(ITEM_DELETED),
+            self.compile(CLEAR_ITEM_VECTORS),
+        )
+        for chunk in runs:
+            if chunk[0].value is None:
+                key = {"ns": namespace, "p": chunk[0].prefix, "k": chunk[0].key}
+                statements += [(delete, key), (clear_vectors, key)]
+                continue
+            params: dict[str, Any] = {"ns": namespace, "now": now_us}
             for n, write in enumerate(chunk):
                 ttl = write.ttl_minutes
                 params.update(
@@ -1713,15 +1732,17 @@ class SqlStore(RecallStore, InspectableStore):
         vectors: list[dict[str, Any]] = []
         for write in stored:
             if write.vectors is not None:
-                statements.append((self.compile(CLEAR_ITEM_VECTORS), {"p": write.prefix, "k": write.key}))
-                vectors += [
-                    {"p": write.prefix, "k": write.key, "f": field, "vector": vector} for field, vector in write.vectors
-                ]
+                key = {"ns": namespace, "p": write.prefix, "k": write.key}
+                statements.append((self.compile(CLEAR_ITEM_VECTORS), key))
+                vectors += [{**key, "f": field, "vector": vector} for field, vector in write.vectors]
         put_vector = self.compile(PUT_ITEM_VECTOR)
 
         def work(conn: Any) -> None:
             for sql, params in statements:
-                conn.execute(sql, params)
+                cursor = conn.execute(sql, params)
+                if sql is delete:
+                    for (version,) in cursor.fetchall():
+                        conn.execute(deleted, {**params, "version": version + 1, "now": now_us})
             if vectors:
                 self._execute_many(conn, put_vector, vectors)
 
@@ -1742,11 +1763,13 @@ class SqlStore(RecallStore, InspectableStore):
             params[f"k{n}"] = key
         return ", ".join(f":k{n}" for n in range(len(keys)))
 
-    def get_items(self, keys: Sequence[tuple[str, str]], now_us: int, *, refresh: bool = False) -> list[ItemRow]:
+    def get_items(
+        self, namespace: str, keys: Sequence[tuple[str, str]], now_us: int, *, refresh: bool = False
+    ) -> list[ItemRow]:
         rows: list[ItemRow] = []
         for prefix, group in self._by_prefix(keys).items():
             for start in range(0, len(group), self.max_list):
-                params: dict[str, Any] = {"p": prefix, "now": now_us}
+                params: dict[str, Any] = {"ns": namespace, "p": prefix, "now": now_us}
                 listed = self._key_list(group[start : start + self.max_list], params)
                 if refresh:
                     self._execute(REFRESH_ITEMS.replace("{keys}", listed), params)
@@ -1754,71 +1777,75 @@ class SqlStore(RecallStore, InspectableStore):
         return rows
 
     def list_items(
-        self, under: str, conditions: Sequence[ItemCondition], limit: int, offset: int, now_us: int
+        self, namespace: str, under: str, conditions: Sequence[ItemCondition], limit: int, offset: int, now_us: int
     ) -> list[ItemRow]:
-        where, params = item_under(under)
+        where, params = item_under(namespace, under)
         filters, more = self._conditions(conditions)
         sql = LIST_ITEMS.replace("{under}", where).replace("{conditions}", filters)
         params.update(more, now=now_us, limit=limit, offset=offset)
         return [ItemRow._make(row) for row in self._all(sql, params)]
 
     def search_items(
-        self, under: str, query: str, conditions: Sequence[ItemCondition], limit: int, now_us: int
+        self, namespace: str, under: str, query: str, conditions: Sequence[ItemCondition], limit: int, now_us: int
     ) -> list[ItemRow]:
         if limit <= 0:
             return []
         wanted = limit if not conditions else max(4 * limit, 200)
-        scope = SearchScope("store_items", items_under=under)
+        scope = SearchScope("store_items", items_under=(namespace, under))
         found = self._ranked(scope, query, wanted, RANKED_ITEMS, tuple)
         ranked = [ItemRow._make(row[1:]) for row in found if row[0] is None or row[0] > now_us]
         if not conditions or not ranked:
             return ranked[:limit]
         keys = [(row.prefix, row.key) for row in ranked]
-        met = {(row.prefix, row.key) for row in self._items_meeting(keys, conditions, now_us)}
+        met = {(row.prefix, row.key) for row in self._items_meeting(namespace, keys, conditions, now_us)}
         return [row for row in ranked if (row.prefix, row.key) in met][:limit]
 
     def _items_meeting(
-        self, keys: Sequence[tuple[str, str]], conditions: Sequence[ItemCondition], now_us: int
+        self, namespace: str, keys: Sequence[tuple[str, str]], conditions: Sequence[ItemCondition], now_us: int
     ) -> list[ItemRow]:
         filters, more = self._conditions(conditions)
         rows: list[ItemRow] = []
         for prefix, group in self._by_prefix(keys).items():
-            params: dict[str, Any] = {"p": prefix, "now": now_us, **more}
+            params: dict[str, Any] = {"ns": namespace, "p": prefix, "now": now_us, **more}
             listed = self._key_list(group, params)
             rows += map(ItemRow._make, self._all(GET_ITEMS.replace("{keys}", listed) + filters, params))
         return rows
 
     def item_vectors(
-        self, under: str, conditions: Sequence[ItemCondition], now_us: int
+        self, namespace: str, under: str, conditions: Sequence[ItemCondition], now_us: int
     ) -> list[tuple[str, str, bytes]]:
-        where, params = item_under(under, "i.prefix")
+        where, params = item_under(namespace, under, "i")
         filters, more = self._conditions(conditions)
         params.update(more, now=now_us)
         sql = ITEM_VECTORS.replace("{under}", where).replace("{conditions}", filters)
         return [(prefix, key, bytes(vector)) for prefix, key, vector in self._all(sql, params)]
 
-    def item_prefixes(self, under: str, now_us: int) -> list[str]:
-        where, params = item_under(under)
+    def item_prefixes(self, namespace: str, under: str, now_us: int) -> list[str]:
+        where, params = item_under(namespace, under)
         params["now"] = now_us
         return [row[0] for row in self._all(ITEM_PREFIXES.replace("{under}", where), params)]
 
-    def item_versions(self, prefix: str, key: str) -> list[ItemVersionRow]:
-        return [ItemVersionRow._make(row) for row in self._all(ITEM_VERSIONS, {"p": prefix, "k": key})]
+    def item_versions(self, namespace: str, prefix: str, key: str) -> list[ItemVersionRow]:
+        params = {"ns": namespace, "p": prefix, "k": key}
+        return [ItemVersionRow._make(row) for row in self._all(ITEM_VERSIONS, params)]
 
-    def sweep_items(self, now_us: int) -> int:
-        statements = [self.compile(sql) for sql in SWEEP_ITEMS]
+    def sweep_items(self, namespace: str, now_us: int) -> int:
+        sweep, versions, vectors = (self.compile(sql) for sql in (SWEEP_ITEMS, CLEAR_ITEM_VERSIONS, CLEAR_ITEM_VECTORS))
 
         def work(conn: Any) -> int:
-            cursor = None
-            for sql in statements:
-                cursor = conn.execute(sql, {"now": now_us})
-            assert cursor is not None
-            return int(cursor.rowcount)
+            swept = [
+                {"ns": namespace, "p": prefix, "k": key}
+                for prefix, key in conn.execute(sweep, {"ns": namespace, "now": now_us}).fetchall()
+            ]
+            if swept:
+                self._execute_many(conn, versions, swept)
+                self._execute_many(conn, vectors, swept)
+            return len(swept)
 
         return self._write(work)
 
-    def _indexed_items(self, under: str) -> int:
-        where, params = item_under(under)
+    def _indexed_items(self, namespace: str, under: str) -> int:
+        where, params = item_under(namespace, under)
         return int(self._one(COUNT_ITEMS.replace("{under}", where), params)[0])
 
     # -- retention and erasure -------------------------------------------------------------

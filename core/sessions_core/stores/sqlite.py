@@ -884,14 +884,15 @@ class SqliteStore(SqlStore):
     ) -> list[list[int]]:
         # FTS5 reads the newest end of a word's doclist only: no estimate is cheaper.
         if scope.items_under is not None:
-            under = scope.items_under
-            within = " AND (i.prefix = ? OR (i.prefix >= ? AND i.prefix < ?))" if under else ""
+            namespace, under = scope.items_under
+            # The word's newest postings first (``+``: not the items' index), checked for the scope.
+            within = " AND +i.prefix >= ? AND +i.prefix < ? AND (i.prefix = ? OR i.prefix >= ?)" if under else ""
             sql = (
                 "SELECT f.rowid FROM store_items_fts f JOIN store_items i ON i.seq = f.rowid"
-                f" WHERE store_items_fts MATCH ?{within} ORDER BY f.rowid DESC LIMIT ?"
+                f" WHERE store_items_fts MATCH ? AND +i.namespace = ?{within} ORDER BY f.rowid DESC LIMIT ?"
             )
-            bounds = (under, under + ".", under + "/") if under else ()
-            params = [(fts5_expression((word,)), *bounds, n) for word in words]
+            bounds = (under, under + "/", under, under + ".") if under else ()
+            params = [(fts5_expression((word,)), namespace, *bounds, n) for word in words]
         elif scope.entries_of is not None:
             sql = (
                 "SELECT f.rowid FROM search_entries_fts f JOIN search_entries e ON e.seq = f.rowid"

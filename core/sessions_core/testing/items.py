@@ -2,12 +2,17 @@
 write is a version (a deletion too); a namespace prefix selects whole labels; filters compare
 by kind with every operator; a keyword query is ranked by the store's search and a query vector
 by cosine similarity, fused; an expired item is not read and a sweep removes it with its
-versions; namespaces list by prefix, suffix, wildcard and depth; bad input stores nothing. A
-store without the capability skips it."""
+versions; namespaces list by prefix, suffix, wildcard and depth; the items of one manager
+namespace are invisible through another's; concurrent batches writing and deleting the same keys
+all land, without a deadlock or a retry; bad input stores nothing. A store without the
+capability skips it."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -18,8 +23,8 @@ from sessions_core.items import ItemPut, Items
 from .harness import skip_where_unsupported
 
 
-def _items(drive: Any, manager: Any) -> Any:
-    return drive(Items(getattr(manager, "target", manager).store))
+def _items(drive: Any, manager: Any, namespace: str = "") -> Any:
+    return drive(Items(getattr(manager, "target", manager).store, namespace=namespace))
 
 
 def test_an_item_reads_back_and_every_write_is_a_version(make_manager, drive):
@@ -154,6 +159,94 @@ def test_namespaces_list_by_prefix_suffix_wildcard_and_depth(make_manager, drive
     assert items.namespaces(prefix=("*", "b")) == [("a", "b", "c"), ("a", "b", "d"), ("x", "b", "c")]
     assert items.namespaces(prefix=("a",), max_depth=2) == [("a", "b"), ("a", "e")]
     assert items.namespaces(limit=2, offset=1) == [("a", "b", "d"), ("a", "e")]
+
+
+def _batch(worker: int, round: int, keys: list[str]) -> list[ItemPut]:
+    """Writes of every key, in the worker's own order, a deletion among every few."""
+    order = keys if worker % 2 else keys[::-1]
+    order = order[worker % len(keys) :] + order[: worker % len(keys)]
+    return [
+        ItemPut(("c",), key, None)
+        if (worker + round + n) % 4 == 0
+        else ItemPut(("c",), key, {"w": worker, "r": round}, vectors=[("$", [1.0, float(worker)])])
+        for n, key in enumerate(order)
+    ]
+
+
+def test_concurrent_batches_of_the_same_keys_all_land(backend, mode, caplog):
+    """Several writers at once (threads; in async mode coroutines of the async twins), each
+    batch putting and deleting the same keys in another order: every batch lands with no
+    error and nothing logged (a deadlock retried would log), and each key ends consistent:
+    the item is its newest version (absent when that is a deletion), its vector there only
+    while it lives."""
+    workers, rounds, keys = 6, 5, [f"k{n:02d}" for n in range(30)]
+    store = backend.open()
+    try:
+        items = Items(store)
+        caplog.set_level(logging.WARNING, logger="sessions_core")
+        if mode == "sync":
+            with ThreadPoolExecutor(workers) as pool:
+                done = [pool.submit(items.put_many, _batch(w, r, keys)) for r in range(rounds) for w in range(workers)]
+                for future in done:
+                    future.result()
+        else:
+
+            async def writer(worker: int) -> None:
+                for round in range(rounds):
+                    await items.aput_many(_batch(worker, round, keys))
+
+            async def everyone() -> None:
+                await asyncio.gather(*(writer(w) for w in range(workers)))
+
+            asyncio.run(everyone())
+        assert [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING] == []
+        live = {item.key for item in items.search(("c",), query_vector=[1.0, 0.0], limit=100)}
+        for key in keys:
+            versions = items.versions(("c",), key)
+            numbers = [version.version for version in versions]
+            assert numbers == sorted(set(numbers), reverse=True) and 0 < len(numbers) <= workers * rounds
+            current = items.get(("c",), key)
+            if versions[0].value is None:
+                assert current is None and key not in live
+            else:
+                assert current is not None and (current.version, current.value) == (numbers[0], versions[0].value)
+                assert key in live
+    finally:
+        store.close()
+
+
+def test_the_items_of_one_namespace_are_invisible_through_another(make_manager, drive):
+    manager = make_manager()
+    default, a, b = (_items(drive, manager, namespace) for namespace in ("", "a", "b"))
+    a.put(("users", "u1"), "k", {"content": "alpha zebra"}, vectors=[("$", [1.0, 0.0])])
+    a.put(("users", "u1"), "k", {"content": "alpha zebra, again"}, vectors=[("$", [1.0, 0.0])])
+    a.put(("users", "u1"), "short", {"v": 1}, ttl_minutes=0.01)
+    b.put(("users", "u1"), "k", {"content": "beta zebra"}, vectors=[("$", [0.0, 1.0])])
+    b.put(("users", "u1"), "short", {"v": 2}, ttl_minutes=0.01)
+    b.put(("users", "u2"), "only-b", {"content": "zebra"})
+    default.put(("users", "u1"), "k", {"content": "default zebra"})
+    for items, expected, version in ((a, "alpha zebra, again", 2), (b, "beta zebra", 1), (default, "default zebra", 1)):
+        got = items.get(("users", "u1"), "k")
+        assert got.value == {"content": expected} and got.version == version
+        assert [v.version for v in items.versions(("users", "u1"), "k")] == list(range(version, 0, -1))
+        assert [item.value for item in items.search(("users", "u1"), query="zebra")] == [{"content": expected}]
+        keys = [(item.namespace, item.key) for item in items.search(("users", "u1"), query_vector=[1.0, 0.0])]
+        assert keys == ([] if items is default else [(("users", "u1"), "k")])
+    assert a.get(("users", "u2"), "only-b") is None and default.get(("users", "u2"), "only-b") is None
+    assert [item.key for item in a.search(("users",), query="zebra")] == ["k"]
+    assert sorted(item.key for item in b.search(())) == ["k", "only-b", "short"]
+    assert [item.key for item in default.search(())] == ["k"]
+    assert a.search((), filter={"content": "beta zebra"}) == []
+    assert a.namespaces() == [("users", "u1")] and b.namespaces() == [("users", "u1"), ("users", "u2")]
+    assert a.namespaces(prefix=("users",), max_depth=1) == [("users",)]
+    time.sleep(0.7)
+    assert a.sweep() == 1 and b.versions(("users", "u1"), "short") != [] and default.sweep() == 0
+    assert a.versions(("users", "u1"), "short") == [] and b.sweep() == 1
+    a.put(("users", "u1"), "k", None)
+    assert a.get(("users", "u1"), "k") is None and b.get(("users", "u1"), "k").value == {"content": "beta zebra"}
+    assert [v.value for v in b.versions(("users", "u1"), "k")] == [{"content": "beta zebra"}]
+    with pytest.raises(InvalidInputError):
+        Items(getattr(manager, "target", manager).store, namespace="a\x00b")
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,6 @@ async def store(request) -> AsyncIterator[AsyncPostgresStore]:
         await awaited(store.stop_ttl_sweeper())
 
 
-@pytest.mark.xfail(reason="ours: concurrent batches of the same keys can deadlock on PostgreSQL", strict=False)
 async def test_large_batches(request: Any, store: AsyncPostgresStore) -> None:
     N = 100  # less important that we are performant here
     M = 10
@@ -96,7 +95,6 @@ async def test_large_batches(request: Any, store: AsyncPostgresStore) -> None:
     assert len(results) == M * N * 6
 
 
-@pytest.mark.xfail(reason="ours: concurrent batches of the same keys can deadlock on PostgreSQL", strict=False)
 async def test_large_batches_async(store: AsyncPostgresStore) -> None:
     N = 1000
     M = 10
