@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterator
+from itertools import chain
 from typing import NamedTuple
 
 import regex
@@ -162,9 +163,17 @@ def _leading_tokens(text: str) -> Iterator[str]:
 
 def index_terms(text: str) -> list[str]:
     """The terms ``text`` is indexed by, in order (at most ``MAX_TERMS``)."""
-    terms: list[str] = []
     cache = _cache
-    for token in _leading_tokens(text):
+    tokens = _tokens(text) if len(text) <= _CHUNK else None
+    if tokens is not None:
+        # Every word seen before (the common case): joined in C, without a loop per word.
+        known = list(map(cache.get, tokens))
+        if None not in known:
+            terms: list[str] = list(chain.from_iterable(known))  # type: ignore[arg-type]  # no None left
+            if len(terms) <= MAX_TERMS:
+                return terms if len(text) * 8 < MAX_INDEX_BYTES // 2 else _within_budget(terms)
+    terms = []
+    for token in _leading_tokens(text) if tokens is None else tokens:
         found = cache.get(token)
         if found is None:
             if token.isascii() and token.isalpha() and (token.islower() or token.istitle() or token.isupper()):
