@@ -245,16 +245,26 @@ class SessionStore(BaseStore):
 
     def _apply(self, ops: list[Op], vectors: list[list[float]], query_vectors: list[list[float]]) -> list[Result]:
         results: list[Result] = [None] * len(ops)
-        refresh_on_read = bool(self.ttl_config) and (self.ttl_config or {}).get("refresh_on_read", True)
-        gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, GetOp)]
+        ttl = self.ttl_config
+        refresh_on_read = bool(ttl) and (ttl or {}).get("refresh_on_read", True)
+        gets: dict[bool, list[tuple[int, GetOp]]] = {}
+        reads: list[tuple[int, Op]] = []
+        writes: list[PutOp] = []
+        for i, op in enumerate(ops):  # one pass: a single get or put is the hot path
+            if isinstance(op, GetOp):
+                gets.setdefault(bool(op.refresh_ttl and refresh_on_read), []).append((i, op))
+            elif isinstance(op, PutOp):
+                writes.append(op)
+            else:
+                reads.append((i, op))
         for refresh in (False, True):
-            group = [(i, op) for i, op in gets if bool(op.refresh_ttl and refresh_on_read) == refresh]
+            group = gets.get(refresh)
             if group:
                 found = self.items.get_many([(op.namespace, op.key) for _i, op in group], refresh=refresh)
                 for (i, _op), item in zip(group, found):
                     results[i] = None if item is None else _item(item)
         queries = iter(query_vectors)
-        for i, op in enumerate(ops):
+        for i, op in reads:
             if isinstance(op, SearchOp):
                 vector = next(queries) if op.query and self.embeddings is not None else None
                 found = self.items.search(
@@ -270,10 +280,9 @@ class SessionStore(BaseStore):
                 results[i] = [_search_item(item) for item in found]
             elif isinstance(op, ListNamespacesOp):
                 results[i] = self._namespaces(op)
-        embedded = iter(vectors)
-        puts = [self._put(op, embedded) for op in ops if isinstance(op, PutOp)]
-        if puts:
-            self.items.put_many(puts)
+        if writes:
+            embedded = iter(vectors)
+            self.items.put_many([self._put(op, embedded) for op in writes])
         return results
 
     def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:

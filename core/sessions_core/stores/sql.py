@@ -732,6 +732,7 @@ GET_ITEMS = (
     f"SELECT {ITEM_COLUMNS} FROM store_items WHERE namespace = :ns AND prefix = :p AND key IN ({{keys}})"
     f" AND {ITEM_LIVE}"
 )
+_GET_ITEM = GET_ITEMS.replace("{keys}", ":k0")
 REFRESH_ITEMS = f"""
     UPDATE store_items SET expires_at = :now + CAST(ttl_minutes * 60000000 AS {{bigint}})
     WHERE namespace = :ns AND prefix = :p AND key IN ({{keys}}) AND ttl_minutes IS NOT NULL AND {ITEM_LIVE}
@@ -1766,6 +1767,11 @@ class SqlStore(RecallStore, InspectableStore):
     def get_items(
         self, namespace: str, keys: Sequence[tuple[str, str]], now_us: int, *, refresh: bool = False
     ) -> list[ItemRow]:
+        if len(keys) == 1 and not refresh:  # a single get, the hot path
+            prefix, key = keys[0]
+            return list(
+                map(ItemRow._make, self._all(_GET_ITEM, {"ns": namespace, "p": prefix, "k0": key, "now": now_us}))
+            )
         rows: list[ItemRow] = []
         for prefix, group in self._by_prefix(keys).items():
             for start in range(0, len(group), self.max_list):
