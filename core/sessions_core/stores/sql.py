@@ -916,6 +916,12 @@ class SqlStore(RecallStore, InspectableStore):
         sql = self.compile(sql)
         return self._read(lambda conn: conn.execute(sql, params).fetchall(), walk=walk)
 
+    def _read_one(self, sql: str, params: Any) -> list[Any]:
+        """The rows of ONE read statement, atomic on its own: no transaction around it where the
+        dialect can skip one (on PostgreSQL one round trip, see ``_single``)."""
+        sql = self.compile(sql)
+        return self._single(lambda conn: conn.execute(sql, params).fetchall(), write=False)
+
     def _execute(self, sql: str, params: Any, *, idempotent: bool = True) -> int:
         """Run one write statement; the number of rows it changed."""
         sql = self.compile(sql)
@@ -1770,7 +1776,7 @@ class SqlStore(RecallStore, InspectableStore):
         if len(keys) == 1 and not refresh:  # a single get, the hot path
             prefix, key = keys[0]
             return list(
-                map(ItemRow._make, self._all(_GET_ITEM, {"ns": namespace, "p": prefix, "k0": key, "now": now_us}))
+                map(ItemRow._make, self._read_one(_GET_ITEM, {"ns": namespace, "p": prefix, "k0": key, "now": now_us}))
             )
         rows: list[ItemRow] = []
         for prefix, group in self._by_prefix(keys).items():
@@ -1779,7 +1785,7 @@ class SqlStore(RecallStore, InspectableStore):
                 listed = self._key_list(group[start : start + self.max_list], params)
                 if refresh:
                     self._execute(REFRESH_ITEMS.replace("{keys}", listed), params)
-                rows += map(ItemRow._make, self._all(GET_ITEMS.replace("{keys}", listed), params))
+                rows += map(ItemRow._make, self._read_one(GET_ITEMS.replace("{keys}", listed), params))
         return rows
 
     def list_items(
@@ -1789,7 +1795,7 @@ class SqlStore(RecallStore, InspectableStore):
         filters, more = self._conditions(conditions)
         sql = LIST_ITEMS.replace("{under}", where).replace("{conditions}", filters)
         params.update(more, now=now_us, limit=limit, offset=offset)
-        return [ItemRow._make(row) for row in self._all(sql, params)]
+        return [ItemRow._make(row) for row in self._read_one(sql, params)]
 
     def search_items(
         self, namespace: str, under: str, query: str, conditions: Sequence[ItemCondition], limit: int, now_us: int
@@ -1814,7 +1820,7 @@ class SqlStore(RecallStore, InspectableStore):
         for prefix, group in self._by_prefix(keys).items():
             params: dict[str, Any] = {"ns": namespace, "p": prefix, "now": now_us, **more}
             listed = self._key_list(group, params)
-            rows += map(ItemRow._make, self._all(GET_ITEMS.replace("{keys}", listed) + filters, params))
+            rows += map(ItemRow._make, self._read_one(GET_ITEMS.replace("{keys}", listed) + filters, params))
         return rows
 
     def item_vectors(
@@ -1824,16 +1830,16 @@ class SqlStore(RecallStore, InspectableStore):
         filters, more = self._conditions(conditions)
         params.update(more, now=now_us)
         sql = ITEM_VECTORS.replace("{under}", where).replace("{conditions}", filters)
-        return [(prefix, key, bytes(vector)) for prefix, key, vector in self._all(sql, params)]
+        return [(prefix, key, bytes(vector)) for prefix, key, vector in self._read_one(sql, params)]
 
     def item_prefixes(self, namespace: str, under: str, now_us: int) -> list[str]:
         where, params = item_under(namespace, under)
         params["now"] = now_us
-        return [row[0] for row in self._all(ITEM_PREFIXES.replace("{under}", where), params)]
+        return [row[0] for row in self._read_one(ITEM_PREFIXES.replace("{under}", where), params)]
 
     def item_versions(self, namespace: str, prefix: str, key: str) -> list[ItemVersionRow]:
         params = {"ns": namespace, "p": prefix, "k": key}
-        return [ItemVersionRow._make(row) for row in self._all(ITEM_VERSIONS, params)]
+        return [ItemVersionRow._make(row) for row in self._read_one(ITEM_VERSIONS, params)]
 
     def sweep_items(self, namespace: str, now_us: int) -> int:
         sweep, versions, vectors = (self.compile(sql) for sql in (SWEEP_ITEMS, CLEAR_ITEM_VERSIONS, CLEAR_ITEM_VECTORS))
