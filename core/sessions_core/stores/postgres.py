@@ -351,6 +351,9 @@ class PostgresStore(SqlStore):
         elif isinstance(value, (int, float)):
             params[f"iv{n}"] = float(value)
             test = f"(CASE WHEN {kind} = 'number' THEN CAST({text} AS double precision) {op} :iv{n} ELSE false END)"
+        elif isinstance(value, str) and op == "=":
+            params[f"iv{n}"] = json.dumps(value)
+            test = f"({at} = CAST(:iv{n} AS jsonb))"  # jsonb equality: a string of the same characters
         elif isinstance(value, str):
             params[f"iv{n}"] = value
             test = f"(CASE WHEN {kind} = 'string' THEN {text} COLLATE \"C\" {op} :iv{n} ELSE false END)"
