@@ -294,7 +294,11 @@ def tsquery_literal(units: tuple[Unit, ...]) -> str | None:
 
 def tsvector_literal(text: str) -> str:
     """A PostgreSQL ``tsvector`` literal of ``text``'s terms at their positions (``::tsvector``)."""
-    return " ".join(f"{_lexeme(term)}:{position}" for position, term in enumerate(index_terms(text), 1))
+    terms = index_terms(text)
+    joined = "".join(terms)
+    if "'" in joined or "\\" in joined:  # never made by index_terms: terms are letters, digits, marks
+        return " ".join(f"{_lexeme(term)}:{position}" for position, term in enumerate(terms, 1))
+    return " ".join([f"'{term}':{position}" for position, term in enumerate(terms, 1)])
 
 
 _LEXEME = re.compile(r"'((?:[^']|'')*)':([0-9,]+)")
