@@ -8,7 +8,8 @@ embedding index, by meaning too, fused by reciprocal rank).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
@@ -83,6 +84,7 @@ class SessionStore(BaseStore):
         self._owns_manager = manager is not store
         self.manager = manager
         self.items = Items(manager.store, namespace=manager.namespace)
+        self._batches = _Coalescer(self._abatch_now)
         self.ttl_config = ttl
         self.index_config: dict[str, Any] | None = None
         self.embeddings: Embeddings | None = None
@@ -142,7 +144,17 @@ class SessionStore(BaseStore):
         return self._apply(ops, vectors, query_vectors)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` as one batch. The batches awaited on one event loop while a batch runs
+        there (the ``aget`` / ``aput`` / ``asearch`` calls of concurrent coroutines, say) run
+        together after it, as one, as in LangGraph's ``AsyncBatchedBaseStore``: each read
+        of such a group sees the store before the group's puts, and identical reads are read
+        once. A bad operation fails its own call only."""
         ops = list(ops)
+        for op in ops:
+            validate_op_namespace(op)
+        return await self._batches.submit(ops) if ops else []
+
+    async def _abatch_now(self, ops: list[Op]) -> list[Result]:
         texts, queries = self._embedding_requests(ops)
         vectors: list[list[float]] = []
         query_vectors: list[list[float]] = []
@@ -298,6 +310,102 @@ class SessionStore(BaseStore):
         return self.items.namespaces(
             prefix=prefix, suffix=suffix, max_depth=op.max_depth, limit=op.limit, offset=op.offset
         )
+
+
+class _Coalescer:
+    """Batches submitted on an event loop while one of its batches runs wait, then run as
+    one: the first runs at once, the rest together after it (identical reads read once)."""
+
+    def __init__(self, run: Callable[[list[Op]], Awaitable[list[Result]]]) -> None:
+        self._run = run
+        self._waiting: dict[asyncio.AbstractEventLoop, list[tuple[list[Op], asyncio.Future[list[Result]]]]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def submit(self, ops: list[Op]) -> list[Result]:
+        loop = asyncio.get_running_loop()
+        waiting = self._waiting.get(loop)
+        if waiting is not None:
+            future: asyncio.Future[list[Result]] = loop.create_future()
+            waiting.append((ops, future))
+            return await future
+        self._waiting[loop] = []
+        try:
+            return await self._run(ops)
+        finally:
+            self._next(loop)
+
+    def _next(self, loop: asyncio.AbstractEventLoop) -> None:
+        group = [(ops, future) for ops, future in self._waiting.get(loop, ()) if not future.done()]
+        if not group:
+            self._waiting.pop(loop, None)
+            return
+        self._waiting[loop] = []
+        task = loop.create_task(self._run_group(loop, group))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_group(
+        self, loop: asyncio.AbstractEventLoop, group: list[tuple[list[Op], asyncio.Future[list[Result]]]]
+    ) -> None:
+        try:
+            merged, where = _distinct_reads([op for ops, _future in group for op in ops])
+            try:
+                found = await self._run(merged)
+            except Exception:
+                if len(group) == 1:
+                    raise
+                for ops, future in group:  # nothing was written (puts come last): each alone, for its own error
+                    await _settle(future, self._run(ops))
+                return
+            at = 0
+            for ops, future in group:
+                if not future.done():
+                    future.set_result([_own(found[where[i]]) for i in range(at, at + len(ops))])
+                at += len(ops)
+        except BaseException as error:
+            for _ops, future in group:
+                if not future.done():
+                    future.set_exception(error)
+            if not isinstance(error, Exception):
+                raise
+        finally:
+            self._next(loop)
+
+
+def _distinct_reads(ops: list[Op]) -> tuple[list[Op], list[int]]:
+    """``ops`` with each repeated read once, and where each op's result is among them."""
+    distinct: list[Op] = []
+    seen: dict[Op, int] = {}
+    where: list[int] = []
+    for op in ops:
+        if isinstance(op, PutOp):
+            where.append(len(distinct))
+            distinct.append(op)
+            continue
+        try:
+            at = seen.setdefault(op, len(distinct))
+        except TypeError:  # a filter holding a dict: not hashable
+            at = len(distinct)
+        if at == len(distinct):
+            distinct.append(op)
+        where.append(at)
+    return distinct, where
+
+
+def _own(result: Result) -> Result:
+    """A list result copied, so that callers sharing a read do not share its list."""
+    return list(result) if isinstance(result, list) else result
+
+
+async def _settle(future: asyncio.Future[list[Result]], work: Awaitable[list[Result]]) -> None:
+    try:
+        result = await work
+    except Exception as error:
+        if not future.done():
+            future.set_exception(error)
+    else:
+        if not future.done():
+            future.set_result(result)
 
 
 def _field(path: str) -> Field:
