@@ -85,19 +85,38 @@ def require_mcp(*, lean: bool = False) -> None:
     """Import the ``mcp`` SDK's server modules; an ``ImportError`` naming the extra when the
     package (or a dependency of it) is missing.
 
-    ``lean`` (for a process that only serves, as ``sessions mcp``): when ``mcp`` is not imported
-    yet, the packages ``mcp`` and ``mcp.server`` are entered without running their
+    ``lean`` (for a process that only serves stdio, as ``sessions mcp``): when ``mcp`` is not
+    imported yet, the packages ``mcp`` and ``mcp.server`` are entered without running their
     ``__init__`` (which import the client and ``MCPServer``, about a third of the SDK's import
     time); each runs it on the first use of a name it defines, so ``from mcp import Client``
-    later in the process works as ever. Where that cannot be arranged, the normal import."""
+    later in the process works as ever. uvicorn, which ``sse_starlette`` imports only to patch
+    its shutdown for HTTP, is left out meanwhile. Where either cannot be arranged, the normal
+    import."""
     try:
         if lean:
             _enter_packages_bare(_BARE_PACKAGES)
-        import mcp.server.lowlevel  # noqa: F401
-        import mcp.server.stdio  # noqa: F401
-        import mcp.server.subscriptions  # noqa: F401
+        leave_out = lean and not any(name in sys.modules for name in ("uvicorn", "sse_starlette"))
+        try:
+            if leave_out:
+                sys.modules["uvicorn"] = None  # type: ignore[assignment]  # its import fails, as if not installed
+            _import_server_modules()
+        except ImportError:
+            if not leave_out:
+                raise
+            sys.modules.pop("uvicorn", None)
+            leave_out = False
+            _import_server_modules()
+        finally:
+            if leave_out and "uvicorn" in sys.modules and sys.modules["uvicorn"] is None:
+                del sys.modules["uvicorn"]
     except ImportError as error:
         raise ImportError(f"the MCP server needs the mcp package ({error.name} is missing): {INSTALL_HINT}") from None
+
+
+def _import_server_modules() -> None:
+    import mcp.server.lowlevel  # noqa: F401
+    import mcp.server.stdio  # noqa: F401
+    import mcp.server.subscriptions  # noqa: F401
 
 
 _BARE_PACKAGES = ("mcp", "mcp.server")

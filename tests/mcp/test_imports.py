@@ -1,5 +1,5 @@
-"""What ``sessions mcp`` imports: the SDK's server without its client, no framework, no other
-command; the ``mcp`` packages entered without their ``__init__`` still work whole on first use,
+"""What ``sessions mcp`` imports: the SDK's server without its client (nor uvicorn, over
+stdio), no framework, no other command; the ``mcp`` packages entered without their ``__init__`` still work whole on first use,
 and where they cannot be entered so, the normal import runs."""
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ main(sys.argv[2:])
 NEVER_IMPORTED = (
     "mcp.client",
     "mcp.server.mcpserver",
+    "httpx2",
+    "uvicorn",
     "langchain",
     "langchain_core",
     "langchain_sessions",
@@ -98,6 +100,8 @@ from mcp import Client, StdioServerParameters
 from mcp.server import MCPServer, Server
 assert "Client" in mcp.__all__ and "MCPServer" in mcp.server.__all__
 assert "mcp.client" in sys.modules and Server.__module__ == "mcp.server.lowlevel.server"
+import uvicorn  # left out while the server modules were imported, not after
+assert uvicorn.Server
 try:
     mcp.no_such_name
 except AttributeError as error:

@@ -46,7 +46,7 @@ def cmd_mcp(
 
     from ..mcp_server import MemoryServer, require_mcp
 
-    require_mcp(lean=True)
+    require_mcp(lean=http is None)
     if session_id is not None and namespace is not None:
         raise BadInput("--session and --namespace go one at a time")
     address = parse_address(http) if http is not None else None
