@@ -1,6 +1,6 @@
-"""What ``sessions mcp`` imports: the SDK's server without its client (nor uvicorn, over
-stdio), no framework, no other command; the ``mcp`` packages entered without their ``__init__`` still work whole on first use,
-and where they cannot be entered so, the normal import runs."""
+"""What ``sessions mcp`` imports: the SDK's server without its client (nor uvicorn, over stdio),
+no framework, no other command; the ``mcp`` packages entered without their ``__init__`` still
+work whole on first use, and where they cannot be entered so, the normal import runs."""
 
 from __future__ import annotations
 
