@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
+import importlib.util
 import json
 import logging
 import os
 import socket
+import sys
 import threading
 import uuid
 from collections import Counter, OrderedDict
@@ -43,6 +46,7 @@ from .manager import SessionManager
 from .memory_config import DEFAULT_CONFIG, MemoryConfig, configure
 from .session import Session
 from .stores.base import LATEST
+from .stores.sqlite import SqliteStore
 from .tools import EDIT_CONTEXT, LOAD_CONTEXT, UNLOAD_CONTEXT, Tool
 
 if TYPE_CHECKING:
@@ -77,12 +81,90 @@ _HISTORY_DEFAULT = 50
 _HISTORY_MAX = 10_000
 
 
-def require_mcp() -> None:
-    """Raise an ``ImportError`` naming the extra when the ``mcp`` package is missing."""
+def require_mcp(*, lean: bool = False) -> None:
+    """Import the ``mcp`` SDK's server modules; an ``ImportError`` naming the extra when the
+    package (or a dependency of it) is missing.
+
+    ``lean`` (for a process that only serves stdio, as ``sessions mcp``): when ``mcp`` is not
+    imported yet, the packages ``mcp`` and ``mcp.server`` are entered without running their
+    ``__init__`` (which import the client and ``MCPServer``, about a third of the SDK's import
+    time); each runs it on the first use of a name it defines, so ``from mcp import Client``
+    later in the process works as ever. uvicorn, which ``sse_starlette`` imports only to patch
+    its shutdown for HTTP, is left out meanwhile. Where either cannot be arranged, the normal
+    import."""
     try:
-        import mcp  # noqa: F401
+        if lean:
+            _enter_packages_bare(_BARE_PACKAGES)
+        leave_out = lean and not any(name in sys.modules for name in ("uvicorn", "sse_starlette"))
+        try:
+            if leave_out:
+                sys.modules["uvicorn"] = None  # type: ignore[assignment]  # its import fails, as if not installed
+            _import_server_modules()
+        except ImportError:
+            if not leave_out:
+                raise
+            sys.modules.pop("uvicorn", None)
+            leave_out = False
+            _import_server_modules()
+        finally:
+            if leave_out and "uvicorn" in sys.modules and sys.modules["uvicorn"] is None:
+                del sys.modules["uvicorn"]
     except ImportError as error:
         raise ImportError(f"the MCP server needs the mcp package ({error.name} is missing): {INSTALL_HINT}") from None
+
+
+def _import_server_modules() -> None:
+    import mcp.server.lowlevel  # noqa: F401
+    import mcp.server.stdio  # noqa: F401
+    import mcp.server.subscriptions  # noqa: F401
+
+
+_BARE_PACKAGES = ("mcp", "mcp.server")
+_bare_lock = threading.RLock()
+
+
+def _enter_packages_bare(names: tuple[str, ...]) -> None:
+    """Put ``names`` (a package, then subpackages of it) in ``sys.modules`` with their
+    ``__init__`` deferred (:func:`_deferred_package`); nothing when the first is imported
+    already, and nothing left behind when one cannot be (the normal import then runs)."""
+    if names[0] in sys.modules:
+        return
+    entered: list[str] = []
+    try:
+        for name in names:
+            _deferred_package(name)
+            entered.append(name)
+    except Exception as error:
+        logger.debug("importing %s whole: %s", names[0], error)
+        for name in reversed(entered):
+            sys.modules.pop(name, None)
+
+
+def _deferred_package(name: str) -> None:
+    spec = importlib.util.find_spec(name)
+    loader = getattr(spec, "loader", None)
+    if spec is None or spec.submodule_search_locations is None or not hasattr(loader, "exec_module"):
+        raise ImportError(f"{name} is not a regular package", name=name)
+    module = importlib.util.module_from_spec(spec)
+
+    def complete(attribute: str) -> Any:
+        """A name the package's ``__init__`` would define: a submodule, or run it first."""
+        if importlib.util.find_spec(f"{name}.{attribute}") is not None:
+            return importlib.import_module(f"{name}.{attribute}")
+        with _bare_lock:
+            if module.__dict__.get("__getattr__") is complete:
+                del module.__dict__["__getattr__"]
+                spec.loader.exec_module(module)  # type: ignore[union-attr]
+        try:
+            return module.__dict__[attribute]
+        except KeyError:
+            raise AttributeError(f"module {name!r} has no attribute {attribute!r}") from None
+
+    module.__dict__["__getattr__"] = complete
+    parent, _, child = name.rpartition(".")
+    sys.modules[name] = module
+    if parent:
+        setattr(sys.modules[parent], child, module)
 
 
 # -- the conversation tools ---------------------------------------------------------------------
@@ -243,6 +325,10 @@ class MemoryServer:
         manager = SessionManager(store, namespace=namespace or "", max_message_bytes=config.max_message_bytes)
         self.manager = configure(manager, config)
         self._has_blocks = bool(config.blocks or config.searchable_history)
+        self._file_labels = frozenset(block.label for block in config.blocks if block.kind == "skills")
+        self._local = isinstance(self.manager.store, SqliteStore)
+        self._inline = False
+        self._tools: OrderedDict[str, tuple[Session, dict[str, Tool]]] = OrderedDict()
         self._lock = threading.Lock()
         self._registered: OrderedDict[str, None] = OrderedDict()
         self._listed: list[Tool] | None = None
@@ -298,6 +384,39 @@ class MemoryServer:
         session = self.session(session_id)
         return session.tools() + self.manager.tools() + message_tools(session)
 
+    def _tool(self, session_id: str, name: str) -> Tool | None:
+        """Tool ``name`` of a session, built once for each session object the manager keeps."""
+        session = self.manager.get_session(session_id)
+        with self._lock:
+            cached = self._tools.get(session_id)
+            if cached is not None and cached[0] is session:
+                self._tools.move_to_end(session_id)
+                return cached[1].get(name)
+        tools = {tool.name: tool for tool in self.session_tools(session_id)}
+        with self._lock:
+            self._tools[session_id] = (session, tools)
+            while len(self._tools) > _REGISTERED_CACHE:
+                self._tools.popitem(last=False)
+        return tools.get(name)
+
+    def _reads_block(self, name: str, args: Mapping[str, Any]) -> bool:
+        """Whether the call works on a block's content as this process holds it (an append, an
+        edit), which must be read again first to keep what another process wrote."""
+        return name == EDIT_CONTEXT or name == "set_context" and args.get("action") == "append"
+
+    def runs_inline(self, name: str, arguments: Mapping[str, Any] | None) -> bool:
+        """Whether :meth:`call_tool` runs on the event loop rather than in a worker thread: over
+        stdio (one client) on a SQLite store, for a call that reads no skill files (calls of a
+        millisecond or so, which a thread hop would double)."""
+        if not (self._inline and self._local):
+            return False
+        if not self._file_labels:
+            return True
+        args = arguments or {}
+        if name in (LOAD_CONTEXT, UNLOAD_CONTEXT) or args.get("label") in self._file_labels:
+            return False
+        return not (name in _CONTEXT_TOOLS and self._reads_block(name, args))
+
     def listed_tools(self) -> list[Tool]:
         """The tools ``tools/list`` gives: the session's, or in a namespace the declared ones
         with a required ``session_id`` argument (built without reading the store)."""
@@ -322,11 +441,10 @@ class MemoryServer:
         if problem is not None:
             return f"Error: invalid arguments for {name}: {problem}"
         try:
-            tools = self.session_tools(session_id)
-            tool = next((t for t in tools if t.name == name), None)
+            tool = self._tool(session_id, name)
             if tool is None:
                 return None
-            if name in _CONTEXT_TOOLS:
+            if name in _CONTEXT_TOOLS and self._reads_block(name, args):
                 self._reload(self.session(session_id))
             self._register(session_id)
         except Exception as error:  # a failing store, a session id no store can hold: the client's error
@@ -384,6 +502,8 @@ class MemoryServer:
         if event.type != "block" or event.label is None or loop is None or loop.is_closed():
             return
         uri = self.block_uri(event.label, event.session_id if self.namespaced else None)
+        if uri not in self._watched:
+            return  # nobody subscribed (a subscription starting meanwhile reads the block itself)
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody to tell
             loop.call_soon_threadsafe(self._changed_here, uri)
 
@@ -470,7 +590,7 @@ class MemoryServer:
         return self._server
 
     def _build(self) -> Server[Any]:
-        require_mcp()
+        require_mcp()  # a no-op once done (sessions mcp does it lean)
         import mcp_types as types
         from mcp.server.lowlevel import Server
         from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
@@ -495,13 +615,20 @@ class MemoryServer:
                 tools=[types.Tool(name=t.name, description=t.description, input_schema=t.parameters) for t in tools]
             )
 
-        async def call_tool(ctx: _Context, params: types.CallToolRequestParams) -> types.CallToolResult:
-            result = await blocking(self.call_tool, params.name, params.arguments)
+        async def call_tool(ctx: _Context, params: types.CallToolRequestParams) -> Any:  # a result dict
+            if self.runs_inline(params.name, params.arguments):
+                result = self.call_tool(params.name, params.arguments)
+            else:
+                result = await blocking(self.call_tool, params.name, params.arguments)
             if result is None:
                 raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text=result)], is_error=result.startswith("Error:")
-            )
+            # What CallToolResult dumps, built as is: the SDK validates a result against the
+            # protocol once, on sending it (an older protocol's form drops resultType).
+            return {
+                "content": [{"type": "text", "text": result}],
+                "isError": result.startswith("Error:"),
+                "resultType": "complete",
+            }
 
         async def list_resources(
             ctx: _Context, params: types.PaginatedRequestParams | None
@@ -625,8 +752,12 @@ class MemoryServer:
         from mcp.server.stdio import stdio_server
 
         server = self.server
-        async with _event_loop_stdio() as streams, stdio_server(*streams) as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        self._inline = True
+        try:
+            async with _event_loop_stdio() as streams, stdio_server(*streams) as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+        finally:
+            self._inline = False
 
     async def serve_http(
         self, host: str = "127.0.0.1", port: int = 8000, *, on_ready: Callable[[str], Any] | None = None

@@ -3,6 +3,7 @@ and clients of the ``mcp`` SDK kept open across a test (through an anyio blockin
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -17,6 +18,9 @@ pytest.importorskip("click", reason="the cli extra is not installed (pip install
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import get_default_environment
+
+import sessions_core
 
 CONFIG = """
 edit_tool = true
@@ -70,9 +74,17 @@ def server_args(folder: Path, *extra: str) -> list[str]:
     ]
 
 
+def server_env() -> dict[str, str]:
+    """The environment of a server a client starts: the SDK's default one (which leaves out
+    ``PYTHONPATH``) with this ``sessions_core`` first on the path, so the code under test is
+    what serves, not another installed copy."""
+    paths = [str(Path(sessions_core.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
+    return {**get_default_environment(), "PYTHONPATH": os.pathsep.join(path for path in paths if path)}
+
+
 def stdio(folder: Path, *extra: str) -> StdioServerParameters:
     """The server started by the client, over stdio: ``python -m sessions_core mcp ...``."""
-    return StdioServerParameters(command=sys.executable, args=server_args(folder, *extra))
+    return StdioServerParameters(command=sys.executable, args=server_args(folder, *extra), env=server_env())
 
 
 @pytest.fixture

@@ -15,6 +15,8 @@ from sessions_core.mcp_server import DEFAULT_SESSION
 from sessions_core.memory_config import configure, load_config
 from tests.postgres import postgres_url, require_postgres, temporary_schema
 
+from .conftest import server_env
+
 
 @pytest.fixture
 def schema() -> Iterator[str]:
@@ -25,7 +27,9 @@ def schema() -> Iterator[str]:
 
 def over_postgres(folder: Path, schema: str) -> StdioServerParameters:
     args = ["-m", "sessions_core", "--schema", schema, "mcp", "--store", postgres_url()]
-    return StdioServerParameters(command=sys.executable, args=[*args, "--config", str(folder / "memory.toml")])
+    return StdioServerParameters(
+        command=sys.executable, args=[*args, "--config", str(folder / "memory.toml")], env=server_env()
+    )
 
 
 def test_two_clients_and_a_python_session_share_one_schema(memory_dir, connect, schema):

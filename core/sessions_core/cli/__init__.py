@@ -20,6 +20,7 @@ loads them; ``main()`` names the extra to install when they are missing.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from typing import Any
@@ -33,11 +34,9 @@ __all__ = ["build_cli", "main"]
 
 def main(argv: list[str] | None = None) -> Any:
     """Run the ``sessions`` command (the console script and ``python -m sessions_core``)."""
-    try:
-        import click  # noqa: F401
-        import rich  # noqa: F401
-    except ImportError as error:
-        missing = f"the sessions command needs click and rich ({error.name} is missing)"
+    absent = next((name for name in ("click", "rich") if importlib.util.find_spec(name) is None), None)
+    if absent is not None:  # found, not imported: a command that prints nothing with rich never loads it
+        missing = f"the sessions command needs click and rich ({absent} is missing)"
         sys.stderr.write(f"Error: {missing}: {INSTALL_HINT}\n")
         raise SystemExit(1) from None
     try:

@@ -1,27 +1,14 @@
-"""The click wiring of the ``sessions`` command: options, help texts and error handling."""
+"""The click wiring of the ``sessions`` command: options, help texts and error handling.
+
+Each command imports its module when it runs, so one command (``sessions mcp`` as an MCP
+client starts it) loads nothing of the others."""
 
 from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING, Any
 
-from .encryption_commands import cmd_rekey
-from .inspect_commands import (
-    cmd_block_history,
-    cmd_block_restore,
-    cmd_blocks,
-    cmd_list,
-    cmd_migrate,
-    cmd_search,
-    cmd_show,
-    cmd_stats,
-)
-from .item_commands import cmd_item_versions, cmd_items
-from .mcp_commands import cmd_mcp
-from .recall_commands import cmd_recall_backlog, cmd_recall_rebuild, cmd_recall_send
-from .retention_commands import cmd_erase, cmd_prune
 from .store import BadInput, StoreHandle, error_for, one_line
-from .transfer_commands import cmd_export, cmd_import
 
 if TYPE_CHECKING:  # pragma: no cover
     import click
@@ -87,6 +74,8 @@ def build_cli() -> click.Group:
     @click.pass_obj
     def list_command(handle: StoreHandle, as_json: bool) -> None:
         """List every session with its name, messages, last activity and usage."""
+        from .inspect_commands import cmd_list
+
         cmd_list(handle, as_json)
 
     @cli.command("show")
@@ -99,6 +88,8 @@ def build_cli() -> click.Group:
         """Print the message tree of SESSION (every branch; compactions marked), a page at a time.
 
         * marks the messages of the active branch (the path to the latest leaf)."""
+        from .inspect_commands import cmd_show
+
         cmd_show(handle, session, width, page, limit)
 
     @cli.command("search")
@@ -123,6 +114,8 @@ def build_cli() -> click.Group:
         such as "what" or "the" weigh nothing). Words match their family (deploy: deploying,
         deployment) and as a prefix; identifiers by their parts (UserById in getUserById);
         Chinese, Japanese and Korean by any word or phrase."""
+        from .inspect_commands import cmd_search
+
         cmd_search(handle, query, sessions, limit, width, match)
 
     @cli.command("export")
@@ -134,6 +127,8 @@ def build_cli() -> click.Group:
 
         One record per line: the session (registry row), its messages (parents first), then its
         compactions, context blocks, cached prompt and search entries."""
+        from .transfer_commands import cmd_export
+
         cmd_export(handle, session, output)
 
     @cli.command("import")
@@ -158,6 +153,8 @@ def build_cli() -> click.Group:
         whose id is stored already with other content is a conflict: the import stops, naming
         them, and writes nothing (exit 1), unless --skip-conflicts.
         """
+        from .transfer_commands import cmd_import
+
         cmd_import(handle, file, into, dry_run, redact=redact, skip_conflicts=skip_conflicts)
 
     @cli.command("blocks")
@@ -193,6 +190,8 @@ def build_cli() -> click.Group:
         lists a block's versions with what changed, --restore LABEL VERSION makes an old one
         current (as a new version, through Session.restore_context: give the block's
         --max-tokens and --keep-versions to have them applied)."""
+        from .inspect_commands import cmd_block_history, cmd_block_restore, cmd_blocks
+
         if history is not None and restore:
             raise BadInput("--history and --restore go one at a time")
         if not restore:
@@ -244,8 +243,12 @@ def build_cli() -> click.Group:
         if versions_of is not None:
             if page != 1:
                 raise BadInput("--page goes with the list of items, not with --versions")
+            from .item_commands import cmd_item_versions
+
             cmd_item_versions(handle, path, versions_of, namespace, width, as_json)
         else:
+            from .item_commands import cmd_items
+
             cmd_items(handle, path, namespace, page, limit, width, as_json)
 
     @cli.command("stats")
@@ -253,6 +256,8 @@ def build_cli() -> click.Group:
     @click.pass_obj
     def stats_command(handle: StoreHandle, as_json: bool) -> None:
         """Count sessions, messages, compactions, blocks and search entries."""
+        from .inspect_commands import cmd_stats
+
         cmd_stats(handle, as_json)
 
     @cli.command("migrate")
@@ -264,6 +269,8 @@ def build_cli() -> click.Group:
         prune --dry-run) never upgrade a store: on an older one they stop and say to run this.
         The commands that write upgrade it on opening it; this one shows the re-indexing's
         progress. Interrupted, it resumes where it stopped."""
+        from .inspect_commands import cmd_migrate
+
         cmd_migrate(handle)
 
     @cli.command("rekey")
@@ -275,6 +282,8 @@ def build_cli() -> click.Group:
         The current key is $SESSIONS_KEY (unset: DB is plain, and is encrypted into a new file
         that replaces it); the new key is $SESSIONS_NEW_KEY, else asked for twice. Run it while
         nothing else has DB open."""
+        from .encryption_commands import cmd_rekey
+
         new_key = os.environ.get("SESSIONS_NEW_KEY") or click.prompt(
             "New key", hide_input=True, confirmation_prompt=True
         )
@@ -296,6 +305,8 @@ def build_cli() -> click.Group:
         Last activity: the newest of a session's messages, overlays, block versions, search
         entries, cached prompt and registry row. Their vectors leave the index through semantic
         recall's outbox. Prints the sessions and the rows of each kind that go."""
+        from .retention_commands import cmd_prune
+
         cmd_prune(handle, older_than, namespace, dry_run, as_json)
 
     @cli.command("erase")
@@ -318,6 +329,8 @@ def build_cli() -> click.Group:
         SQLite: deleted content is zeroed, the full-text indexes merged and the WAL truncated.
         PostgreSQL: rows and index entries go; the server keeps dead tuples until VACUUM
         (--vacuum) and its WAL until recycled. Prints the rows of each kind removed."""
+        from .retention_commands import cmd_erase
+
         cmd_erase(handle, session, namespace, vacuum, index, as_json)
 
     @cli.command("mcp")
@@ -352,6 +365,8 @@ def build_cli() -> click.Group:
         Over stdio by default (for an MCP client that starts the command); --http serves
         streamable HTTP (a bare PORT binds 127.0.0.1). The store is created if missing. Without
         --config the memory is one writable block "memory" (Learned facts, 1100 tokens)."""
+        from .mcp_commands import cmd_mcp
+
         cmd_mcp(handle, store_url, session_id, namespace, http, config_path)
 
     @cli.group("recall")
@@ -367,6 +382,8 @@ def build_cli() -> click.Group:
     def recall_backlog_command(handle: StoreHandle, as_json: bool) -> None:
         """Show the changes waiting to be sent, those that failed, the last error, and the
         sessions and vectors recall keeps."""
+        from .recall_commands import cmd_recall_backlog
+
         cmd_recall_backlog(handle, as_json)
 
     @recall_group.command("send")
@@ -374,6 +391,8 @@ def build_cli() -> click.Group:
     @click.pass_obj
     def recall_send_command(handle: StoreHandle, index: str) -> None:
         """Send what waits in the outbox to the index now."""
+        from .recall_commands import cmd_recall_send
+
         cmd_recall_send(handle, index)
 
     @recall_group.command("rebuild")
@@ -388,6 +407,8 @@ def build_cli() -> click.Group:
     def recall_rebuild_command(handle: StoreHandle, sessions: tuple[str, ...], index: str | None) -> None:
         """Send every message and entry of the sessions recall is on for (or SESSION) to the
         index again: to fill a new index, or one that lost data."""
+        from .recall_commands import cmd_recall_rebuild
+
         cmd_recall_rebuild(handle, sessions, index)
 
     return cli
