@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
@@ -394,7 +394,7 @@ def _distinct_reads(ops: list[Op]) -> tuple[list[Op], list[int]]:
 
 def _own(result: Result) -> Result:
     """A list result copied, so that callers sharing a read do not share its list."""
-    return list(result) if isinstance(result, list) else result
+    return cast(Result, list(result)) if isinstance(result, list) else result
 
 
 async def _settle(future: asyncio.Future[list[Result]], work: Awaitable[list[Result]]) -> None:
