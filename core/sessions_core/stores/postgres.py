@@ -38,6 +38,7 @@ from .sql import (
     INSERT_UNDER_LATEST,
     INSERT_UNDER_PARENT,
     ITEM_COMPARISONS,
+    ITEM_ROW_COLUMNS,
     LARGE_ROW,
     TABLES,
     UPDATE_MESSAGE,
@@ -142,6 +143,32 @@ _FRAGMENTS = {
     "{as_terms}": "::tsvector",
     "{bigint}": "BIGINT",
 }
+
+_ITEM_ROW_TYPES = ("text", "text", "jsonb", "bigint", "double precision", "text")
+_ITEM_ROWS = (
+    "jsonb_to_recordset(CAST(:item_rows AS jsonb)) AS r("
+    + ", ".join(f"{column} {kind}" for column, kind in zip(ITEM_ROW_COLUMNS, _ITEM_ROW_TYPES))
+    + ")"
+)
+"""The rows to write (``SqlStore._item_rows``) from one JSON array of objects: one statement text
+for any number of rows, and one parameter psycopg passes as it is (arrays of text it escapes
+element by element: milliseconds for a batch of 100)."""
+_ITEM_ROW_KEYS = tuple(f'"{column}":' for column in ITEM_ROW_COLUMNS)
+
+
+def _item_rows_json(rows: Sequence[tuple[Any, ...]]) -> str:
+    """``rows`` as a JSON array of objects; each value (the JSON text of an object) put in as it is."""
+    prefix, key, value, expires, ttl, terms = _ITEM_ROW_KEYS
+    dumps = json.dumps
+    return (
+        "["
+        + ",".join(
+            f"{{{prefix}{dumps(p)},{key}{dumps(k)},{value}{v},{expires}{dumps(e)},{ttl}{dumps(t)},{terms}{dumps(s)}}}"
+            for p, k, v, e, t, s in rows
+        )
+        + "]"
+    )
+
 
 _HEADER = """\
 -- session-memory: PostgreSQL schema.
@@ -330,6 +357,9 @@ class PostgresStore(SqlStore):
 
     def _rows(self, values: Sequence[Any]) -> tuple[str, dict[str, list[Any]]]:
         return "(SELECT unnest(CAST(:values AS text[])) AS column1)", {"values": list(values)}
+
+    def _item_rows(self, rows: Sequence[tuple[Any, ...]]) -> tuple[str, dict[str, Any]]:
+        return _ITEM_ROWS, {"item_rows": _item_rows_json(rows)}
 
     def _execute_many(self, conn: psycopg.Connection, sql: str, params: Sequence[Any]) -> None:
         with conn.cursor() as cursor:

@@ -697,22 +697,25 @@ ITEM_COMPARISONS = {"$eq": "=", "$ne": "=", "$gt": ">", "$gte": ">=", "$lt": "<"
 """The SQL operator of each filter operator (``$ne`` is the negation of ``=``)."""
 ITEM_COLUMNS = "prefix, key, {value_text}, created_at, updated_at, version"
 ITEM_LIVE = "(expires_at IS NULL OR expires_at > :now)"
-_ITEM_ROW = (
-    "(:ns, :p{n}, :k{n}, :v{n}{as_json}, coalesce((SELECT max(version) FROM store_item_versions"
-    " WHERE namespace = :ns AND prefix = :p{n} AND key = :k{n}), 0) + 1, :now, :now, :e{n}, :t{n}, :s{n}{as_terms})"
-)
+ITEM_ROW_COLUMNS = ("prefix", "key", "value", "expires_at", "ttl_minutes", "terms")
+"""The columns of the relation of items to write that ``{item_rows}`` stands for."""
 PUT_ITEMS = """
     INSERT INTO store_items (namespace, prefix, key, value, version, created_at, updated_at, expires_at,
         ttl_minutes, search_terms)
-    VALUES {rows}
+    SELECT :ns, r.prefix, r.key, r.value{as_json},
+        coalesce((SELECT max(v.version) FROM store_item_versions v
+            WHERE v.namespace = :ns AND v.prefix = r.prefix AND v.key = r.key), 0) + 1,
+        :now, :now, r.expires_at, r.ttl_minutes, r.terms{as_terms}
+    FROM {item_rows} WHERE true
     ON CONFLICT (namespace, prefix, key) DO UPDATE SET value = excluded.value, version = store_items.version + 1,
         created_at = CASE WHEN store_items.expires_at <= excluded.created_at THEN excluded.created_at
             ELSE store_items.created_at END,
         updated_at = excluded.updated_at, expires_at = excluded.expires_at, ttl_minutes = excluded.ttl_minutes,
         search_terms = excluded.search_terms
 """
-"""Upsert ``{rows}`` (``_ITEM_ROW`` each, distinct keys): the version after the item's last (of
-the locked row when it exists, so that concurrent writers number their versions in turn)."""
+"""Upsert the rows of ``{item_rows}`` (distinct keys, in key order): the version after the
+item's last (of the locked row when it exists, so that concurrent writers number their versions
+in turn). One statement text for any number of rows on PostgreSQL: prepared and planned once."""
 ITEM_KEY = "namespace = :ns AND prefix = :p AND key = :k"
 CLEAR_ITEM_VECTORS = f"DELETE FROM store_item_vectors WHERE {ITEM_KEY}"
 DELETE_ITEM = f"DELETE FROM store_items WHERE {ITEM_KEY} RETURNING version"
@@ -857,6 +860,11 @@ class SqlStore(RecallStore, InspectableStore):
     def _rows(self, values: Sequence[Any]) -> tuple[str, Any]:
         """What replaces ``{rows}``: ``values`` as a relation of one column, ``column1``, and
         the parameters that bind them (and nothing else)."""
+
+    @abstractmethod
+    def _item_rows(self, rows: Sequence[tuple[Any, ...]]) -> tuple[str, dict[str, Any]]:
+        """What replaces ``{item_rows}``: ``rows`` (values of ``ITEM_ROW_COLUMNS``) as a
+        relation ``r`` with those columns, and the named parameters that bind them."""
 
     @abstractmethod
     def _schema_version(self, conn: Any) -> int:
@@ -1721,21 +1729,20 @@ class SqlStore(RecallStore, InspectableStore):
                 key = {"ns": namespace, "p": chunk[0].prefix, "k": chunk[0].key}
                 statements += [(delete, key), (clear_vectors, key)]
                 continue
-            params: dict[str, Any] = {"ns": namespace, "now": now_us}
-            for n, write in enumerate(chunk):
-                ttl = write.ttl_minutes
-                params.update(
-                    {
-                        f"p{n}": write.prefix,
-                        f"k{n}": write.key,
-                        f"v{n}": write.value,
-                        f"e{n}": None if ttl is None else now_us + int(ttl * 60_000_000),
-                        f"t{n}": ttl,
-                        f"s{n}": terms(write.text or ""),
-                    }
+            rows = [
+                (
+                    write.prefix,
+                    write.key,
+                    write.value,
+                    None if write.ttl_minutes is None else now_us + int(write.ttl_minutes * 60_000_000),
+                    write.ttl_minutes,
+                    terms(write.text or ""),
                 )
-            rows = ", ".join(_ITEM_ROW.replace("{n}", str(n)) for n in range(len(chunk)))
-            statements.append((self.compile(PUT_ITEMS.replace("{rows}", rows)), params))
+                for write in chunk
+            ]
+            source, params = self._item_rows(rows)
+            params.update(ns=namespace, now=now_us)
+            statements.append((self.compile(PUT_ITEMS.replace("{item_rows}", source)), params))
         vectors: list[dict[str, Any]] = []
         for write in stored:
             if write.vectors is not None:

@@ -20,6 +20,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
@@ -32,6 +33,7 @@ from .base import LATEST, Inserted, ItemCondition, MessageRecord, PathTotals, Se
 from .sql import (
     BACKFILL_PENDING,
     ITEM_COMPARISONS,
+    ITEM_ROW_COLUMNS,
     LARGE_ROW,
     LATEST_LEAF,
     MESSAGE_COLUMNS,
@@ -458,6 +460,10 @@ class SqliteStore(SqlStore):
 
     def _rows(self, values: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
         return f"(VALUES {', '.join(['(?)'] * len(values))})", tuple(values)
+
+    def _item_rows(self, rows: Sequence[tuple[Any, ...]]) -> tuple[str, dict[str, Any]]:
+        sql, names = _item_rows_sql(len(rows))
+        return sql, dict(zip(names, chain.from_iterable(rows)))
 
     def _execute_many(self, conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> None:
         conn.executemany(sql, params)
@@ -922,6 +928,18 @@ class SqliteStore(SqlStore):
             lambda conn: conn.execute("SELECT block FROM session_messages_fts_data WHERE id = 1").fetchone()
         )
         return _varint(row[0]) if row and row[0] else 0
+
+
+@lru_cache(maxsize=256)
+def _item_rows_sql(count: int) -> tuple[str, tuple[str, ...]]:
+    """A relation ``r`` of ``count`` rows of ``ITEM_ROW_COLUMNS``, and the names of its
+    parameters (``r<row>_<column>``), row by row."""
+    width = len(ITEM_ROW_COLUMNS)
+    names = tuple(f"r{n}_{i}" for n in range(count) for i in range(width))
+    columns = ", ".join(f"column{i + 1} AS {column}" for i, column in enumerate(ITEM_ROW_COLUMNS))
+    marks = [", ".join(f":{name}" for name in names[n * width : (n + 1) * width]) for n in range(count)]
+    values = ", ".join(f"({row})" for row in marks)
+    return f"(SELECT {columns} FROM (VALUES {values})) AS r", names
 
 
 def _fsync(path: str) -> None:
