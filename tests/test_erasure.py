@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from sessions_core import Session, SessionManager, SqliteStore, StoreSearchContext
+from sessions_core.integration import Items
 from sessions_core.stores.sql import TABLES
 
 from .helpers import msg
@@ -155,6 +156,12 @@ def test_erasing_a_plain_session_and_a_namespace(tmp_path):
         team.append("never-created", msg("x", f"written without create {second}"))
         keeper = Session(store).for_session("keeper")
         write_marked(keeper, kept)
+        team_items, kept_items = Items(store, namespace="team"), Items(store)
+        team_items.put(("memories", "sam"), "tea", {"content": f"a memory {second}"})
+        team_items.put(("memories", "sam"), "tea", {"content": f"rewritten {second}"})  # a version of it
+        team_items.put(("memories", "sam"), "gone", {"content": f"deleted {second}"})
+        team_items.put(("memories", "sam"), "gone", None)
+        kept_items.put(("memories", "sam"), "tea", {"content": f"another tenant {kept}"})
 
         result = session.erase()
         assert result.session_ids == ("alone",) and result.counts.messages == 5 and result.counts.registry == 0
@@ -162,6 +169,10 @@ def test_erasing_a_plain_session_and_a_namespace(tmp_path):
         erased = team.erase_namespace("team")
         assert len(erased.session_ids) == 3 and "never-created" in erased.session_ids
         assert erased.counts.registry == 2 and erased.counts.messages == 11 and erased.counts.blobs == 1
+        assert erased.items == 1 and team_items.get(("memories", "sam"), "tea") is None
+        assert team_items.versions(("memories", "sam"), "tea") == [] == team_items.versions(("memories", "sam"), "gone")
+        assert kept_items.get(("memories", "sam"), "tea").value == {"content": f"another tenant {kept}"}
+        assert [item.key for item in kept_items.search(("memories",), query="tenant")] == ["tea"]
         assert team.list_sessions() == []
         data = _file_bytes(path)
         assert data.count(first.encode()) == 0 and data.count(second.encode()) == 0

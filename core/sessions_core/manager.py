@@ -342,10 +342,13 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
     @io
     def erase_namespace(self, namespace: str, *, vacuum: bool = False) -> EraseResult:
         """:meth:`erase` every session of ``namespace``: those its registry holds and the ids
-        written under it without one. The result names them by their ids in it."""
+        written under it without one, and its items (``SessionStore``'s). The result names the
+        sessions by their ids in it."""
         check_text(namespace, "namespace")
         sessions = {s.storage_id: s.id for s in erasure_store(self.store).session_activity(namespace)}
-        _removal, result = erase_sessions(self.store, list(sessions), vacuum=vacuum, recall=self._recall)
+        _removal, result = erase_sessions(
+            self.store, list(sessions), vacuum=vacuum, recall=self._recall, namespace=namespace
+        )
         ids = tuple(sessions[storage_id] for storage_id in result.session_ids)
         if namespace == self.namespace:
             self._dropped(ids)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from ._time import from_us, now_us
 from .errors import InvalidInputError, SessionsError, UnsupportedOperationError
-from .stores.base import Removal, RowCounts, SessionErasure, Store, StoredSession, supports
+from .stores.base import ItemStore, Removal, RowCounts, SessionErasure, Store, StoredSession, supports
 
 if TYPE_CHECKING:
     from .semantic import SemanticRecall
@@ -78,6 +78,9 @@ class EraseResult:
     """Vectors of the erased sessions left for semantic recall's sender to delete from the index
     (through the outbox), because recall was not attached to the object that erased them."""
     vacuumed: bool = False
+    items: int = 0
+    """Items of the namespace's LangGraph store (``SessionStore``, ``sessions_core.items``)
+    removed with their versions and vectors: by an erase of a whole namespace only."""
 
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", re.IGNORECASE)
@@ -152,11 +155,14 @@ def erase_sessions(
     *,
     vacuum: bool = False,
     recall: SemanticRecall | None = None,
+    namespace: str | None = None,
 ) -> tuple[Removal, EraseResult]:
     """Erase these sessions (storage ids) and scrub the store's files; with ``recall`` their
-    vectors leave the index now, else through the outbox. The removal, and the result naming
+    vectors leave the index now, else through the outbox; with ``namespace`` (an erase of all
+    of it) its items go too, on a store that keeps items. The removal, and the result naming
     the sessions by their storage ids."""
     erasure_store(store)
+    items = store.remove_namespace_items(namespace) if namespace is not None and supports(store, ItemStore) else 0
     unique = list(dict.fromkeys(storage_ids))
     if recall is not None:
         removal, pending = recall.erase(unique), 0
@@ -164,7 +170,7 @@ def erase_sessions(
         removal = store.remove_sessions(unique)
         pending = removal.counts.vectors
     store.scrub(vacuum=vacuum)
-    return removal, EraseResult(removal.storage_ids, removal.counts, pending, vacuum)
+    return removal, EraseResult(removal.storage_ids, removal.counts, pending, vacuum, items)
 
 
 def _microseconds(delta: timedelta) -> int:

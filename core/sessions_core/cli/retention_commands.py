@@ -53,7 +53,7 @@ def cmd_erase(
     else:
         targets = [s.storage_id for s in store.session_activity(namespace)]
     recall = load_index(index).attach(store) if index is not None else None
-    _removal, result = erase_sessions(store, targets, vacuum=vacuum, recall=recall)
+    _removal, result = erase_sessions(store, targets, vacuum=vacuum, recall=recall, namespace=namespace)
     if session is not None and not result.session_ids:
         raise NotFound(f"unknown session {session!r}: the store holds nothing under that id (see `sessions list`)")
     if as_json:
@@ -65,6 +65,8 @@ def cmd_erase(
     out.print(f"Erased {count_of(len(result.session_ids), 'session')}{where}{scrubbed}.")
     if result.session_ids:
         _emit_counts(result.counts, "REMOVED")
+    if result.items:
+        out.print(f"Erased {count_of(result.items, 'store item')} of the namespace, with their versions.")
     if result.vectors_pending:
         out.print(
             f"{count_of(result.vectors_pending, 'vector')} left for the application's recall sender to delete"
@@ -98,6 +100,7 @@ def _erase_json(result: EraseResult) -> dict[str, Any]:
         "counts": result.counts.as_dict(),
         "vectors_pending": result.vectors_pending,
         "vacuumed": result.vacuumed,
+        "items": result.items,
     }
 
 

@@ -949,6 +949,11 @@ class ItemStore(RequiredStore):
         """Remove the items expired at ``now_us`` with their versions and vectors; how many."""
         _refuse(self, "ItemStore", "sweep_items")
 
+    def remove_namespace_items(self, namespace: str) -> int:
+        """Remove every item of ``namespace`` (live, expired or deleted) with its versions and
+        vectors; how many items were live or expired."""
+        _refuse(self, "ItemStore", "remove_namespace_items")
+
 
 CAPABILITIES: dict[str, type] = {
     cls.__name__: cls

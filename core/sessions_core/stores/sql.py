@@ -760,6 +760,13 @@ SWEEP_ITEMS = "DELETE FROM store_items WHERE namespace = :ns AND expires_at <= :
 """Remove the expired items (their rows first, as ``DELETE_ITEM``), then each one's
 versions (``CLEAR_ITEM_VERSIONS``) and vectors."""
 CLEAR_ITEM_VERSIONS = f"DELETE FROM store_item_versions WHERE {ITEM_KEY}"
+REMOVE_NAMESPACE_ITEMS = (
+    "DELETE FROM store_items WHERE namespace = :ns",
+    "DELETE FROM store_item_versions WHERE namespace = :ns",
+    "DELETE FROM store_item_vectors WHERE namespace = :ns",
+)
+"""Every item of a namespace, its rows first (as every writer locks them), then the versions
+and vectors."""
 COUNT_ITEMS = "SELECT count(*) FROM store_items WHERE {under} AND length(search_terms) > 0"
 
 
@@ -1860,6 +1867,17 @@ class SqlStore(RecallStore, InspectableStore):
                 self._execute_many(conn, versions, swept)
                 self._execute_many(conn, vectors, swept)
             return len(swept)
+
+        return self._write(work)
+
+    def remove_namespace_items(self, namespace: str) -> int:
+        items, *rest = (self.compile(sql) for sql in REMOVE_NAMESPACE_ITEMS)
+
+        def work(conn: Any) -> int:
+            removed = conn.execute(items, {"ns": namespace}).rowcount
+            for sql in rest:
+                conn.execute(sql, {"ns": namespace})
+            return int(removed)
 
         return self._write(work)
 

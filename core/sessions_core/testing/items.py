@@ -215,6 +215,23 @@ def test_concurrent_batches_of_the_same_keys_all_land(backend, mode, caplog):
         store.close()
 
 
+def test_erasing_a_namespace_removes_its_items_with_their_versions_and_vectors_and_no_other(make_manager, drive):
+    manager = make_manager()
+    a, b = _items(drive, manager, "a"), _items(drive, manager, "b")
+    a.put(("u",), "k", {"content": "alpha zebra"}, vectors=[("$", [1.0, 0.0])])
+    a.put(("u",), "k", {"content": "alpha zebra, again"}, vectors=[("$", [1.0, 0.0])])
+    a.put(("u",), "deleted", {"content": "zebra"})
+    a.put(("u",), "deleted", None)
+    b.put(("u",), "k", {"content": "beta zebra"}, vectors=[("$", [1.0, 0.0])])
+    erased = manager.erase_namespace("a")
+    assert erased.items == 1 and erased.session_ids == ()
+    assert a.get(("u",), "k") is None and a.versions(("u",), "k") == [] == a.versions(("u",), "deleted")
+    assert a.search(("u",), query="zebra") == [] == a.search(("u",), query_vector=[1.0, 0.0])
+    assert [item.key for item in b.search(("u",), query="zebra", query_vector=[1.0, 0.0])] == ["k"]
+    assert [v.version for v in b.versions(("u",), "k")] == [1]
+    assert manager.erase_namespace("a").items == 0
+
+
 def test_the_items_of_one_namespace_are_invisible_through_another(make_manager, drive):
     manager = make_manager()
     default, a, b = (_items(drive, manager, namespace) for namespace in ("", "a", "b"))
