@@ -137,7 +137,7 @@ class SessionStore(BaseStore):
     # -- BaseStore -----------------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        ops = list(ops)
+        ops = _checked(ops)
         texts, queries = self._embedding_requests(ops)
         vectors = self.embeddings.embed_documents(texts) if texts and self.embeddings else []
         query_vectors = [self.embeddings.embed_query(query) for query in queries] if self.embeddings else []
@@ -149,9 +149,7 @@ class SessionStore(BaseStore):
         together after it, as one, as in LangGraph's ``AsyncBatchedBaseStore``: each read
         of such a group sees the store before the group's puts, and identical reads are read
         once. A bad operation fails its own call only."""
-        ops = list(ops)
-        for op in ops:
-            validate_op_namespace(op)
+        ops = _checked(ops)
         return await self._batches.submit(ops) if ops else []
 
     async def _abatch_now(self, ops: list[Op]) -> list[Result]:
@@ -232,8 +230,6 @@ class SessionStore(BaseStore):
         return found
 
     def _embedding_requests(self, ops: Sequence[Op]) -> tuple[list[str], list[str]]:
-        for op in ops:
-            validate_op_namespace(op)
         if self.embeddings is None:
             return [], []
         texts = [text for op in ops if isinstance(op, PutOp) for _field, text in self._field_texts(op)]
@@ -310,6 +306,14 @@ class SessionStore(BaseStore):
         return self.items.namespaces(
             prefix=prefix, suffix=suffix, max_depth=op.max_depth, limit=op.limit, offset=op.offset
         )
+
+
+def _checked(ops: Iterable[Op]) -> list[Op]:
+    """``ops`` as a list, each namespace checked as LangGraph's stores check it (before anything runs)."""
+    ops = list(ops)
+    for op in ops:
+        validate_op_namespace(op)
+    return ops
 
 
 class _Coalescer:
