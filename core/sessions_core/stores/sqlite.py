@@ -17,10 +17,11 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
@@ -82,7 +83,18 @@ _MATCHED_TEXT = "CAST(coalesce(m.large_text, m.text_content) AS TEXT)"  # MESSAG
 _POSITIONS = f"SELECT id, {POSITION} FROM session_messages"
 _POSITION_OF = f"{_POSITIONS} WHERE session_id = ? AND id = ?"
 _POSITION_OF_LATEST_LEAF = f"SELECT id, {POSITION} FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})"
-_FTS_TABLES = ("session_messages_fts", "search_entries_fts", "store_items_fts")
+_FTS_SOURCES = {
+    "session_messages": "search_terms, session_token",
+    "search_entries": "search_terms",
+    "store_items": "search_terms",
+}
+"""The tables with a keyword index (``<table>_fts``), and its columns."""
+_FTS_TABLES = tuple(f"{source}_fts" for source in _FTS_SOURCES)
+_WAITING = {
+    source: f"SELECT 1 FROM {source} WHERE seq > (SELECT seq FROM fts_indexed WHERE source = '{source}') LIMIT 1"
+    for source in _FTS_SOURCES
+}
+"""A row when rows of the table wait for its keyword index (migration 0015)."""
 _FRAGMENTS = {
     "{random_id}": "lower(hex(randomblob(16)))",
     "{rowid}": "rowid",
@@ -597,8 +609,14 @@ class SqliteStore(SqlStore):
         )
 
     def close(self) -> None:
+        """Index the rows that wait for the keyword indexes (a writer whose schema is current),
+        then close the connection."""
         with self._lock:
             if not self._closed:
+                if self._conn is not None and self._ready and not self.read_only:
+                    with contextlib.suppress(StoreError):  # a search indexes them later
+                        for source in _FTS_SOURCES:
+                            self._searchable(source)
                 self._closed = True
                 if self._conn is not None:
                     try:
@@ -821,28 +839,69 @@ class SqliteStore(SqlStore):
 
     # -- search ----------------------------------------------------------------------------
 
+    def _searchable(self, source: str) -> tuple[str, ...]:
+        """The keyword indexes that hold every row of ``source`` (a table of ``_FTS_SOURCES``):
+        its own, after indexing the rows that wait for it (migration 0015) in a transaction of
+        their own; read-only, its own and a temporary one of the waiting rows, rebuilt for
+        each search (they are fewer than 64)."""
+        waiting = self._read(lambda conn: conn.execute(_WAITING[source]).fetchone())
+        if waiting is None:
+            return (f"{source}_fts",)
+        if not self.read_only:
+            self._write(lambda conn: _index_waiting(conn, source))
+            return (f"{source}_fts",)
+
+        def fill(conn: sqlite3.Connection) -> None:
+            columns = _FTS_SOURCES[source]
+            conn.execute(f"DROP TABLE IF EXISTS temp.waiting_{source}_fts")
+            conn.execute(
+                f"CREATE VIRTUAL TABLE temp.waiting_{source}_fts USING fts5({columns}, content='', tokenize='ascii')"
+            )
+            if source == "session_messages":
+                conn.execute(
+                    f"INSERT INTO waiting_{source}_fts (waiting_{source}_fts, rank) VALUES ('rank', 'bm25(1.0, 0.0)')"
+                )
+            conn.execute(
+                f"INSERT INTO waiting_{source}_fts (rowid, {columns}) SELECT seq, {columns} FROM {source}"
+                f" WHERE seq > (SELECT seq FROM fts_indexed WHERE source = '{source}') AND search_terms <> ''"
+            )
+
+        self._read(fill)
+        return (f"{source}_fts", f"waiting_{source}_fts")
+
     def _match_entries(self, units: tuple[Unit, ...], session_id: str, label: str, limit: int) -> list[Any]:
-        rows = self._read(
-            lambda conn: conn.execute(
-                "SELECT e.key, e.content FROM search_entries_fts f JOIN search_entries e ON e.seq = f.rowid"
-                " WHERE search_entries_fts MATCH ? AND e.session_id = ? AND e.label = ?"
-                " ORDER BY f.rank LIMIT ?",
-                (fts5_expression(units), session_id, label, limit),
-            ).fetchall()
-        )
-        return [(key, content) for key, content in rows]
+        expression = fts5_expression(units)
+
+        def work(conn: sqlite3.Connection) -> list[Any]:
+            return _best(
+                conn.execute(
+                    f"SELECT e.key, e.content, f.rank FROM {fts} f JOIN search_entries e ON e.seq = f.rowid"
+                    f" WHERE {fts} MATCH ? AND e.session_id = ? AND e.label = ? ORDER BY f.rank LIMIT ?",
+                    (expression, session_id, label, limit),
+                ).fetchall()
+                for fts in indexes
+            )
+
+        indexes = self._searchable("search_entries")
+        return [(key, content) for key, content in self._read(work)[:limit]]
 
     def _match_sessions(self, units: tuple[Unit, ...], namespace: str, limit: int) -> list[SearchRow]:
-        rows = self._read(
-            lambda conn: conn.execute(
-                f"SELECT s.id, m.id, m.role, {_MATCHED_TEXT}, m.created_at"
-                " FROM session_messages_fts f JOIN session_messages m ON m.seq = f.rowid"
-                " JOIN sessions s ON s.storage_id = m.session_id"
-                " WHERE session_messages_fts MATCH ? AND s.namespace = ? ORDER BY f.rank LIMIT ?",
-                (f"search_terms : ({fts5_expression(units)})", namespace, limit),
-            ).fetchall()
-        )
-        return [SearchRow(*row) for row in rows]
+        expression = f"search_terms : ({fts5_expression(units)})"
+
+        def work(conn: sqlite3.Connection) -> list[Any]:
+            return _best(
+                conn.execute(
+                    f"SELECT s.id, m.id, m.role, {_MATCHED_TEXT}, m.created_at, f.rank"
+                    f" FROM {fts} f JOIN session_messages m ON m.seq = f.rowid"
+                    " JOIN sessions s ON s.storage_id = m.session_id"
+                    f" WHERE {fts} MATCH ? AND s.namespace = ? ORDER BY f.rank LIMIT ?",
+                    (expression, namespace, limit),
+                ).fetchall()
+                for fts in indexes
+            )
+
+        indexes = self._searchable("session_messages")
+        return [SearchRow(*row) for row in self._read(work)[:limit]]
 
     def _match_messages(
         self, units: tuple[Unit, ...], session_ids: Sequence[str] | None, limit: int
@@ -858,7 +917,16 @@ class SqliteStore(SqlStore):
             tokens, where = _session_filter(tuple(params))
             window_match = f"session_token : ({tokens}) AND {text_match}"
 
-        def work(conn: sqlite3.Connection) -> list[SearchRow]:
+        def ranked(conn: sqlite3.Connection, fts: str, oldest: int) -> list[Any]:
+            # Ranking with the session token in the expression would score it too (5x slower).
+            return conn.execute(
+                f"SELECT m.session_id, m.id, m.role, {_MATCHED_TEXT}, m.created_at, f.rank"
+                f" FROM {fts} f JOIN session_messages m ON m.seq = f.rowid"
+                f" WHERE {fts} MATCH ? AND f.rowid >= ?{where} ORDER BY f.rank LIMIT ?",
+                [text_match, oldest, *params, limit],
+            ).fetchall()
+
+        def work(conn: sqlite3.Connection) -> list[Any]:
             # Fewer matches than the window in the whole index: rank them all (cheap), no window.
             oldest = many = conn.execute(
                 "SELECT rowid FROM session_messages_fts WHERE session_messages_fts MATCH ? LIMIT 1 OFFSET ?",
@@ -870,16 +938,11 @@ class SqliteStore(SqlStore):
                     " ORDER BY rowid DESC LIMIT 1 OFFSET ?",
                     (window_match, SEARCH_CANDIDATES - 1),
                 ).fetchone()
-            # Ranking with the session token in the expression would score it too (5x slower).
-            rows = conn.execute(
-                f"SELECT m.session_id, m.id, m.role, {_MATCHED_TEXT}, m.created_at"
-                " FROM session_messages_fts f JOIN session_messages m ON m.seq = f.rowid"
-                f" WHERE session_messages_fts MATCH ? AND f.rowid >= ?{where} ORDER BY f.rank LIMIT ?",
-                [text_match, oldest[0] if oldest else 0, *params, limit],
-            ).fetchall()
-            return list(map(SearchRow._make, rows))
+            found = ranked(conn, indexes[0], oldest[0] if oldest else 0)
+            return _best([found, *(ranked(conn, fts, 0) for fts in indexes[1:])])
 
-        return self._read(work)
+        indexes = self._searchable("session_messages")
+        return list(map(SearchRow._make, self._read(work)[:limit]))
 
     # -- ranked search --------------------------------------------------------------------
 
@@ -893,17 +956,23 @@ class SqliteStore(SqlStore):
             namespace, under = scope.items_under
             # The word's newest postings first (``+``: not the items' index), checked for the scope.
             within = " AND +i.prefix >= ? AND +i.prefix < ? AND (i.prefix = ? OR i.prefix >= ?)" if under else ""
-            sql = (
-                "SELECT f.rowid FROM store_items_fts f JOIN store_items i ON i.seq = f.rowid"
-                f" WHERE store_items_fts MATCH ? AND +i.namespace = ?{within} ORDER BY f.rowid DESC LIMIT ?"
+            source, sql = (
+                "store_items",
+                (
+                    "SELECT f.rowid FROM {fts} f JOIN store_items i ON i.seq = f.rowid"
+                    f" WHERE {{fts}} MATCH ? AND +i.namespace = ?{within} ORDER BY f.rowid DESC LIMIT ?"
+                ),
             )
             bounds = (under, under + "/", under, under + ".") if under else ()
             params = [(fts5_expression((word,)), namespace, *bounds, n) for word in words]
         elif scope.entries_of is not None:
-            sql = (
-                "SELECT f.rowid FROM search_entries_fts f JOIN search_entries e ON e.seq = f.rowid"
-                " WHERE search_entries_fts MATCH ? AND e.session_id = ? AND e.label = ?"
-                " ORDER BY f.rowid DESC LIMIT ?"
+            source, sql = (
+                "search_entries",
+                (
+                    "SELECT f.rowid FROM {fts} f JOIN search_entries e ON e.seq = f.rowid"
+                    " WHERE {fts} MATCH ? AND e.session_id = ? AND e.label = ?"
+                    " ORDER BY f.rowid DESC LIMIT ?"
+                ),
             )
             params = [(fts5_expression((word,)), *scope.entries_of, n) for word in words]
         else:
@@ -913,21 +982,45 @@ class SqliteStore(SqlStore):
                 if not session_ids:
                     return [[] for _word in words]
             within = "" if session_ids is None else f"session_token : ({_session_filter(session_ids)[0]}) AND "
-            sql = (
-                "SELECT rowid FROM session_messages_fts WHERE session_messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
-            )
+            source, sql = "session_messages", "SELECT rowid FROM {fts} WHERE {fts} MATCH ? ORDER BY rowid DESC LIMIT ?"
             params = [(f"{within}search_terms : ({fts5_expression((word,))})", n) for word in words]
+        # The waiting rows are newer than every indexed one: their postings come first.
+        statements = [sql.format(fts=fts) for fts in reversed(self._searchable(source))]
 
         def work(conn: sqlite3.Connection) -> list[list[int]]:
-            return [[row[0] for row in conn.execute(sql, one)] for one in params]
+            return [[row[0] for sql in statements for row in conn.execute(sql, one)][:n] for one in params]
 
         return self._read(work)
 
     def _indexed_messages(self) -> int:
-        row = self._read(
-            lambda conn: conn.execute("SELECT block FROM session_messages_fts_data WHERE id = 1").fetchone()
-        )
-        return _varint(row[0]) if row and row[0] else 0
+        def work(conn: sqlite3.Connection) -> int:
+            row = conn.execute("SELECT block FROM session_messages_fts_data WHERE id = 1").fetchone()
+            waiting = sum(conn.execute(f"SELECT count(*) FROM {fts}").fetchone()[0] for fts in indexes[1:])
+            return (_varint(row[0]) if row and row[0] else 0) + waiting
+
+        indexes = self._searchable("session_messages")
+        return self._read(work)
+
+
+def _best(results: Iterable[list[Any]]) -> list[Any]:
+    """The rows of one or more ranked searches (each row's last column its rank), best first,
+    without their rank."""
+    found = [row for rows in results for row in rows]
+    if len(found) > 1:
+        found.sort(key=itemgetter(-1))
+    return [row[:-1] for row in found]
+
+
+def _index_waiting(conn: sqlite3.Connection, source: str) -> None:
+    """Index the rows of ``source`` that wait for its keyword index (migration 0015)."""
+    columns = _FTS_SOURCES[source]
+    conn.execute(
+        f"INSERT INTO {source}_fts (rowid, {columns}) SELECT s.seq, {', '.join(f's.{c}' for c in columns.split(', '))}"
+        f" FROM {source} s, fts_indexed i WHERE i.source = '{source}' AND s.seq > i.seq AND s.search_terms <> ''"
+    )
+    conn.execute(
+        f"UPDATE fts_indexed SET seq = max(seq, (SELECT coalesce(max(seq), 0) FROM {source})) WHERE source = '{source}'"
+    )
 
 
 @lru_cache(maxsize=256)

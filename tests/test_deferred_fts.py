@@ -1,0 +1,141 @@
+"""SQLite's keyword indexes take new rows in bulk (migration 0015): a new row waits until 64 do,
+or until a search of its table; whatever waits, a search finds it, a read-only reader included,
+and the index stays exactly the rows' terms (FTS5's own integrity check) through inserts,
+updates, deletes and reused ``seq`` values."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from langchain_sessions import SessionStore
+from sessions_core import Session, SqliteStore
+from sessions_core.stores import sqlite as sqlite_module
+from sessions_core.stores.sqlite import _FTS_TABLES, MIGRATIONS
+from sessions_core.testing.builders import ids, msg
+
+
+def indexed_up_to(path, source: str = "session_messages") -> int:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT seq FROM fts_indexed WHERE source = ?", (source,)).fetchone()[0]
+
+
+def check_indexes(path) -> None:
+    """FTS5's integrity check of every keyword index against its table, once the waiting rows
+    are indexed (what a search does first)."""
+    store = SqliteStore(path)
+    for source in ("session_messages", "search_entries", "store_items"):
+        store._searchable(source)
+    store.close()
+    with sqlite3.connect(path) as conn:
+        for table in _FTS_TABLES:
+            conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")
+
+
+def test_a_new_message_waits_for_the_index_and_a_search_finds_it(tmp_path):
+    path = tmp_path / "chat.db"
+    session = Session(str(path)).for_session("s")
+    session.append_message(msg("a", "the kestrel survey starts on monday"))
+    assert indexed_up_to(path) == 0
+    assert ids(session.search("kestrel")) == ["a"]
+    assert indexed_up_to(path) == 1
+    check_indexes(path)
+
+
+def test_the_64th_waiting_row_indexes_them_all_in_one_insert(tmp_path):
+    path = tmp_path / "chat.db"
+    session = Session(str(path)).for_session("s")
+    for n in range(63):
+        session.append_message(msg(f"m{n}", f"note number {n} about heron {n}"))
+    assert indexed_up_to(path) == 0
+    session.append_message(msg("m63", "note number 63 about heron 63"))
+    assert indexed_up_to(path) == 64
+    with sqlite3.connect(path) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM session_messages_fts WHERE session_messages_fts MATCH 'heron'"
+        ).fetchone()
+    assert len(session.search("heron", limit=100)) == 64
+    check_indexes(path)
+
+
+def test_a_read_only_reader_finds_the_waiting_rows_and_writes_nothing(tmp_path):
+    path = tmp_path / "chat.db"
+    session = Session(str(path)).for_session("s")
+    session.append_messages([msg(f"n{i}", f"meeting notes number {i}") for i in range(70)])  # indexed in bulk
+    session.append_message(msg("rare", "the meeting about the kestrel survey"))
+    session.append_message(msg("common", "notes notes meeting"))
+    waiting = indexed_up_to(path)
+    reader = Session(SqliteStore(path, read_only=True)).for_session("s")
+    assert ids(reader.search("kestrel notes", limit=3))[0] == "rare"
+    assert ids(reader.search("kestrel", match="all")) == ["rare"]
+    assert set(ids(reader.search("notes", limit=200))) == {f"n{i}" for i in range(70)} | {"common"}
+    assert indexed_up_to(path) == waiting  # nothing was written
+    assert ids(session.search("kestrel")) == ["rare"]
+    assert indexed_up_to(path) == 72
+
+
+def test_changes_and_deletions_of_waiting_and_indexed_rows_keep_the_index_exact(tmp_path):
+    path = tmp_path / "chat.db"
+    session = Session(str(path)).for_session("s")
+    session.append_messages([msg(f"old{i}", f"indexed falcon {i}") for i in range(64)])
+    assert indexed_up_to(path) == 64
+    session.append_messages([msg(f"new{i}", f"waiting falcon {i}") for i in range(5)])
+    session.update_message(msg("old3", "changed to osprey"))  # indexed: changed at once
+    session.update_message(msg("new2", "changed to osprey too"))  # waiting: indexed as it is then
+    session.delete_messages(["old5", "new4"])
+    assert sorted(ids(session.search("osprey"))) == ["new2", "old3"]
+    found = set(ids(session.search("falcon", limit=200)))
+    assert found == {f"old{i}" for i in range(64)} - {"old3", "old5"} | {"new0", "new1", "new3"}
+    check_indexes(path)
+
+
+def test_a_seq_reused_below_the_mark_is_indexed_at_once(tmp_path):
+    path = tmp_path / "chat.db"
+    session = Session(str(path)).for_session("s")
+    session.append_messages([msg(f"m{i}", f"plover {i}") for i in range(64)])
+    session.delete_messages(["m62", "m63"])  # the newest indexed rows: SQLite gives their seq again
+    session.append_message(msg("again", "a plover returns"))
+    with sqlite3.connect(path) as conn:
+        seq = conn.execute("SELECT seq FROM session_messages WHERE id = 'again'").fetchone()[0]
+    assert seq <= indexed_up_to(path)
+    check_indexes(path)
+    assert "again" in ids(session.search("returns"))
+
+
+def test_items_put_overwritten_and_deleted_keep_the_index_exact(tmp_path):
+    path = tmp_path / "memory.db"
+    store = SessionStore(str(path))
+    for n in range(100):
+        store.put(("memories", "u"), f"k{n}", {"content": f"grebe sighting {n}"})
+    for n in range(0, 100, 7):
+        store.put(("memories", "u"), f"k{n}", {"content": f"changed to a dunlin {n}"})
+    for n in range(0, 100, 11):
+        store.delete(("memories", "u"), f"k{n}")
+    expected = {f"k{n}" for n in range(0, 100, 7)} - {f"k{n}" for n in range(0, 100, 11)}
+    assert {item.key for item in store.search(("memories",), query="dunlin", limit=100)} == expected
+    store.close()
+    check_indexes(path)
+
+
+def test_the_migration_marks_every_existing_row_indexed(tmp_path, monkeypatch):
+    path = tmp_path / "old.db"
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS[:14])
+        old = Session(str(path)).for_session("s")
+        old.append_messages([msg(f"m{i}", f"sandpiper {i}") for i in range(3)])  # indexed at once, as then
+        old.store.close()
+    reopened = Session(str(path)).for_session("s")
+    reopened.get_history()  # migrates
+    assert indexed_up_to(path) == 3
+    assert len(reopened.search("sandpiper")) == 3
+    check_indexes(path)
+
+
+@pytest.mark.parametrize("count", [1, 63, 64, 65, 200])
+def test_appended_in_one_batch_every_message_is_found(tmp_path, count):
+    path = tmp_path / "chat.db"
+    session = Session(str(path)).for_session("s")
+    session.append_messages([msg(f"m{i}", f"curlew {i}") for i in range(count)])
+    assert len(session.search("curlew", limit=500)) == count
+    check_indexes(path)
