@@ -1,7 +1,7 @@
-"""SQLite's keyword indexes take new rows in bulk (migration 0015): a new row waits until 64 do,
-or until a search of its table; whatever waits, a search finds it, a read-only reader included,
-and the index stays exactly the rows' terms (FTS5's own integrity check) through inserts,
-updates, deletes and reused ``seq`` values."""
+"""SQLite's keyword indexes take new rows in bulk (migration 0015): a new row waits for a search
+of its table, a write of 64 rows, or a store's 64th write; whatever waits, a search finds it
+(a read-only reader's too), and the index stays exactly the rows' terms (FTS5's own integrity
+check) through inserts, updates, deletes and ``seq`` values given again."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from langchain_sessions import SessionStore
 from sessions_core import Session, SqliteStore
 from sessions_core.stores import sqlite as sqlite_module
-from sessions_core.stores.sqlite import _FTS_TABLES, MIGRATIONS
+from sessions_core.stores.sqlite import _FTS_TABLES, CATCH_UP, MIGRATIONS
 from sessions_core.testing.builders import ids, msg
 
 
@@ -43,19 +43,28 @@ def test_a_new_message_waits_for_the_index_and_a_search_finds_it(tmp_path):
     check_indexes(path)
 
 
-def test_the_64th_waiting_row_indexes_them_all_in_one_insert(tmp_path):
+def test_every_64th_write_indexes_what_waits(tmp_path):
     path = tmp_path / "chat.db"
     session = Session(str(path)).for_session("s")
-    for n in range(63):
-        session.append_message(msg(f"m{n}", f"note number {n} about heron {n}"))
-    assert indexed_up_to(path) == 0
-    session.append_message(msg("m63", "note number 63 about heron 63"))
-    assert indexed_up_to(path) == 64
+    session.append_message(msg("m0", "note number 0 about heron"))
+    appended = 1
+    while indexed_up_to(path) == 0:
+        session.append_message(msg(f"m{appended}", f"note number {appended} about heron"))
+        appended += 1
+        assert appended <= CATCH_UP
     with sqlite3.connect(path) as conn:
-        assert conn.execute(
-            "SELECT count(*) FROM session_messages_fts WHERE session_messages_fts MATCH 'heron'"
-        ).fetchone()
-    assert len(session.search("heron", limit=100)) == 64
+        match = "SELECT count(*) FROM session_messages_fts WHERE session_messages_fts MATCH 'heron'"
+        assert conn.execute(match).fetchone() == (indexed_up_to(path),)
+    assert len(session.search("heron", limit=100)) == appended
+    check_indexes(path)
+
+
+def test_a_write_of_64_rows_indexes_them_in_its_transaction(tmp_path):
+    path = tmp_path / "chat.db"
+    session = Session(str(path)).for_session("s")
+    session.append_message(msg("first", "a lone heron"))
+    session.append_messages([msg(f"m{n}", f"a heron {n}") for n in range(CATCH_UP)])
+    assert indexed_up_to(path) == CATCH_UP + 1
     check_indexes(path)
 
 
@@ -78,29 +87,30 @@ def test_a_read_only_reader_finds_the_waiting_rows_and_writes_nothing(tmp_path):
 def test_changes_and_deletions_of_waiting_and_indexed_rows_keep_the_index_exact(tmp_path):
     path = tmp_path / "chat.db"
     session = Session(str(path)).for_session("s")
-    session.append_messages([msg(f"old{i}", f"indexed falcon {i}") for i in range(64)])
-    assert indexed_up_to(path) == 64
+    session.append_messages([msg(f"old{i}", f"indexed falcon {i}") for i in range(65)])
+    assert indexed_up_to(path) == 65
     session.append_messages([msg(f"new{i}", f"waiting falcon {i}") for i in range(5)])
     session.update_message(msg("old3", "changed to osprey"))  # indexed: changed at once
     session.update_message(msg("new2", "changed to osprey too"))  # waiting: indexed as it is then
     session.delete_messages(["old5", "new4"])
     assert sorted(ids(session.search("osprey"))) == ["new2", "old3"]
     found = set(ids(session.search("falcon", limit=200)))
-    assert found == {f"old{i}" for i in range(64)} - {"old3", "old5"} | {"new0", "new1", "new3"}
+    assert found == {f"old{i}" for i in range(65)} - {"old3", "old5"} | {"new0", "new1", "new3"}
     check_indexes(path)
 
 
-def test_a_seq_reused_below_the_mark_is_indexed_at_once(tmp_path):
+def test_a_deletion_at_the_top_lowers_the_mark_so_a_seq_given_again_waits(tmp_path):
     path = tmp_path / "chat.db"
     session = Session(str(path)).for_session("s")
-    session.append_messages([msg(f"m{i}", f"plover {i}") for i in range(64)])
-    session.delete_messages(["m62", "m63"])  # the newest indexed rows: SQLite gives their seq again
+    session.append_messages([msg(f"m{i}", f"plover {i}") for i in range(65)])
+    session.delete_messages(["m63", "m64"])  # the newest rows: SQLite gives their seq again
+    assert indexed_up_to(path) == 63
     session.append_message(msg("again", "a plover returns"))
     with sqlite3.connect(path) as conn:
         seq = conn.execute("SELECT seq FROM session_messages WHERE id = 'again'").fetchone()[0]
-    assert seq <= indexed_up_to(path)
-    check_indexes(path)
+    assert seq == 64 > indexed_up_to(path)
     assert "again" in ids(session.search("returns"))
+    check_indexes(path)
 
 
 def test_items_put_overwritten_and_deleted_keep_the_index_exact(tmp_path):

@@ -142,6 +142,7 @@ _FRAGMENTS = {
     "{as_json}": "::jsonb",
     "{as_terms}": "::tsvector",
     "{bigint}": "BIGINT",
+    "{item_versions}": "store_item_versions",
 }
 
 _ITEM_ROW_TYPES = ("text", "text", "jsonb", "bigint", "double precision", "text")

@@ -752,7 +752,7 @@ ITEM_VECTORS = (
 )
 ITEM_PREFIXES = f"SELECT DISTINCT prefix FROM store_items WHERE {{under}} AND {ITEM_LIVE} ORDER BY prefix"
 ITEM_VERSIONS = (
-    "SELECT version, {value_text}, created_at FROM store_item_versions WHERE namespace = :ns AND prefix = :p"
+    "SELECT version, {value_text}, created_at FROM {item_versions} WHERE namespace = :ns AND prefix = :p"
     " AND key = :k"
     " ORDER BY version DESC"
 )

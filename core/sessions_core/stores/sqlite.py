@@ -54,6 +54,10 @@ large ones so that walking a path never reads content pages."""
 SEARCH_CANDIDATES = 1_000
 """Matches ranked at most per search: the most recent ones when a query matches more."""
 
+CATCH_UP = 64
+"""New rows wait for the keyword indexes (migration 0015) until a search of their table, a write
+of this many rows or more, or every this-many-th write of a store, indexes them."""
+
 _WRITE_STEP = 1 << 20
 """Characters encoded and written at a time by an in-place write."""
 
@@ -111,6 +115,10 @@ _FRAGMENTS = {
     "{as_json}": "",
     "{as_terms}": "",
     "{bigint}": "INTEGER",
+    "{item_versions}": (  # an item's current version is in its row only (migration 0016)
+        "(SELECT namespace, prefix, key, version, value, created_at FROM store_item_versions UNION ALL"
+        " SELECT namespace, prefix, key, version, value, updated_at FROM store_items)"
+    ),
 }
 
 _HINTS = (
@@ -250,6 +258,7 @@ class SqliteStore(SqlStore):
         self._synchronous = synchronous.upper()
         self._conn: sqlite3.Connection = None  # type: ignore[assignment]  # opened on first use
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
+        self._writes = 0
 
     @property
     def url(self) -> str:
@@ -456,14 +465,28 @@ class SqliteStore(SqlStore):
             with self._connected as conn:
                 if self._identity is not None:
                     self._check_same_file()
+                self._writes += 1
+                before = conn.total_changes
                 if one_statement:
-                    return work(conn)
+                    result = work(conn)
+                    if self._catch_up_due(conn, before):
+                        with self._transaction():
+                            _catch_up(conn)
+                    return result
                 with self._transaction():
-                    return work(conn)
+                    result = work(conn)
+                    if self._catch_up_due(conn, before):
+                        _catch_up(conn)
+                    return result
         except _ERRORS as error:
             raise self._failure(error) from error
         except UnicodeEncodeError as error:
             raise unstorable(repr(self), error) from error
+
+    def _catch_up_due(self, conn: sqlite3.Connection, changes_before: int) -> bool:
+        """Whether this write indexes what waits for the keyword indexes (migration 0015): a
+        write of ``CATCH_UP`` rows or more, and every ``CATCH_UP``-th write."""
+        return conn.total_changes - changes_before >= CATCH_UP or self._writes % CATCH_UP == 0
 
     _terms = staticmethod(index_text)
 
@@ -843,7 +866,7 @@ class SqliteStore(SqlStore):
         """The keyword indexes that hold every row of ``source`` (a table of ``_FTS_SOURCES``):
         its own, after indexing the rows that wait for it (migration 0015) in a transaction of
         their own; read-only, its own and a temporary one of the waiting rows, rebuilt for
-        each search (they are fewer than 64)."""
+        each search (what at most 63 writes of fewer than ``CATCH_UP`` rows each left)."""
         waiting = self._read(lambda conn: conn.execute(_WAITING[source]).fetchone())
         if waiting is None:
             return (f"{source}_fts",)
@@ -1009,6 +1032,13 @@ def _best(results: Iterable[list[Any]]) -> list[Any]:
     if len(found) > 1:
         found.sort(key=itemgetter(-1))
     return [row[:-1] for row in found]
+
+
+def _catch_up(conn: sqlite3.Connection) -> None:
+    """Index the rows of every table that wait for its keyword index."""
+    for source, waiting in _WAITING.items():
+        if conn.execute(waiting).fetchone() is not None:
+            _index_waiting(conn, source)
 
 
 def _index_waiting(conn: sqlite3.Connection, source: str) -> None:
