@@ -6,6 +6,7 @@ check) through inserts, updates, deletes and ``seq`` values given again."""
 from __future__ import annotations
 
 import sqlite3
+import time
 
 import pytest
 
@@ -149,3 +150,22 @@ def test_appended_in_one_batch_every_message_is_found(tmp_path, count):
     session.append_messages([msg(f"m{i}", f"curlew {i}") for i in range(count)])
     assert len(session.search("curlew", limit=500)) == count
     check_indexes(path)
+
+
+def test_close_indexes_what_waits_but_never_waits_for_another_writer(tmp_path):
+    path = tmp_path / "chat.db"
+    session = Session(str(path)).for_session("s")
+    session.append_message(msg("a", "a wren sings"))
+    session.store.close()
+    assert indexed_up_to(path) == 1
+    session = Session(str(path)).for_session("s")
+    session.append_message(msg("b", "a wren again"))
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+    started = time.monotonic()
+    session.store.close()
+    assert time.monotonic() - started < 1
+    other.execute("ROLLBACK")
+    other.close()
+    assert indexed_up_to(path) == 1
+    assert ids(Session(str(path)).for_session("s").search("wren")) == ["b", "a"]

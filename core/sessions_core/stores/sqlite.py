@@ -632,14 +632,16 @@ class SqliteStore(SqlStore):
         )
 
     def close(self) -> None:
-        """Index the rows that wait for the keyword indexes (a writer whose schema is current),
-        then close the connection."""
+        """Index the rows that wait for the keyword indexes (a writer whose schema is current,
+        unless another connection holds the write lock: closing never waits), then close the
+        connection."""
         with self._lock:
             if not self._closed:
                 if self._conn is not None and self._ready and not self.read_only:
-                    with contextlib.suppress(StoreError):  # a search indexes them later
-                        for source in _FTS_SOURCES:
-                            self._searchable(source)
+                    with contextlib.suppress(StoreError, *_ERRORS):  # a later search indexes them
+                        if any(self._conn.execute(waiting).fetchone() for waiting in _WAITING.values()):
+                            self._conn.execute("PRAGMA busy_timeout = 0")
+                            self._write(_catch_up)
                 self._closed = True
                 if self._conn is not None:
                     try:
