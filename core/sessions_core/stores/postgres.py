@@ -154,20 +154,24 @@ _ITEM_ROWS = (
 for any number of rows, and one parameter psycopg passes as it is (arrays of text it escapes
 element by element: milliseconds for a batch of 100)."""
 _ITEM_ROW_KEYS = tuple(f'"{column}":' for column in ITEM_ROW_COLUMNS)
+_json_string = json.encoder.encode_basestring_ascii
 
 
 def _item_rows_json(rows: Sequence[tuple[Any, ...]]) -> str:
     """``rows`` as a JSON array of objects; each value (the JSON text of an object) put in as it is."""
     prefix, key, value, expires, ttl, terms = _ITEM_ROW_KEYS
+    string = _json_string  # what json.dumps gives for a str, without its call per field
     dumps = json.dumps
-    return (
-        "["
-        + ",".join(
-            f"{{{prefix}{dumps(p)},{key}{dumps(k)},{value}{v},{expires}{dumps(e)},{ttl}{dumps(t)},{terms}{dumps(s)}}}"
-            for p, k, v, e, t, s in rows
-        )
-        + "]"
-    )
+    prefixes: dict[str, str] = {}
+    parts = []
+    for p, k, v, e, t, s in rows:
+        quoted = prefixes.get(p)
+        if quoted is None:
+            quoted = prefixes[p] = string(p)
+        e = "null" if e is None else dumps(e)
+        t = "null" if t is None else dumps(t)
+        parts.append(f"{{{prefix}{quoted},{key}{string(k)},{value}{v},{expires}{e},{ttl}{t},{terms}{string(s)}}}")
+    return "[" + ",".join(parts) + "]"
 
 
 _HEADER = """\
