@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -1198,6 +1199,9 @@ class _Watchdog:
         self._watches: dict[int, _Watch] = {}  # by arming order, so by deadline
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._until = math.inf
+        """When the thread next looks at the watches by itself: a call armed later than that
+        does not wake it (a thread switch per call)."""
 
     def arm(self, watch: _Watch, conn: psycopg.Connection, seconds: float) -> None:
         with self._cond:
@@ -1207,7 +1211,7 @@ class _Watchdog:
                 self._stopped = False
                 self._thread = threading.Thread(target=self._run, name="session-memory-watchdog", daemon=True)
                 self._thread.start()
-            elif len(self._watches) == 1:
+            elif watch.deadline < self._until:
                 self._cond.notify()
 
     def disarm(self, watch: _Watch) -> None:
@@ -1225,11 +1229,13 @@ class _Watchdog:
         with self._cond:
             while not self._stopped:
                 if not self._watches:
+                    self._until = math.inf
                     self._cond.wait()
                     continue
                 key, watch = next(iter(self._watches.items()))
                 delay = watch.deadline - time.monotonic()
                 if delay > 0:
+                    self._until = watch.deadline
                     self._cond.wait(delay)
                     continue
                 del self._watches[key]
