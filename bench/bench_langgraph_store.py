@@ -4,7 +4,7 @@ puts), ``get``, ``search`` (namespace prefix and filter, limit 10) and, ours onl
 with ``SESSIONS_BENCH_PG`` set, PostgreSQL (vs ``PostgresStore``), in one run.
 
 Run ``python bench/bench_langgraph_store.py`` (``--quick``: 1k only; ``--sizes``, ``--ops 300``,
-``--batch 100``, ``--out``). ``SESSIONS_BENCH_PG`` is the server's URL (``1``: the one of
+``--batch 100``, ``--out``, ``--no-sqlite``). ``SESSIONS_BENCH_PG`` is the server's URL (``1``: the one of
 ``SESSIONS_TEST_POSTGRES_URL``). Each store gets its own database (SQLite: a file; PostgreSQL:
 a schema of its own) with the same durability: WAL with ``synchronous=NORMAL`` on SQLite
 (``SqliteStore``'s connection is given the pragmas our store sets), autocommit on PostgreSQL.
@@ -265,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--ours", choices=("sessionstore", "langgraph"), default="sessionstore")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "langgraph_store.json")
+    parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only (with SESSIONS_BENCH_PG)")
     args = parser.parse_args(argv)
     sizes = [1000] if args.quick else [int(size) for size in args.sizes.split(",")]
     texts = sentences(args.data)
@@ -278,9 +279,10 @@ def main(argv: list[str] | None = None) -> int:
         "sentences": len(texts),
         "ours": args.ours,
     }
-    with tempfile.TemporaryDirectory() as folder:
-        print("sqlite: SessionStore vs SqliteStore", file=sys.stderr)
-        results["sqlite"] = run(sqlite_pair(Path(folder), args.ours), texts, sizes, args.ops, args.batch, keyword)
+    if not args.no_sqlite:
+        with tempfile.TemporaryDirectory() as folder:
+            print("sqlite: SessionStore vs SqliteStore", file=sys.stderr)
+            results["sqlite"] = run(sqlite_pair(Path(folder), args.ours), texts, sizes, args.ops, args.batch, keyword)
     url = postgres_url()
     if url is not None:
         print("postgres: SessionStore vs PostgresStore", file=sys.stderr)

@@ -128,11 +128,15 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
+_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=_jsonable).encode
+"""``json.dumps`` with these options, without making an encoder per value."""
+
+
 def _dump(value: Mapping[str, Any], key: str) -> str:
     if not isinstance(value, Mapping):
         raise InvalidInputError(f"the value of item {key!r} is a mapping, not {type(value).__name__}")
     try:
-        text = json.dumps(dict(value), ensure_ascii=False, allow_nan=False, default=_jsonable)
+        text = _encode(dict(value))
     except (TypeError, ValueError) as error:
         raise InvalidInputError(f"the value of item {key!r} is not storable as JSON: {error}") from error
     check_text(text, f"the value of item {key!r}")
@@ -248,8 +252,19 @@ class Items(AsyncTwins, ItemsTwins):
     def put_many(self, puts: Sequence[ItemPut]) -> None:
         """Apply ``puts`` in order, in one transaction (a later write of a key wins)."""
         writes = []
+        prefixes: dict[tuple[str, ...], str] = {}  # a batch's puts share few namespaces
         for put in puts:
-            prefix, key = self._key(put.namespace, put.key)
+            key = put.key
+            if not isinstance(key, str):
+                raise InvalidInputError(f"an item key is a string, not {type(key).__name__}")
+            check_text(key, "item key")
+            namespace = put.namespace
+            try:
+                prefix = prefixes[namespace]
+            except (KeyError, TypeError):  # not seen yet, or unhashable (then refused)
+                prefix = check_namespace(namespace)
+                if type(namespace) is tuple:  # of strings now: hashable
+                    prefixes[namespace] = prefix
             ttl = put.ttl_minutes
             if ttl is not None and (not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl <= 0):
                 raise InvalidInputError(f"ttl of item {key!r} is a positive number of minutes, not {ttl!r}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -155,20 +156,24 @@ _ITEM_ROWS = (
 for any number of rows, and one parameter psycopg passes as it is (arrays of text it escapes
 element by element: milliseconds for a batch of 100)."""
 _ITEM_ROW_KEYS = tuple(f'"{column}":' for column in ITEM_ROW_COLUMNS)
+_json_string = json.encoder.encode_basestring_ascii
 
 
 def _item_rows_json(rows: Sequence[tuple[Any, ...]]) -> str:
     """``rows`` as a JSON array of objects; each value (the JSON text of an object) put in as it is."""
     prefix, key, value, expires, ttl, terms = _ITEM_ROW_KEYS
+    string = _json_string  # what json.dumps gives for a str, without its call per field
     dumps = json.dumps
-    return (
-        "["
-        + ",".join(
-            f"{{{prefix}{dumps(p)},{key}{dumps(k)},{value}{v},{expires}{dumps(e)},{ttl}{dumps(t)},{terms}{dumps(s)}}}"
-            for p, k, v, e, t, s in rows
-        )
-        + "]"
-    )
+    prefixes: dict[str, str] = {}
+    parts = []
+    for p, k, v, e, t, s in rows:
+        quoted = prefixes.get(p)
+        if quoted is None:
+            quoted = prefixes[p] = string(p)
+        e = "null" if e is None else dumps(e)
+        t = "null" if t is None else dumps(t)
+        parts.append(f"{{{prefix}{quoted},{key}{string(k)},{value}{v},{expires}{e},{ttl}{t},{terms}{string(s)}}}")
+    return "[" + ",".join(parts) + "]"
 
 
 _HEADER = """\
@@ -1195,6 +1200,9 @@ class _Watchdog:
         self._watches: dict[int, _Watch] = {}  # by arming order, so by deadline
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._until = math.inf
+        """When the thread next looks at the watches by itself: a call armed later than that
+        does not wake it (a thread switch per call)."""
 
     def arm(self, watch: _Watch, conn: psycopg.Connection, seconds: float) -> None:
         with self._cond:
@@ -1204,7 +1212,7 @@ class _Watchdog:
                 self._stopped = False
                 self._thread = threading.Thread(target=self._run, name="session-memory-watchdog", daemon=True)
                 self._thread.start()
-            elif len(self._watches) == 1:
+            elif watch.deadline < self._until:
                 self._cond.notify()
 
     def disarm(self, watch: _Watch) -> None:
@@ -1222,11 +1230,13 @@ class _Watchdog:
         with self._cond:
             while not self._stopped:
                 if not self._watches:
+                    self._until = math.inf
                     self._cond.wait()
                     continue
                 key, watch = next(iter(self._watches.items()))
                 delay = watch.deadline - time.monotonic()
                 if delay > 0:
+                    self._until = watch.deadline
                     self._cond.wait(delay)
                     continue
                 del self._watches[key]

@@ -1,0 +1,115 @@
+"""Item versions on PostgreSQL, written per statement (migration 12): every insert and update
+of an item is its version, a TTL refresh is none, a re-insert racing a deletion is numbered
+after it, and items versioned by the earlier row trigger keep their numbering."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from sessions_core.items import ItemPut, Items
+
+from .postgres import postgres_url, require_postgres, temporary_schema
+
+
+@pytest.fixture
+def schema():
+    require_postgres()
+    with temporary_schema() as name:
+        yield name
+
+
+def _store(schema):
+    from sessions_core.stores.postgres import PostgresStore
+
+    return PostgresStore(postgres_url(), schema=schema, max_size=3)
+
+
+def _versions(items, key):
+    return [(version.version, version.value) for version in items.versions(("c",), key)]
+
+
+def test_a_batch_of_inserts_and_updates_writes_each_version_and_a_refresh_none(schema):
+    store = _store(schema)
+    try:
+        items = Items(store)
+        items.put_many([items_put(key, 1) for key in ("a", "b")])
+        items.put_many([items_put(key, 2) for key in ("a", "b", "c")] + [items_put("d", 1, ttl=5.0)])
+        assert _versions(items, "a") == [(2, {"n": 2}), (1, {"n": 1})]
+        assert _versions(items, "c") == [(1, {"n": 2})]
+        assert items.get(("c",), "d", refresh=True) is not None
+        assert _versions(items, "d") == [(1, {"n": 1})]
+        items.put(("c",), "a", None)
+        items.put(("c",), "a", {"n": 3})
+        assert _versions(items, "a") == [(4, {"n": 3}), (3, None), (2, {"n": 2}), (1, {"n": 1})]
+        assert items.get(("c",), "a").version == 4
+    finally:
+        store.close()
+
+
+def items_put(key, n, ttl=None):
+    return ItemPut(("c",), key, {"n": n}, ttl_minutes=ttl)
+
+
+def test_a_put_waiting_for_a_deletion_is_numbered_after_it(schema):
+    """The put's statement reads the versions before the deletion commits (it then waits for
+    the deleted row): its item is renumbered after the deletion's version, not written over it."""
+    import psycopg
+
+    store = _store(schema)
+    try:
+        items = Items(store)
+        items.put(("c",), "k", {"n": 1})
+        with psycopg.connect(postgres_url()) as deleter:
+            table = f'"{schema}"'
+            (version,) = deleter.execute(
+                f"DELETE FROM {table}.store_items WHERE namespace = '' AND prefix = 'c' AND key = 'k' RETURNING version"
+            ).fetchone()
+            deleter.execute(
+                f"INSERT INTO {table}.store_item_versions (namespace, prefix, key, version, value, created_at)"
+                " VALUES ('', 'c', 'k', %s, NULL, 0)",
+                (version + 1,),
+            )
+            putter = threading.Thread(target=items.put, args=(("c",), "k", {"n": 2}))
+            putter.start()
+            deadline = time.monotonic() + 10
+            with psycopg.connect(postgres_url(), autocommit=True) as watcher:
+                waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s"
+                while not watcher.execute(waiting, ("%store_items%",)).fetchone()[0]:
+                    assert time.monotonic() < deadline, "the put never waited for the deletion"
+                    time.sleep(0.01)
+            deleter.commit()
+            putter.join(10)
+        assert _versions(items, "k") == [(3, {"n": 2}), (2, None), (1, {"n": 1})]
+        item = items.get(("c",), "k")
+        assert item is not None and (item.version, item.value) == (3, {"n": 2})
+    finally:
+        store.close()
+
+
+def test_items_versioned_by_the_row_trigger_keep_their_numbers_after_the_migration(schema):
+    import psycopg
+
+    from sessions_core.stores import postgres as postgres_module
+
+    with psycopg.connect(postgres_url(), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        for script in postgres_module._qualified(list(postgres_module.MIGRATIONS[:11]), schema):
+            conn.execute(postgres_module._query(script))
+        for n in (1, 2):
+            conn.execute(
+                f'INSERT INTO "{schema}".store_items (namespace, prefix, key, value, version, created_at,'
+                " updated_at) VALUES ('', 'c', 'k', %s, 1, 1, %s) ON CONFLICT (namespace, prefix, key)"
+                " DO UPDATE SET value = excluded.value, version = store_items.version + 1",
+                (f'{{"n": {n}}}', n),
+            )
+    store = _store(schema)
+    try:
+        items = Items(store)
+        items.put(("c",), "k", {"n": 3})
+        assert store.schema_version() == len(postgres_module.MIGRATIONS)
+        assert _versions(items, "k") == [(3, {"n": 3}), (2, {"n": 2}), (1, {"n": 1})]
+    finally:
+        store.close()
