@@ -81,8 +81,11 @@ def test_a_read_only_reader_finds_the_waiting_rows_and_writes_nothing(tmp_path):
     assert ids(reader.search("kestrel", match="all")) == ["rare"]
     assert set(ids(reader.search("notes", limit=200))) == {f"n{i}" for i in range(70)} | {"common"}
     assert indexed_up_to(path) == waiting  # nothing was written
-    assert ids(session.search("kestrel")) == ["rare"]
-    assert indexed_up_to(path) == 72
+    session.append_message(msg("late", "a kestrel again"))  # waits too: the reader's next search sees it
+    assert sorted(ids(reader.search("kestrel"))) == ["late", "rare"]
+    assert indexed_up_to(path) == waiting
+    assert sorted(ids(session.search("kestrel"))) == ["late", "rare"]
+    assert indexed_up_to(path) == 73
 
 
 def test_changes_and_deletions_of_waiting_and_indexed_rows_keep_the_index_exact(tmp_path):

@@ -259,6 +259,7 @@ class SqliteStore(SqlStore):
         self._conn: sqlite3.Connection = None  # type: ignore[assignment]  # opened on first use
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
         self._writes = 0
+        self._waiting_built: dict[str, tuple[sqlite3.Connection, int]] = {}  # read-only: each temporary index's state
 
     @property
     def url(self) -> str:
@@ -867,8 +868,9 @@ class SqliteStore(SqlStore):
     def _searchable(self, source: str) -> tuple[str, ...]:
         """The keyword indexes that hold every row of ``source`` (a table of ``_FTS_SOURCES``):
         its own, after indexing the rows that wait for it (migration 0015) in a transaction of
-        their own; read-only, its own and a temporary one of the waiting rows, rebuilt for
-        each search (what at most 63 writes of fewer than ``CATCH_UP`` rows each left)."""
+        their own; read-only, its own and a temporary one of the waiting rows, built again
+        only after another connection commits (what at most 63 writes of fewer than
+        ``CATCH_UP`` rows each left)."""
         waiting = self._read(lambda conn: conn.execute(_WAITING[source]).fetchone())
         if waiting is None:
             return (f"{source}_fts",)
@@ -877,6 +879,9 @@ class SqliteStore(SqlStore):
             return (f"{source}_fts",)
 
         def fill(conn: sqlite3.Connection) -> None:
+            version = conn.execute("PRAGMA data_version").fetchone()[0]
+            if self._waiting_built.get(source) == (conn, version):
+                return
             columns = _FTS_SOURCES[source]
             conn.execute(f"DROP TABLE IF EXISTS temp.waiting_{source}_fts")
             conn.execute(
@@ -890,6 +895,7 @@ class SqliteStore(SqlStore):
                 f"INSERT INTO waiting_{source}_fts (rowid, {columns}) SELECT seq, {columns} FROM {source}"
                 f" WHERE seq > (SELECT seq FROM fts_indexed WHERE source = '{source}') AND search_terms <> ''"
             )
+            self._waiting_built[source] = (conn, version)
 
         self._read(fill)
         return (f"{source}_fts", f"waiting_{source}_fts")
@@ -1047,8 +1053,8 @@ def _index_waiting(conn: sqlite3.Connection, source: str) -> None:
     """Index the rows of ``source`` that wait for its keyword index (migration 0015)."""
     columns = _FTS_SOURCES[source]
     conn.execute(
-        f"INSERT INTO {source}_fts (rowid, {columns}) SELECT s.seq, {', '.join(f's.{c}' for c in columns.split(', '))}"
-        f" FROM {source} s, fts_indexed i WHERE i.source = '{source}' AND s.seq > i.seq AND s.search_terms <> ''"
+        f"INSERT INTO {source}_fts (rowid, {columns}) SELECT s.seq, {columns}"
+        f" FROM {source} s, fts_indexed i WHERE i.source = '{source}' AND s.seq > i.seq AND search_terms <> ''"
     )
     conn.execute(
         f"UPDATE fts_indexed SET seq = max(seq, (SELECT coalesce(max(seq), 0) FROM {source})) WHERE source = '{source}'"
