@@ -9,18 +9,20 @@ embedding index, by meaning too, fused by reciprocal rank).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
+    NOT_PROVIDED,
     BaseStore,
     GetOp,
     IndexConfig,
     Item,
     ListNamespacesOp,
+    NotProvided,
     Op,
     PutOp,
     Result,
@@ -37,6 +39,9 @@ from sessions_core import InvalidInputError, SessionManager
 from sessions_core.integration import ItemPut, Items, ItemVersion, StoredItem, run_in_thread
 
 __all__ = ["SessionStore"]
+
+_KNOWN_NAMESPACES = 4096
+"""At most this many namespaces are remembered as valid for :meth:`SessionStore.put`."""
 
 Field = tuple[str, str | list[str]]
 """An indexed field: its path as written (``"$"``: the whole value) and tokenized."""
@@ -85,6 +90,7 @@ class SessionStore(BaseStore):
         self.manager = manager
         self.items = Items(manager.store, namespace=manager.namespace)
         self._batches = _Coalescer(self._abatch_now)
+        self._put_namespaces: set[tuple[str, ...]] = set()  # namespaces BaseStore.put found valid
         self.ttl_config = ttl
         self.index_config: dict[str, Any] | None = None
         self.embeddings: Embeddings | None = None
@@ -142,6 +148,29 @@ class SessionStore(BaseStore):
         vectors = self.embeddings.embed_documents(texts) if texts and self.embeddings else []
         query_vectors = [self.embeddings.embed_query(query) for query in queries] if self.embeddings else []
         return self._apply(ops, vectors, query_vectors)
+
+    def put(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | None | NotProvided = NOT_PROVIDED,
+    ) -> None:
+        """As ``BaseStore.put``. A put without an embedding index or ``index`` into a namespace
+        already put to goes to the items at once, without a batch's conversions."""
+        try:
+            known = namespace in self._put_namespaces
+        except TypeError:  # unhashable: BaseStore.put refuses it
+            known = False
+        if not known or index is not None or self.embeddings is not None:
+            super().put(namespace, key, value, index, ttl=ttl)
+            if type(namespace) is tuple and len(self._put_namespaces) < _KNOWN_NAMESPACES:
+                self._put_namespaces.add(namespace)  # BaseStore.put found it valid
+            return
+        ttl_minutes = (self.ttl_config or {}).get("default_ttl") if isinstance(ttl, NotProvided) else ttl
+        self.items.put_many([ItemPut(namespace, str(key), value, None, None, ttl_minutes)])
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` as one batch. The batches awaited on one event loop while a batch runs

@@ -97,9 +97,29 @@ def item_store(store: Store) -> Store:
     return store
 
 
+_CHECKED: dict[tuple[str, ...], str] = {}
+"""Namespaces (non-empty tuples of labels) already found valid, as stored: a store's puts and
+gets name few namespaces, each checked once (at most ``_CHECKED_MAX`` kept)."""
+_CHECKED_MAX = 4096
+
+
 def check_namespace(namespace: Sequence[str], *, prefix: bool = False) -> str:
     """``namespace`` as stored (labels joined by ``.``); ``InvalidInputError`` for a label that
     is not a non-empty string without ``.`` and NUL (an empty namespace only as a ``prefix``)."""
+    if type(namespace) is tuple:
+        try:
+            return _CHECKED[namespace]
+        except (KeyError, TypeError):  # not seen yet, or unhashable (then refused below)
+            pass
+    stored = _checked_namespace(namespace, prefix)
+    if namespace and type(namespace) is tuple and all(type(label) is str for label in namespace):
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        _CHECKED[namespace] = stored
+    return stored
+
+
+def _checked_namespace(namespace: Sequence[str], prefix: bool) -> str:
     if isinstance(namespace, str) or not isinstance(namespace, Sequence):
         raise InvalidInputError(f"a namespace is a tuple of labels, not {type(namespace).__name__}")
     if not namespace and not prefix:
@@ -252,19 +272,12 @@ class Items(AsyncTwins, ItemsTwins):
     def put_many(self, puts: Sequence[ItemPut]) -> None:
         """Apply ``puts`` in order, in one transaction (a later write of a key wins)."""
         writes = []
-        prefixes: dict[tuple[str, ...], str] = {}  # a batch's puts share few namespaces
         for put in puts:
             key = put.key
             if not isinstance(key, str):
                 raise InvalidInputError(f"an item key is a string, not {type(key).__name__}")
             check_text(key, "item key")
-            namespace = put.namespace
-            try:
-                prefix = prefixes[namespace]
-            except (KeyError, TypeError):  # not seen yet, or unhashable (then refused)
-                prefix = check_namespace(namespace)
-                if type(namespace) is tuple:  # of strings now: hashable
-                    prefixes[namespace] = prefix
+            prefix = check_namespace(put.namespace)
             ttl = put.ttl_minutes
             if ttl is not None and (not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl <= 0):
                 raise InvalidInputError(f"ttl of item {key!r} is a positive number of minutes, not {ttl!r}")
@@ -272,8 +285,10 @@ class Items(AsyncTwins, ItemsTwins):
                 writes.append(ItemWrite(prefix, key, None))
                 continue
             value = _dump(put.value, key)
-            text = value_text(put.value) if put.text is None else put.text
-            check_text(text, f"the text of item {key!r}")
+            if put.text is None:
+                text = value_text(put.value)  # its strings are the value's: checked in its JSON
+            else:
+                text = check_text(put.text, f"the text of item {key!r}")
             vectors = None
             if put.vectors is not None:
                 vectors = tuple((check_text(field, "vector field"), _pack(vector)) for field, vector in put.vectors)

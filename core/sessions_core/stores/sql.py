@@ -833,6 +833,7 @@ class SqlStore(RecallStore, InspectableStore):
         self._get_latest_checkpoint = c(GET_LATEST_CHECKPOINT)
         self._get_checkpoint_at = c(GET_CHECKPOINT_AT)
         self._writes_sql: dict[tuple[int, bool], str] = {}
+        self._put_one: dict[str, str] = {}  # a single item put's statement, by its rows' source
 
     # -- the dialect's hooks ---------------------------------------------------------------
 
@@ -1711,6 +1712,9 @@ class SqlStore(RecallStore, InspectableStore):
     def put_items(self, namespace: str, writes: Sequence[ItemWrite], now_us: int) -> None:
         if not writes:
             return
+        if len(writes) == 1 and writes[0].value is not None and writes[0].vectors is None:
+            self._put_item(namespace, writes[0], now_us)  # a single put, the hot path
+            return
         latest = {(write.prefix, write.key): write for write in writes}
         # Every item row in key order, deletions among the puts: concurrent batches lock the
         # items in one order, and each item before its versions and vectors (no deadlock).
@@ -1771,6 +1775,24 @@ class SqlStore(RecallStore, InspectableStore):
             self._single(work, write=True)
         else:
             self._write(work)
+
+    def _put_item(self, namespace: str, write: ItemWrite, now_us: int) -> None:
+        """``put_items`` of one stored value without vectors: one statement, compiled once."""
+        ttl = write.ttl_minutes
+        row = (
+            write.prefix,
+            write.key,
+            write.value,
+            None if ttl is None else now_us + int(ttl * 60_000_000),
+            ttl,
+            self._terms(write.text or ""),
+        )
+        source, params = self._item_rows((row,))
+        params["ns"], params["now"] = namespace, now_us
+        sql = self._put_one.get(source)
+        if sql is None:
+            sql = self._put_one[source] = self.compile(PUT_ITEMS.replace("{item_rows}", source))
+        self._single(lambda conn: conn.execute(sql, params), write=True)
 
     def _by_prefix(self, keys: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
         grouped: dict[str, list[str]] = {}

@@ -1,0 +1,89 @@
+"""``SessionStore.put``'s short path (a namespace already put to, no embedding index, no
+``index``) behaves as the batch path: the same validation, TTL, versions, deletion and
+keyword indexing; namespaces found valid are remembered, invalid ones never are."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from langgraph.store.base import InvalidNamespaceError, PutOp
+
+from langchain_sessions import SessionStore
+from sessions_core import InvalidInputError
+from sessions_core import items as items_module
+
+
+@pytest.fixture
+def store() -> SessionStore:
+    store = SessionStore(":memory:", ttl={"default_ttl": 10})
+    store.put(("memories", "u1"), "first", {"text": "seed"})  # the namespace is known from here
+    return store
+
+
+@pytest.mark.parametrize(
+    "namespace",
+    [("langgraph", "x"), ("a.b",), ("",), (), ("nul\x00",), ("memories", 3)],
+    ids=["root-langgraph", "dot", "empty-label", "empty", "nul", "not-a-string"],
+)
+def test_langgraph_validation_holds_after_a_namespace_is_known(store: SessionStore, namespace: tuple) -> None:
+    for _attempt in range(2):  # refused every time: an invalid namespace is never remembered
+        with pytest.raises((InvalidNamespaceError, InvalidInputError)):
+            store.put(namespace, "k", {"text": "x"})
+    assert store.search(()) and all(item.namespace == ("memories", "u1") for item in store.search(()))
+
+
+def test_an_unhashable_namespace_is_refused(store: SessionStore) -> None:
+    with pytest.raises((InvalidNamespaceError, InvalidInputError, TypeError)):
+        store.put(("memories", ["u1"]), "k", {"text": "x"})  # type: ignore[arg-type]
+
+
+def test_the_short_path_stores_what_the_batch_path_stores(store: SessionStore) -> None:
+    namespace = ("memories", "u1")
+    store.put(namespace, "k", {"text": "a quiet lighthouse keeper"})
+    store.batch([PutOp(namespace, "b", {"text": "a quiet lighthouse keeper"}, ttl=10)])
+    short, batched = store.get(namespace, "k"), store.get(namespace, "b")
+    assert short is not None and batched is not None and short.value == batched.value
+    store.put(namespace, "k", {"text": "second"})
+    versions = [v.value for v in store.item_versions(namespace, "k")]
+    assert versions == [{"text": "second"}, {"text": "a quiet lighthouse keeper"}]
+    assert {item.key for item in store.search(namespace, query="lighthouse")} == {"b"}
+    store.put(namespace, "k", None)  # type: ignore[arg-type]  # as BaseStore.put: a deletion
+    assert store.get(namespace, "k") is None
+
+
+def test_the_short_path_applies_the_default_ttl_and_an_explicit_one(tmp_path: Path) -> None:
+    path = tmp_path / "items.db"
+    with SessionStore(str(path), ttl={"default_ttl": 10}) as store:
+        namespace = ("memories", "u1")
+        for key in ("seed", "default"):
+            store.put(namespace, key, {"text": "x"})
+        store.put(namespace, "forever", {"text": "x"}, ttl=None)
+        store.put(namespace, "short", {"text": "x"}, ttl=1)
+    with sqlite3.connect(path) as conn:
+        lives = dict(conn.execute("SELECT key, expires_at - updated_at FROM store_items"))
+    assert lives == {"seed": 600_000_000, "default": 600_000_000, "forever": None, "short": 60_000_000}
+
+
+def test_index_false_takes_the_batch_path_and_is_not_keyword_indexed(store: SessionStore) -> None:
+    namespace = ("memories", "u1")
+    store.put(namespace, "hidden", {"text": "an unmistakable xylophone"}, index=False)
+    store.put(namespace, "shown", {"text": "an unmistakable xylophone"})
+    assert {item.key for item in store.search(namespace, query="xylophone")} == {"shown"}
+
+
+def test_checked_namespaces_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(items_module, "_CHECKED", {})
+    monkeypatch.setattr(items_module, "_CHECKED_MAX", 8)
+    for n in range(50):
+        assert items_module.check_namespace(("users", f"u{n}")) == f"users.u{n}"
+        assert len(items_module._CHECKED) <= 8
+    for bad in [("a.b",), ("ok", "\ud800"), ("",)]:
+        for _attempt in range(2):
+            with pytest.raises(InvalidInputError):
+                items_module.check_namespace(bad)
+        assert bad not in items_module._CHECKED
+    assert items_module.check_namespace((), prefix=True) == ""
+    with pytest.raises(InvalidInputError):
+        items_module.check_namespace(())
