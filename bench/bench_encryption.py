@@ -5,7 +5,8 @@ SQLite files in one run, a plain one and one opened with ``key=`` (a passphrase)
 ``synchronous=NORMAL``; rounds alternate between them so that the machine's noise hits both
 alike, and each figure is the median round:
 
-- append one by one: ``--messages`` ``Session.append_message`` calls on a new session;
+- append one by one: ``--messages`` ``Session.append_message`` calls on a new session, the two
+  stores taking turns every 50 messages (one store's whole run would meet other noise);
 - append as a batch: one ``Session.append_messages`` of ``--messages`` messages;
 - full-history read, warm: ``get_history()`` of a ``--history``-message session, read once before
   on the open store;
@@ -35,6 +36,7 @@ from sessions_core import Session, SqliteStore
 HERE = Path(__file__).resolve().parent
 KEY = "bench passphrase: correct horse battery staple"
 TARGET = 1.3
+CHUNK = 50  # messages appended to one store before the other takes its turn
 WORDS = (
     "the user asked about deploying the service to the cluster and the database migration failed with a"
     " timeout so we retried the job after checking the connection pool settings and the logs of each worker"
@@ -60,9 +62,20 @@ def timed(work: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def append_one_by_one(store: SqliteStore, batch: list[dict[str, Any]], tag: str) -> float:
-    session = Session(store).for_session(f"one-{tag}")
-    return timed(lambda: [session.append_message(m) for m in batch]) / len(batch) * 1e6
+def append_one_by_one(stores: dict[str, SqliteStore], batch: list[dict[str, Any]], tag: str) -> dict[str, float]:
+    """µs per ``append_message`` on each store, the stores taking turns every ``CHUNK`` messages
+    so that a burst of the machine's noise falls on both alike rather than on one store's run."""
+    sessions = {kind: Session(store).for_session(f"one-{tag}") for kind, store in stores.items()}
+    spent = dict.fromkeys(stores, 0.0)
+    for start in range(0, len(batch), CHUNK):
+        chunk = batch[start : start + CHUNK]
+        kinds = list(sessions) if start // CHUNK % 2 == 0 else list(sessions)[::-1]
+        for kind in kinds:
+            started = time.perf_counter()
+            for message in chunk:
+                sessions[kind].append_message(message)
+            spent[kind] += time.perf_counter() - started
+    return {kind: seconds / len(batch) * 1e6 for kind, seconds in spent.items()}
 
 
 def append_batch(store: SqliteStore, batch: list[dict[str, Any]], tag: str) -> float:
@@ -85,6 +98,15 @@ def read_cold(path: Path, key: str | None) -> float:
         store.close()
 
 
+def opened(paths: dict[str, Path], keys: dict[str, str | None]) -> dict[str, SqliteStore]:
+    """The stores, each opened (and its key derived, about 95 ms with a passphrase) before any
+    clock starts: the open is paid once per store, not by the appends the next round times."""
+    stores = {kind: SqliteStore(paths[kind], key=keys[kind]) for kind in paths}
+    for store in stores.values():
+        store.schema_version()
+    return stores
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=2000)
@@ -97,23 +119,24 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_encryption_") as name:
         paths = {"plain": Path(name) / "plain.db", "encrypted": Path(name) / "encrypted.db"}
         keys = {"plain": None, "encrypted": KEY}
-        stores = {kind: SqliteStore(paths[kind], key=keys[kind]) for kind in paths}
+        stores = opened(paths, keys)
         long = messages(args.history, "long", seed=1)
         for store in stores.values():
             Session(store).for_session("long").append_messages(long)
         for r in range(args.rounds):
             batch = messages(args.messages, f"r{r}", seed=100 + r)
             kinds = list(stores) if r % 2 == 0 else list(stores)[::-1]
+            for kind, micros in append_one_by_one({kind: stores[kind] for kind in kinds}, batch, f"r{r}").items():
+                runs[kind][figures[0]].append(micros)
             for kind in kinds:
                 store, bucket = stores[kind], runs[kind]
-                bucket[figures[0]].append(append_one_by_one(store, batch, f"r{r}"))
                 bucket[figures[1]].append(append_batch(store, batch, f"r{r}"))
                 bucket[figures[2]].append(read_warm(store))
             for kind in kinds:  # with every store closed, so that a cold read finds no page cached
                 stores[kind].close()
             for kind in kinds:
                 runs[kind][figures[3]].append(read_cold(paths[kind], keys[kind]))
-            stores = {kind: SqliteStore(paths[kind], key=keys[kind]) for kind in paths}
+            stores = opened(paths, keys)
         sizes = {kind: os.path.getsize(path) for kind, path in paths.items()}
         for store in stores.values():
             store.close()

@@ -26,7 +26,7 @@ from sessions_core import (
     StoreSearchContext,
     StoreUnavailableError,
 )
-from sessions_core.cipher import SQLITE_HEADER
+from sessions_core.cipher import CIPHER_SETTINGS, DEFAULT_SETTINGS, SQLITE_HEADER, key_pragma
 from sessions_core.stores import sqlite as sqlite_module
 
 from .helpers import msg
@@ -192,6 +192,59 @@ def test_rekey_encrypts_a_plain_file(tmp_path, key):
         assert session.store.schema_version() == len(sqlite_module.MIGRATIONS)
     with pytest.raises(EncryptionKeyError, match="encrypted"):
         SqliteStore(path).schema_version()
+
+
+def _sqlcipher(path: Path, key: str, settings: tuple[str, ...]):
+    """A bare SQLCipher connection to ``path`` with ``key`` and ``settings``."""
+    from sqlcipher3 import dbapi2
+
+    conn = dbapi2.connect(str(path), isolation_level=None)
+    conn.execute(f"PRAGMA key = {key_pragma(key)}")
+    for setting in settings:
+        conn.execute(f"PRAGMA {setting}")
+    return conn
+
+
+@pytest.mark.parametrize("made_by", ["a new file", "rekey of a plain file"])
+def test_a_file_is_encrypted_with_the_store_settings(tmp_path, made_by):
+    if made_by == "a new file":
+        path = _encrypted_file(tmp_path)
+    else:
+        path = tmp_path / "plain.db"
+        with Session(path) as session:
+            session.append_message(msg("a", "hello there"))
+        SqliteStore(path).rekey(KEY)
+    conn = _sqlcipher(path, KEY, CIPHER_SETTINGS)  # another SQLCipher tool, told the same settings
+    assert conn.execute("SELECT id FROM session_messages").fetchall() == [("a",)]
+    assert int(conn.execute("PRAGMA page_size").fetchone()[0]) == 2048
+    assert conn.execute("PRAGMA cipher_hmac_algorithm").fetchone()[0] == "HMAC_SHA256"
+    conn.close()
+    with pytest.raises(Exception, match="not a database"):  # SQLCipher's defaults do not decrypt it
+        _sqlcipher(path, KEY, DEFAULT_SETTINGS).execute("SELECT count(*) FROM sqlite_master").fetchone()
+
+
+def test_a_file_made_with_sqlcipher_defaults_opens_and_keeps_them(tmp_path):
+    made = _encrypted_file(tmp_path)
+    legacy = tmp_path / "legacy.db"
+    conn = _sqlcipher(made, KEY, CIPHER_SETTINGS)
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    conn.execute("ATTACH DATABASE ? AS legacy KEY ?", (str(legacy), KEY))  # SQLCipher's defaults
+    conn.execute("SELECT sqlcipher_export('legacy')").fetchone()
+    conn.execute(f"PRAGMA legacy.user_version = {version}")
+    conn.execute("DETACH DATABASE legacy")
+    conn.close()
+    with Session(legacy, key=KEY) as session:
+        session.append_message(msg("b", "written on the defaults"))
+        assert [m.id for m in session.get_history()] == ["a", "b"]
+        assert int(session.store._conn.execute("PRAGMA page_size").fetchone()[0]) == 4096
+    store = SqliteStore(legacy, key=KEY, read_only=True)
+    assert [r.id for r in Session(store).search("defaults")] == ["b"]
+    store.close()
+    conn = _sqlcipher(legacy, KEY, DEFAULT_SETTINGS)
+    assert conn.execute("SELECT count(*) FROM session_messages").fetchone()[0] == 2
+    conn.close()
+    with pytest.raises(EncryptionKeyError, match="wrong key"):
+        SqliteStore(legacy, key="not the key").schema_version()
 
 
 _READER = """

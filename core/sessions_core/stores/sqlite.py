@@ -26,7 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
-from ..cipher import HEAD_BYTES, key_pragma, key_problem, key_text
+from ..cipher import CIPHER_SETTINGS, DEFAULT_SETTINGS, HEAD_BYTES, key_pragma, key_problem, key_text
 from ..errors import EncryptionKeyError, InvalidInputError, StoreError, StoreUnavailableError
 from ..fts import Alternative, Unit, fts5_expression, index_text
 from ..text import unstorable
@@ -240,6 +240,7 @@ class SqliteStore(SqlStore):
         if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
             raise InvalidInputError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self._key_sql = None if key is None else key_pragma(key)
+        self._cipher_settings: tuple[str, ...] | None = None  # known once an encrypted file opened
         self._driver = sqlite3 if key is None else _cipher()
         self._in_place = hasattr(self._driver.Connection, "blobopen")  # Python 3.11+; SQLCipher's lacks it
         self.database = str(path)
@@ -279,8 +280,6 @@ class SqliteStore(SqlStore):
         try:
             conn = self._open_read_only() if self.read_only else self._open(self.database)
             self._conn = conn
-            if self._key_sql is not None:
-                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the key decrypts the file
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             if on_disk and not self.read_only:
                 self._use_wal(timeout)
@@ -297,18 +296,33 @@ class SqliteStore(SqlStore):
             raise self._failure(error) from error
 
     def _open(self, database: str, *, uri: bool = False) -> sqlite3.Connection:
-        """A connection through this store's driver, its key (if any) set before anything else."""
-        conn = self._driver.connect(
-            database, uri=uri, timeout=self._timeout, isolation_level=None, check_same_thread=False
-        )
-        if self._key_sql is not None:
+        """A connection through this store's driver. With a key, the key and the cipher settings
+        are set before anything else and the file is read once: the store's own settings
+        (``CIPHER_SETTINGS``, which a new file takes), else SQLCipher's defaults for a file made
+        with them; the settings that decrypted the file are kept for the store's next opens."""
+        if self._key_sql is None:
+            return self._driver.connect(
+                database, uri=uri, timeout=self._timeout, isolation_level=None, check_same_thread=False
+            )
+        choices = (CIPHER_SETTINGS, DEFAULT_SETTINGS) if self._cipher_settings is None else (self._cipher_settings,)
+        for tried, settings in enumerate(choices, 1):
+            conn = self._driver.connect(
+                database, uri=uri, timeout=self._timeout, isolation_level=None, check_same_thread=False
+            )
             try:
                 conn.execute(f"PRAGMA key = {self._key_sql}")
+                for setting in settings:
+                    conn.execute(f"PRAGMA {setting}")
                 conn.execute(f"PRAGMA cache_size = -{_CIPHER_CACHE_KIB}")
-            except BaseException:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the key decrypts the file
+            except BaseException as error:
                 conn.close()
+                if tried < len(choices) and is_not_a_database(error):
+                    continue
                 raise
-        return conn
+            self._cipher_settings = settings
+            return conn
+        raise AssertionError("unreachable: the last choice returns or raises")
 
     def _open_read_only(self) -> sqlite3.Connection:
         """The file opened with ``mode=ro``; with ``immutable=1`` instead where WAL's ``-shm``
@@ -713,6 +727,8 @@ class SqliteStore(SqlStore):
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             conn.execute("COMMIT")
             conn.execute("ATTACH DATABASE ? AS encrypted KEY ?", (building, key))
+            for setting in CIPHER_SETTINGS:
+                conn.execute(f"PRAGMA encrypted.{setting}")
             conn.execute("SELECT sqlcipher_export('encrypted')").fetchone()
             conn.execute(f"PRAGMA encrypted.user_version = {int(version)}")
             conn.execute("DETACH DATABASE encrypted")
@@ -732,6 +748,7 @@ class SqliteStore(SqlStore):
         finally:
             conn.close()
         self._driver = driver
+        self._cipher_settings = CIPHER_SETTINGS
         self._in_place = hasattr(driver.Connection, "blobopen")
         self._identity = None
 
