@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--history", type=int, default=10_000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "encryption.json")
     args = parser.parse_args(argv)
     figures = ("append one by one (µs/message)", "append batch (µs/message)", "read warm (ms)", "read cold (ms)")
