@@ -16,6 +16,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from functools import partial
 from importlib import resources
 from operator import itemgetter
@@ -669,6 +670,15 @@ COUNT_SESSION_ROWS = """
         (SELECT count(*) FROM checkpoint_writes WHERE session_id {values})
 """
 """The ``RowCounts`` of the sessions ``{values}``: a payload counts when only they refer to it."""
+PAYLOAD_HOLDERS = """
+    SELECT DISTINCT link.digest, m.session_id FROM message_blobs link
+    JOIN session_messages m ON m.seq = link.message_seq
+    WHERE link.digest IN (
+        SELECT held.digest FROM message_blobs held JOIN session_messages h ON h.seq = held.message_seq
+        WHERE h.session_id {values}
+    )
+"""
+"""Every session holding a payload that one of the sessions ``{values}`` holds."""
 RECALL_QUEUE_SESSIONS = (
     "INSERT INTO recall_outbox (session_id, kind, ref)"
     " SELECT session_id, 'session', '' FROM recall_sessions WHERE session_id {values}"
@@ -1923,7 +1933,15 @@ class SqlStore(RecallStore, InspectableStore):
 
     def count_session_rows(self, storage_ids: Sequence[str]) -> RowCounts:
         unique = list(dict.fromkeys(storage_ids))
-        return sum((RowCounts(*row) for row in self._select_in(COUNT_SESSION_ROWS, unique)), RowCounts())
+        counts = sum((RowCounts(*row) for row in self._select_in(COUNT_SESSION_ROWS, unique)), RowCounts())
+        if len(unique) <= self.max_list:
+            return counts
+        # Listed a chunk at a time, a payload held by sessions of two chunks counts in neither.
+        holders: dict[str, set[str]] = {}
+        for digest, session_id in self._select_in(PAYLOAD_HOLDERS, unique):
+            holders.setdefault(digest, set()).add(session_id)
+        listed = set(unique)
+        return replace(counts, blobs=sum(1 for sessions in holders.values() if sessions <= listed))
 
     def remove_sessions(
         self, storage_ids: Sequence[str], *, inactive_before_us: int | None = None, forget_vectors: bool = False

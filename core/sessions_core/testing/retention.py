@@ -34,6 +34,7 @@ LONG_AGO = datetime(2001, 2, 3, 4, 5, 6, tzinfo=timezone.utc)
 PAYLOAD = bytes(range(256)) * 12
 """The attachment every session of the setup shares (so it outlives the pruned ones)."""
 OWN_PAYLOAD = b"only the old sessions hold this" * 40
+SHARED_OLD_PAYLOAD = b"both old sessions hold this one" * 40
 
 
 def raw(obj: Any) -> Any:
@@ -186,6 +187,27 @@ def test_a_dry_run_reports_what_would_go_and_changes_nothing(make_manager):
     assert {s: _snapshot(store, manager.storage_id(s)) for s in every} == before
     assert store.stats() == stats
     assert m.prune(timedelta(days=30)).counts == dry.counts
+
+
+def test_a_dry_run_counts_a_payload_shared_across_listed_chunks_once(make_manager):
+    """A store that lists ids a chunk at a time (``max_list``) still counts a payload held only
+    by pruned sessions of two chunks once, as the prune removes it."""
+    m = make_manager()
+    seeded = _setup(m)
+    store = raw(seeded["store"])
+    for name in seeded["old"]:
+        m.get_session(name).import_message(_file("both", SHARED_OLD_PAYLOAD), parent_id="a2", created_at=LONG_AGO)
+    chunked = hasattr(store, "max_list")
+    listed = store.max_list if chunked else None
+    if chunked:
+        store.max_list = 1
+    try:
+        dry = m.prune(timedelta(days=30), dry_run=True)
+        assert dry.counts.blobs == 2  # the old sessions' own payload and the one they share
+        assert m.prune(timedelta(days=30)).counts == dry.counts
+    finally:
+        if chunked:
+            store.max_list = listed
 
 
 def test_prune_keeps_a_session_with_any_recent_activity(make_manager):
