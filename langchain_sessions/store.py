@@ -36,7 +36,7 @@ from langgraph.store.base import (
 )
 
 from sessions_core import InvalidInputError, SessionManager
-from sessions_core.integration import ItemPut, Items, ItemVersion, StoredItem, run_in_thread
+from sessions_core.integration import ItemPut, Items, ItemVersion, StoredItem, redact_value, run_in_thread
 
 __all__ = ["SessionStore"]
 
@@ -62,6 +62,9 @@ class SessionStore(BaseStore):
     ranked by keywords alone (LangGraph's own stores then ignore it). ``ttl``: LangGraph's
     ``TTLConfig`` (``default_ttl`` and ``sweep_interval_minutes`` in minutes,
     ``refresh_on_read``); :meth:`start_ttl_sweeper` sweeps in a background thread.
+    ``redactor`` (default: the manager's, ``SessionManager.with_redaction``): every string of
+    a value passes through it before it is stored, indexed or embedded (``sessions_core.PIIRedactor``
+    or any callable ``str -> str``); field names are kept.
 
     Beyond ``BaseStore``: :meth:`item_versions`, :meth:`restore_item`, :meth:`sweep_ttl`. Bad
     input raises ``sessions_core.InvalidInputError`` (a ``ValueError``).
@@ -76,6 +79,7 @@ class SessionStore(BaseStore):
         index: IndexConfig | dict[str, Any] | None = None,
         ttl: TTLConfig | None = None,
         namespace: str | None = None,
+        redactor: Any = None,
     ) -> None:
         if isinstance(store, SessionManager):
             if namespace is not None and namespace != store.namespace:
@@ -88,7 +92,9 @@ class SessionStore(BaseStore):
             manager = SessionManager(store, namespace=namespace or "")
         self._owns_manager = manager is not store
         self.manager = manager
-        self.items = Items(manager.store, namespace=manager.namespace)
+        self.items = Items(
+            manager.store, namespace=manager.namespace, redactor=manager.redactor if redactor is None else redactor
+        )
         self._batches = _Coalescer(self._abatch_now)
         self._put_namespaces: set[tuple[str, ...]] = set()  # namespaces BaseStore.put found valid
         self.ttl_config = ttl
@@ -106,12 +112,18 @@ class SessionStore(BaseStore):
 
     @classmethod
     def from_manager(
-        cls, manager: SessionManager, *, index: IndexConfig | dict[str, Any] | None = None, ttl: TTLConfig | None = None
+        cls,
+        manager: SessionManager,
+        *,
+        index: IndexConfig | dict[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+        redactor: Any = None,
     ) -> SessionStore:
-        """A store over ``manager``'s database, in its namespace (the manager keeps owning it)."""
+        """A store over ``manager``'s database, in its namespace (the manager keeps owning it),
+        redacting with ``redactor`` or else the manager's."""
         if not isinstance(manager, SessionManager):
             raise TypeError(f"from_manager takes a SessionManager, not {type(manager).__name__}")
-        return cls(manager, index=index, ttl=ttl)
+        return cls(manager, index=index, ttl=ttl, redactor=redactor)
 
     def setup(self) -> None:
         """Nothing to do: the database's migrations ran when it was opened (LangGraph's stores
@@ -143,7 +155,7 @@ class SessionStore(BaseStore):
     # -- BaseStore -----------------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        ops = _checked(ops)
+        ops = self._redacted(_checked(ops))
         texts, queries = self._embedding_requests(ops)
         vectors = self.embeddings.embed_documents(texts) if texts and self.embeddings else []
         query_vectors = [self.embeddings.embed_query(query) for query in queries] if self.embeddings else []
@@ -182,6 +194,7 @@ class SessionStore(BaseStore):
         return await self._batches.submit(ops) if ops else []
 
     async def _abatch_now(self, ops: list[Op]) -> list[Result]:
+        ops = self._redacted(ops)
         texts, queries = self._embedding_requests(ops)
         vectors: list[list[float]] = []
         query_vectors: list[list[float]] = []
@@ -257,6 +270,19 @@ class SessionStore(BaseStore):
             texts = get_text_at_path(op.value, tokens)
             found += [(f"{field}.{n}" if len(texts) > 1 else field, text) for n, text in enumerate(texts)]
         return found
+
+    def _redacted(self, ops: list[Op]) -> list[Op]:
+        """``ops`` with each put's value redacted when it is embedded here (the items redact
+        what they store; the embeddings must see the same masked text)."""
+        redactor = self.items.redactor
+        if redactor is None or self.embeddings is None:
+            return ops
+        return [
+            op._replace(value=redact_value(redactor, op.value))
+            if isinstance(op, PutOp) and op.value is not None and op.index is not False
+            else op
+            for op in ops
+        ]
 
     def _embedding_requests(self, ops: Sequence[Op]) -> tuple[list[str], list[str]]:
         if self.embeddings is None:

@@ -28,6 +28,7 @@ from ._async import AsyncTwins, io
 from ._time import from_us, now_us
 from .errors import InvalidInputError, NotFoundError, UnsupportedOperationError
 from .ranking import meaningful_units
+from .redaction import check_redactor, redact_text, redact_value
 from .stores.base import ItemCondition, ItemRow, ItemStore, ItemWrite, Store, supports
 from .text import check_text
 
@@ -239,13 +240,19 @@ class Items(AsyncTwins, ItemsTwins):
 
     A store call per method: writes of one :meth:`put_many` are one transaction; a read sees
     no expired item. Bad input raises ``InvalidInputError`` and stores nothing.
+
+    ``redactor`` (as ``Session.with_redaction``'s): every string of a value, and a put's
+    ``text``, pass through it before they are stored or indexed (field names are kept); a
+    redactor that raises fails the put with ``RedactionError``. Vectors given with a put are the
+    caller's: compute them from the value :func:`~sessions_core.redaction.redact_value` returns.
     """
 
-    def __init__(self, store: Store, *, namespace: str = "") -> None:
+    def __init__(self, store: Store, *, namespace: str = "", redactor: Any = None) -> None:
         if not isinstance(namespace, str) or "\x00" in namespace:
             raise InvalidInputError(f"a namespace is a string without NUL, not {namespace!r}")
         self.store = item_store(store)
         self.namespace = check_text(namespace, "namespace")
+        self.redactor = None if redactor is None else check_redactor(redactor)
         self._sweeper: threading.Thread | None = None
         self._sweeping: Future[None] | None = None
         self._stop = threading.Event()
@@ -284,11 +291,16 @@ class Items(AsyncTwins, ItemsTwins):
             if put.value is None:
                 writes.append(ItemWrite(prefix, key, None))
                 continue
-            value = _dump(put.value, key)
+            stored, value = put.value, _dump(put.value, key)
+            if self.redactor is not None:  # through its JSON, so that no object hides a string
+                stored = redact_value(self.redactor, json.loads(value))
+                value = _dump(stored, key)
             if put.text is None:
-                text = value_text(put.value)  # its strings are the value's: checked in its JSON
+                text = value_text(stored)  # its strings are the value's: checked in its JSON
             else:
                 text = check_text(put.text, f"the text of item {key!r}")
+                if self.redactor is not None:
+                    text = redact_text(self.redactor, text)
             vectors = None
             if put.vectors is not None:
                 vectors = tuple((check_text(field, "vector field"), _pack(vector)) for field, vector in put.vectors)

@@ -129,6 +129,7 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
             "max_message_bytes": max_message_bytes,
         }
         self._setup: list[Callable[[Session], Any]] = []
+        self._redactor: Any = None
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.RLock()
@@ -207,10 +208,17 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
     def with_redaction(self, redactor: Any) -> SessionManager:
         """Redact every text stored through this manager's sessions (``Session.with_redaction``):
         messages, block writes and versions, entries and compaction summaries, including the
-        summary a ``compact_and_split`` carries over."""
+        summary a ``compact_and_split`` carries over. A LangGraph store built on this manager
+        (``SessionStore.from_manager``) redacts its items with it too."""
         if redactor is not None:
             check_redactor(redactor)
+        self._redactor = redactor
         return self._configure(lambda s: s.with_redaction(redactor))
+
+    @property
+    def redactor(self) -> Any:
+        """The redactor of ``with_redaction``, or ``None``."""
+        return self._redactor
 
     def with_searchable_history(self, label: str) -> SessionManager:
         """Give every session a read-only searchable block over all of this manager's sessions."""

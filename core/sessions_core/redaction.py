@@ -213,6 +213,29 @@ def redact_text(redactor: Any, text: str) -> str:
     return apply_redactor(redactor, text).text
 
 
+def redact_value(redactor: Any, value: Any) -> Any:
+    """``value`` (JSON-like: mappings, lists, strings, numbers) with every string in it, however
+    deep, through ``redactor``; field names, numbers and other objects are kept. The same object
+    when nothing was masked."""
+    redacted = _redact_strings(redactor, value, {})
+    return value if redacted == value else redacted
+
+
+def _redact_strings(redactor: Any, value: Any, counts: dict[str, int]) -> Any:
+    """``value`` with its strings redacted (mappings and lists rebuilt); ``counts`` adds up
+    what was masked, per kind."""
+    if isinstance(value, str):
+        text, found = apply_redactor(redactor, value)
+        for kind, count in found.items():
+            counts[kind] = counts.get(kind, 0) + count
+        return text
+    if isinstance(value, (list, tuple)):
+        return [_redact_strings(redactor, item, counts) for item in value]
+    if isinstance(value, Mapping):
+        return {key: _redact_strings(redactor, item, counts) for key, item in value.items()}
+    return value
+
+
 def redact_message(redactor: Any, message: SessionMessage) -> SessionMessage:
     """``message`` with the free text of its parts redacted: text, reasoning, tool inputs and
     outputs, file names and any other field a part carries, except its identifiers, bytes, URLs
@@ -221,16 +244,7 @@ def redact_message(redactor: Any, message: SessionMessage) -> SessionMessage:
     counts: dict[str, int] = {}
 
     def walk(value: Any) -> Any:
-        if isinstance(value, str):
-            text, found = apply_redactor(redactor, value)
-            for kind, count in found.items():
-                counts[kind] = counts.get(kind, 0) + count
-            return text
-        if isinstance(value, list):
-            return [walk(item) for item in value]
-        if isinstance(value, dict):
-            return {key: walk(item) for key, item in value.items()}
-        return value
+        return _redact_strings(redactor, value, counts)
 
     parts = []
     for part in message.parts:

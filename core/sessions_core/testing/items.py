@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
-from sessions_core import InvalidInputError, InvalidTextError
+from sessions_core import InvalidInputError, InvalidTextError, PIIRedactor, RedactionError
 from sessions_core.items import ItemPut, Items
 
 from .harness import skip_where_unsupported
@@ -295,6 +296,31 @@ def test_bad_input_stores_nothing(make_manager, drive, namespace, key, value, er
         items.search(("a",), filter={"v') OR 1=1 --": 1})
     with pytest.raises(InvalidInputError):
         items.put(("a",), "k", {"v": 1}, ttl_minutes=-1)
+
+
+def test_a_redactor_masks_every_string_before_it_is_stored_or_indexed(make_manager, drive):
+    manager = make_manager()
+    store = getattr(manager, "target", manager).store
+    items = drive(Items(store, namespace="", redactor=PIIRedactor()))
+    secret, other = "jane.marker@example.com", "sk-proj-" + "q" * 32
+    value = {"content": f"write to {secret}", "tags": [f"key {other}"], "nested": {"uuid": uuid.uuid4()}, "n": 3}
+    items.put(("users", "u1"), "k", value)
+    items.put(("users", "u1"), "k", {"content": f"still {secret}"}, text=f"indexed {secret}")
+    stored = items.get(("users", "u1"), "k").value
+    assert stored == {"content": "still [EMAIL]"}
+    first = items.version(("users", "u1"), "k", 1).value
+    assert first["content"] == "write to [EMAIL]" and first["tags"] == ["key [API_KEY]"] and first["n"] == 3
+    for query in ("jane.marker@example.com", "example", "marker", "qqqq"):
+        assert items.search(("users",), query=query) == []
+    assert [item.key for item in items.search(("users",), query="indexed")] == ["k"]
+
+    def failing(text: str) -> str:
+        raise RuntimeError("detector down")
+
+    broken = drive(Items(store, namespace="", redactor=failing))
+    with pytest.raises(RedactionError, match="detector down"):
+        broken.put_many([ItemPut(("users", "u2"), "a", {"v": "fine"}), ItemPut(("users", "u2"), "b", {"v": "x"})])
+    assert items.search(("users", "u2")) == []
 
 
 def test_items_survive_reopening(make_manager, drive, persistent_backend):

@@ -1,0 +1,80 @@
+"""``SessionStore(redactor=...)`` (or a manager's ``with_redaction``) masks every string of an
+item before it is stored, indexed or embedded, on the short put path, in batches and async; the
+masked value is nowhere in the SQLite file; a redactor that raises stores nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from pathlib import Path
+
+import pytest
+from langchain_core.embeddings import Embeddings
+from langgraph.store.base import PutOp
+
+from langchain_sessions import SessionStore
+from sessions_core import PIIRedactor, RedactionError, SessionManager
+
+
+class RecordingEmbeddings(Embeddings):
+    """Embeds a text as its length and vowel count, and keeps every text it was given."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.texts += texts
+        return [self.embed_query(text) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return [float(len(text)), float(sum(text.count(v) for v in "aeiou")) + 1.0]
+
+
+def _secret() -> str:
+    return f"marker.{secrets.token_hex(6)}@example.com"
+
+
+def test_every_put_path_stores_and_indexes_the_masked_value(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    emails = [_secret() for _ in range(4)]
+    store = SessionStore(str(path), redactor=PIIRedactor())
+    namespace = ("memories", "u1")
+    store.put(namespace, "first", {"content": f"mail {emails[0]}"})  # the batch path (a new namespace)
+    store.put(namespace, "short", {"content": f"mail {emails[1]}", "list": [emails[1]]})  # the short path
+    store.batch([PutOp(namespace, "batch", {"content": f"mail {emails[2]}"})])
+    asyncio.run(store.aput(namespace, "async", {"content": f"mail {emails[3]}"}))
+    for key in ("first", "short", "batch", "async"):
+        item = store.get(namespace, key)
+        assert item is not None and item.value["content"] == "mail [EMAIL]"
+    assert store.get(namespace, "short").value["list"] == ["[EMAIL]"]  # type: ignore[union-attr]
+    assert store.search(("memories",), query=emails[0]) == []
+    assert {item.key for item in store.search(("memories",), query="mail")} == {"first", "short", "batch", "async"}
+    store.close()
+    for file in tmp_path.iterdir():
+        data = file.read_bytes()
+        assert not any(email.split("@")[0].encode() in data for email in emails), file.name
+
+
+def test_the_embeddings_see_the_masked_text_and_a_manager_passes_its_redactor() -> None:
+    embeddings = RecordingEmbeddings()
+    manager = SessionManager(":memory:").with_redaction(PIIRedactor())
+    store = SessionStore.from_manager(manager, index={"embed": embeddings, "dims": 2, "fields": ["content"]})
+    email = _secret()
+    store.put(("m",), "k", {"content": f"reach me at {email}"})
+    asyncio.run(store.abatch([PutOp(("m",), "k2", {"content": f"or {email}"})]))
+    assert embeddings.texts == ["reach me at [EMAIL]", "or [EMAIL]"]
+    assert store.get(("m",), "k").value == {"content": "reach me at [EMAIL]"}  # type: ignore[union-attr]
+    assert SessionStore.from_manager(manager, redactor=str.upper).items.redactor is str.upper
+    manager.close()
+
+
+def test_a_redactor_that_raises_stores_nothing() -> None:
+    def failing(text: str) -> str:
+        raise RuntimeError("detector down")
+
+    store = SessionStore(":memory:", redactor=failing)
+    with pytest.raises(RedactionError, match="detector down"):
+        store.put(("m",), "k", {"content": "anything"})
+    with pytest.raises(RedactionError):
+        store.batch([PutOp(("m",), "a", {"content": "x"}), PutOp(("m",), "b", {"content": "y"})])
+    assert store.search(("m",)) == []
