@@ -465,3 +465,43 @@ def test_cli_rekey_refusals(tmp_path):
     assert memory.exit_code == 2 and "SQLite database file" in memory.stderr
     missing = _cli("rekey", str(tmp_path / "none.db"), env={"SESSIONS_NEW_KEY": "k"})
     assert missing.exit_code == 1 and "no SQLite database" in missing.stderr
+
+
+@pytest.mark.parametrize("key", [KEY, RAW_KEY], ids=["passphrase", "raw"])
+def test_rekey_none_decrypts_into_a_plain_file(tmp_path, key):
+    path = tmp_path / "vault.db"
+    marker = "quokka" + secrets.token_hex(8)
+    store = SqliteStore(path, key=key)
+    _write_everything(store, marker)
+    before = Session(store).for_session("s").get_history()
+    store.rekey(None)
+    assert not store.encrypted
+    Session(store).for_session("s").append_message(msg("later", f"after {marker}"))
+    store.close()
+    assert path.read_bytes().startswith(SQLITE_HEADER)
+    assert sorted(p.name for p in tmp_path.iterdir() if ".decrypting" in p.name) == []
+    with Session(path) as session:  # the standard library's sqlite3 opens it
+        session.for_session("s")
+        assert session.get_history()[:-1] == before and session.get_history()[-1].id == "later"
+        assert session.search(marker)
+        assert session.store.schema_version() == len(sqlite_module.MIGRATIONS)
+    with pytest.raises(EncryptionKeyError, match="not encrypted"):
+        SqliteStore(path, key=key).schema_version()
+    SqliteStore(path).rekey(None)  # a plain file stays as it is
+    assert path.read_bytes().startswith(SQLITE_HEADER)
+
+
+def test_cli_rekey_decrypt(tmp_path):
+    path = _encrypted_file(tmp_path)
+    refused = _cli("rekey", str(path), "--decrypt")
+    assert refused.exit_code == 2 and "SESSIONS_KEY" in refused.stderr
+    wrong = _cli("rekey", str(path), "--decrypt", env={"SESSIONS_KEY": "nope"})
+    assert wrong.exit_code == 1 and "wrong key" in wrong.stderr
+    assert not path.read_bytes().startswith(SQLITE_HEADER)
+    decrypted = _cli("rekey", str(path), "--decrypt", env={"SESSIONS_KEY": KEY})
+    assert decrypted.exit_code == 0, decrypted.stderr
+    assert "Decrypted" in decrypted.stdout and path.read_bytes().startswith(SQLITE_HEADER)
+    listed = _cli("--store", str(path), "list")
+    assert listed.exit_code == 0, listed.stderr
+    with Session(path) as session:
+        assert [m.text for m in session.get_history()] == ["hello there"]

@@ -275,15 +275,20 @@ def build_cli() -> click.Group:
 
     @cli.command("rekey")
     @click.argument("database", metavar="DB", required=False)
+    @click.option("--decrypt", is_flag=True, help="Decrypt DB into a plain file instead of giving it a new key.")
     @click.pass_obj
-    def rekey_command(handle: StoreHandle, database: str | None) -> None:
+    def rekey_command(handle: StoreHandle, database: str | None, decrypt: bool) -> None:
         """Change the key of the encrypted SQLite file DB (default: --store), or encrypt a plain one.
 
         The current key is $SESSIONS_KEY (unset: DB is plain, and is encrypted into a new file
-        that replaces it); the new key is $SESSIONS_NEW_KEY, else asked for twice. Run it while
+        that replaces it); the new key is $SESSIONS_NEW_KEY, else asked for twice. With
+        --decrypt, DB (opened with $SESSIONS_KEY) is replaced by a plain copy. Run it while
         nothing else has DB open."""
         from .encryption_commands import cmd_rekey
 
+        if decrypt:
+            cmd_rekey(handle, database, None)
+            return
         new_key = os.environ.get("SESSIONS_NEW_KEY") or click.prompt(
             "New key", hide_input=True, confirmation_prompt=True
         )

@@ -669,21 +669,24 @@ class SqliteStore(SqlStore):
         """Whether the store opens its database with a key (SQLCipher)."""
         return self._key_sql is not None
 
-    def rekey(self, new_key: str | bytes) -> None:
+    def rekey(self, new_key: str | bytes | None) -> None:
         """Make ``new_key`` the file's key (``PRAGMA rekey``: every page is encrypted again). A
-        plain file is encrypted instead: copied into a new encrypted file that replaces it; run
-        it while nothing else uses the file (a store that has it open refuses its next write:
-        the file was replaced). Other connections holding the file with its old key fail from
-        then on."""
-        new_sql = key_pragma(new_key)
+        plain file is encrypted instead, and ``None`` decrypts an encrypted one: the file is
+        copied into a new one (``sqlcipher_export``) that replaces it; run that while nothing
+        else uses the file (a store that has it open refuses its next write: the file was
+        replaced). Other connections holding the file with its old key fail from then on."""
+        new_sql = None if new_key is None else key_pragma(new_key)
         if self.read_only:
             self._refuse_write()
         with self._lock:
             self._check_open()
             if self._conn.in_transaction:
                 raise StoreError(f"{self!r}: rekey() cannot run inside a transaction")
-            if self._key_sql is None:
-                self._encrypt(key_text(new_key))
+            if new_key is None:
+                if self._key_sql is not None:
+                    self._copy_as(None)
+            elif self._key_sql is None:
+                self._copy_as(key_text(new_key))
             else:
                 try:
                     self._conn.execute(f"PRAGMA rekey = {new_sql}")
@@ -691,29 +694,34 @@ class SqliteStore(SqlStore):
                     raise self._failure(error) from error
             self._key_sql = new_sql
 
-    def _encrypt(self, key: str) -> None:
-        """Replace the plain file by an encrypted copy (``sqlcipher_export``) under ``key``; the
-        next call opens the copy."""
+    def _copy_as(self, key: str | None) -> None:
+        """Replace the file by a copy (``sqlcipher_export``) encrypted under ``key`` with
+        ``CIPHER_SETTINGS``, or plain (``None``); the next call opens the copy."""
         if self._url is None:
-            raise InvalidInputError(f"{self!r}: only a database file can be encrypted")
+            raise InvalidInputError(f"{self!r}: only a database file can be encrypted or decrypted")
         driver = _cipher()
         path = self._url
         self._conn.close()
         self._conn = None  # type: ignore[assignment]
         self._ready = False
+        doing, done = ("encrypting", "encrypted") if key else ("decrypting", "decrypted")
         folder, name = os.path.split(path)
         try:
-            descriptor, building = tempfile.mkstemp(prefix=f".{name}.", suffix=".encrypting", dir=folder)
+            descriptor, building = tempfile.mkstemp(prefix=f".{name}.", suffix=f".{doing}", dir=folder)
         except OSError as error:
-            raise StoreError(f"{self!r}: cannot make the encrypted copy beside the file: {error}") from error
+            raise StoreError(f"{self!r}: cannot make the {done} copy beside the file: {error}") from error
         os.close(descriptor)
-        conn = driver.connect(path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
+        conn = (
+            self._open(path)
+            if self._key_sql is not None
+            else driver.connect(path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
+        )
         try:
             # Out of WAL, in exclusive locking mode: from BEGIN EXCLUSIVE until this connection
             # closes (after the replace), no other connection reads or writes the old file.
             conn.execute("PRAGMA locking_mode = EXCLUSIVE")
             in_use = StoreError(
-                f"{self!r}: another connection is using the file, so it cannot be encrypted: close every"
+                f"{self!r}: another connection is using the file, so it cannot be {done}: close every"
                 " other store and process using it, then retry"
             )
             try:
@@ -726,12 +734,12 @@ class SqliteStore(SqlStore):
                 raise in_use from error
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             conn.execute("COMMIT")
-            conn.execute("ATTACH DATABASE ? AS encrypted KEY ?", (building, key))
-            for setting in CIPHER_SETTINGS:
-                conn.execute(f"PRAGMA encrypted.{setting}")
-            conn.execute("SELECT sqlcipher_export('encrypted')").fetchone()
-            conn.execute(f"PRAGMA encrypted.user_version = {int(version)}")
-            conn.execute("DETACH DATABASE encrypted")
+            conn.execute("ATTACH DATABASE ? AS copy KEY ?", (building, key or ""))  # '': a plain copy
+            for setting in CIPHER_SETTINGS if key else ():
+                conn.execute(f"PRAGMA copy.{setting}")
+            conn.execute("SELECT sqlcipher_export('copy')").fetchone()
+            conn.execute(f"PRAGMA copy.user_version = {int(version)}")
+            conn.execute("DETACH DATABASE copy")
             os.chmod(building, stat.S_IMODE(os.stat(path).st_mode))
             _fsync(building)
             os.replace(building, path)
@@ -743,13 +751,13 @@ class SqliteStore(SqlStore):
             if isinstance(error, _ERRORS):
                 raise self._failure(error) from error
             if isinstance(error, OSError):
-                raise StoreError(f"{self!r}: cannot encrypt the file: {error}") from error
+                raise StoreError(f"{self!r}: {doing} the file failed: {error}") from error
             raise
         finally:
             conn.close()
-        self._driver = driver
-        self._cipher_settings = CIPHER_SETTINGS
-        self._in_place = hasattr(driver.Connection, "blobopen")
+        self._driver = driver if key else sqlite3
+        self._cipher_settings = CIPHER_SETTINGS if key else None
+        self._in_place = hasattr(self._driver.Connection, "blobopen")
         self._identity = None
 
     def _check_open(self) -> None:
