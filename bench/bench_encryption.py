@@ -1,6 +1,6 @@
 """Encryption at rest (issue 32): what SQLCipher costs an append and a full-history read.
 
-Run ``python bench/bench_encryption.py`` (``--messages 2000 --history 10000 --rounds 5``). Two
+Run ``python bench/bench_encryption.py`` (``--messages 2000 --history 10000 --rounds 9``). Two
 SQLite files in one run, a plain one and one opened with ``key=`` (a passphrase), both WAL with
 ``synchronous=NORMAL``; rounds alternate between them so that the machine's noise hits both
 alike, and each figure is the median round:
