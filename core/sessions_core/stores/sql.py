@@ -1485,8 +1485,8 @@ class SqlStore(RecallStore, InspectableStore):
         self._execute(REGISTER_SESSION, dict(zip(SESSION_COLUMNS, row)), idempotent=False)
 
     def get_session_row(self, namespace: str, session_id: str) -> SessionRow | None:
-        row = self._one(GET_SESSION, {"ns": namespace, "id": session_id})
-        return None if row is None else SessionRow(*row)
+        rows = self._read_one(GET_SESSION, {"ns": namespace, "id": session_id})
+        return SessionRow(*rows[0]) if rows else None
 
     def list_session_rows(self, namespace: str) -> list[SessionRow]:
         return [SessionRow(*row) for row in self._all(LIST_SESSIONS, {"ns": namespace})]
