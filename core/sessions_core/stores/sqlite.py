@@ -203,6 +203,22 @@ def silence_sqlcipher_log() -> None:
         conn.execute("PRAGMA cipher_log_level = NONE")
 
 
+_LOG_LEVEL_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _quiet_sqlcipher(conn: Any) -> Iterator[None]:
+    """SQLCipher's log (process-wide) silenced while a file is tried with settings that may not
+    be its own: that failure is expected, and the next try, logged, settles it."""
+    with _LOG_LEVEL_LOCK:
+        level = conn.execute("PRAGMA cipher_log_level").fetchone()[0]
+        conn.execute("PRAGMA cipher_log_level = NONE")
+        try:
+            yield
+        finally:
+            conn.execute(f"PRAGMA cipher_log_level = {level}")
+
+
 class SqliteStore(SqlStore):
     """A SQLite database file, or ``":memory:"``.
 
@@ -313,8 +329,9 @@ class SqliteStore(SqlStore):
                 conn.execute(f"PRAGMA key = {self._key_sql}")
                 for setting in settings:
                     conn.execute(f"PRAGMA {setting}")
-                conn.execute(f"PRAGMA cache_size = -{_CIPHER_CACHE_KIB}")
-                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the key decrypts the file
+                with _quiet_sqlcipher(conn) if tried < len(choices) else contextlib.nullcontext():
+                    conn.execute(f"PRAGMA cache_size = -{_CIPHER_CACHE_KIB}")
+                    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the key decrypts the file
             except BaseException as error:
                 conn.close()
                 if tried < len(choices) and is_not_a_database(error):
