@@ -42,7 +42,10 @@ def _sqlite_file(tmp_path: Path) -> Iterator[Backend]:
 def _sqlite_encrypted(tmp_path: Path) -> Iterator[Backend]:
     pytest.importorskip("sqlcipher3", reason="encrypted SQLite needs the encryption extra")
     path = tmp_path / "sessions.db"
-    yield Backend("sqlite-encrypted", lambda: SqliteStore(path, key="conformance passphrase"), persistent=True)
+    # A raw 32-byte key: a passphrase's key derivation costs about 0.2 s at every open, some 100 s
+    # over the suite, and changes nothing the contracts check (tests/test_encryption.py runs both).
+    key = bytes(range(32))
+    yield Backend("sqlite-encrypted", lambda: SqliteStore(path, key=key), persistent=True)
 
 
 @contextmanager
