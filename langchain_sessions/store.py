@@ -36,7 +36,7 @@ from langgraph.store.base import (
 )
 
 from sessions_core import InvalidInputError, SessionManager
-from sessions_core.integration import ItemPut, Items, ItemVersion, StoredItem, redact_value, run_in_thread
+from sessions_core.integration import ItemPut, Items, ItemVersion, StoredItem, run_in_thread
 
 __all__ = ["SessionStore"]
 
@@ -272,14 +272,13 @@ class SessionStore(BaseStore):
         return found
 
     def _redacted(self, ops: list[Op]) -> list[Op]:
-        """``ops`` with each put's value redacted when it is embedded here (the items redact
-        what they store; the embeddings must see the same masked text)."""
-        redactor = self.items.redactor
-        if redactor is None or self.embeddings is None:
+        """``ops`` with each put's value redacted (:meth:`Items.redact`) when a redactor is set,
+        before anything is embedded: the embeddings see what is stored."""
+        if self.items.redactor is None:
             return ops
         return [
-            op._replace(value=redact_value(redactor, op.value))
-            if isinstance(op, PutOp) and op.value is not None and op.index is not False
+            op._replace(value=self.items.redact(op.value, op.key))
+            if isinstance(op, PutOp) and op.value is not None
             else op
             for op in ops
         ]
@@ -345,7 +344,7 @@ class SessionStore(BaseStore):
                 results[i] = self._namespaces(op)
         if writes:
             embedded = iter(vectors)
-            self.items.put_many([self._put(op, embedded) for op in writes])
+            self.items.put_many([self._put(op, embedded) for op in writes], redacted=True)  # by _redacted
         return results
 
     def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:

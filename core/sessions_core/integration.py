@@ -16,7 +16,6 @@ framework-neutral and behaves the same for every adapter:
   ``CheckpointRow`` and ``CheckpointWrite``;
 - items: ``Items`` (namespaced items with versions, keyword and vector search, expiry) with
   ``ItemPut``, ``StoredItem``, ``ItemVersion`` and ``FILTER_OPERATORS``;
-- redaction: ``redact_value`` (every string of a JSON-like value through a redactor);
 - tools: ``tool_args_model`` (a tool's JSON Schema as a pydantic model);
 - compaction: ``Summarizer`` (a summariser with a sync and a native async form);
 - message parts: ``is_tool_ui_type`` (AI SDK UI tool parts) and ``file_data_text`` (a file
@@ -32,7 +31,6 @@ from .items import FILTER_OPERATORS, ItemPut, Items, ItemVersion, StoredItem
 from .messages import COMPACTION_ID_PREFIX, file_data_text, is_marker, is_tool_ui_type
 from .overlays import is_summary_id, plan_overlays, summary_id
 from .reads import summary_message
-from .redaction import redact_value
 from .schemas import tool_args_model
 from .semantic import metadata_matches
 from .store_owner import store_url
@@ -72,7 +70,6 @@ __all__ = [
     "prefer_async",
     "raw_history",
     "recent_window",
-    "redact_value",
     "run_in_thread",
     "set_active_history",
     "soft_reset",

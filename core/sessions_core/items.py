@@ -244,7 +244,7 @@ class Items(AsyncTwins, ItemsTwins):
     ``redactor`` (as ``Session.with_redaction``'s): every string of a value, and a put's
     ``text``, pass through it before they are stored or indexed (field names are kept); a
     redactor that raises fails the put with ``RedactionError``. Vectors given with a put are the
-    caller's: compute them from the value :func:`~sessions_core.redaction.redact_value` returns.
+    caller's: compute them from what :meth:`redact` returns, and say so to :meth:`put_many`.
     """
 
     def __init__(self, store: Store, *, namespace: str = "", redactor: Any = None) -> None:
@@ -275,9 +275,19 @@ class Items(AsyncTwins, ItemsTwins):
         check_text(key, "item key")
         return check_namespace(namespace), key
 
+    def redact(self, value: Mapping[str, Any], key: str = "") -> Any:
+        """``value`` as a put stores it: through its JSON (so that no object hides a string),
+        every string through the redactor; ``value`` itself without one."""
+        if self.redactor is None:
+            return value
+        return redact_value(self.redactor, json.loads(_dump(value, key)))
+
     @io
-    def put_many(self, puts: Sequence[ItemPut]) -> None:
-        """Apply ``puts`` in order, in one transaction (a later write of a key wins)."""
+    def put_many(self, puts: Sequence[ItemPut], *, redacted: bool = False) -> None:
+        """Apply ``puts`` in order, in one transaction (a later write of a key wins).
+        ``redacted``: their values and texts already went through :meth:`redact` (the redactor
+        runs once)."""
+        redactor = None if redacted else self.redactor
         writes = []
         for put in puts:
             key = put.key
@@ -291,16 +301,14 @@ class Items(AsyncTwins, ItemsTwins):
             if put.value is None:
                 writes.append(ItemWrite(prefix, key, None))
                 continue
-            stored, value = put.value, _dump(put.value, key)
-            if self.redactor is not None:  # through its JSON, so that no object hides a string
-                stored = redact_value(self.redactor, json.loads(value))
-                value = _dump(stored, key)
+            stored = put.value if redactor is None else self.redact(put.value, key)
+            value = _dump(stored, key)
             if put.text is None:
                 text = value_text(stored)  # its strings are the value's: checked in its JSON
             else:
                 text = check_text(put.text, f"the text of item {key!r}")
-                if self.redactor is not None:
-                    text = redact_text(self.redactor, text)
+                if redactor is not None:
+                    text = redact_text(redactor, text)
             vectors = None
             if put.vectors is not None:
                 vectors = tuple((check_text(field, "vector field"), _pack(vector)) for field, vector in put.vectors)

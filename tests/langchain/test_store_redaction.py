@@ -78,3 +78,15 @@ def test_a_redactor_that_raises_stores_nothing() -> None:
     with pytest.raises(RedactionError):
         store.batch([PutOp(("m",), "a", {"content": "x"}), PutOp(("m",), "b", {"content": "y"})])
     assert store.search(("m",)) == []
+
+
+def test_the_redactor_runs_once_on_each_string_with_embeddings() -> None:
+    embeddings = RecordingEmbeddings()
+    store = SessionStore(
+        ":memory:", index={"embed": embeddings, "dims": 2, "fields": ["content"]}, redactor=lambda t: t + "!"
+    )
+    store.put(("m",), "k", {"content": "hello"})
+    asyncio.run(store.aput(("m",), "k2", {"content": "there"}))
+    assert store.get(("m",), "k").value == {"content": "hello!"}  # type: ignore[union-attr]
+    assert store.get(("m",), "k2").value == {"content": "there!"}  # type: ignore[union-attr]
+    assert embeddings.texts == ["hello!", "there!"]
