@@ -84,7 +84,7 @@ class CheckpointsTwins:
 class ItemsTwins:
     """The async twins of ``items.Items``'s ``@io`` methods."""
 
-    async def aput_many(self, puts: Sequence[ItemPut]) -> None:
+    async def aput_many(self, puts: Sequence[ItemPut], *, redacted: bool = False) -> None:
         """Async twin of :meth:`Items.put_many`."""
         ...
 
