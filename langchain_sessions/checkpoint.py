@@ -7,11 +7,13 @@ delegates to ``sessions_core``'s ``Checkpoints``: one statement per ``put``, ``p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, cast
 
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -25,11 +27,12 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.types import Interrupt, Send
 
 from sessions_core import InvalidInputError, SessionManager
-from sessions_core.integration import CheckpointRow, Checkpoints, CheckpointWrite
+from sessions_core.integration import CheckpointRow, Checkpoints, CheckpointWrite, check_redactor, redact_text
 
-__all__ = ["SessionSaver"]
+__all__ = ["SessionSaver", "redact_state"]
 
 
 class SessionSaver(BaseCheckpointSaver[str]):
@@ -48,6 +51,14 @@ class SessionSaver(BaseCheckpointSaver[str]):
     Beyond the base API it implements ``copy_thread``, ``delete_for_runs`` and ``prune``
     (``"keep_latest"`` or ``"delete"``; ``keep_latest`` refuses a thread whose graph uses a
     ``DeltaChannel``). Bad input raises ``sessions_core.InvalidInputError``.
+
+    ``redactor`` (default: the manager's, ``SessionManager.with_redaction``; ``False``: none):
+    the state a checkpoint or a pending write stores passes through it first (:func:`redact_state`),
+    so that a value the sessions mask is not kept verbatim in the thread's checkpoints. A thread
+    resumed from a checkpoint then sees the masks, as the session's history shows them: a graph
+    that needs a masked value back after an interrupt (a tool call waiting for approval) should
+    pass ``redactor=False`` and encrypt the file instead (``key=``). The checkpoint's metadata
+    is stored as given. A redactor that raises stores nothing (``sessions_core.RedactionError``).
     """
 
     def __init__(
@@ -57,21 +68,31 @@ class SessionSaver(BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         namespace: str = "",
         delete_sessions: bool = False,
+        redactor: Any = None,
     ) -> None:
         super().__init__(serde=serde)
         manager = store if isinstance(store, SessionManager) else SessionManager(store, namespace=namespace)
         self._owns_manager = manager is not store
         self.manager = manager
         self.checkpoints = Checkpoints(manager, erase_sessions=delete_sessions)
+        if redactor is None:
+            redactor = manager.redactor
+        self.redactor: Any = None if redactor is None or redactor is False else check_redactor(redactor)
 
     @classmethod
     def from_manager(
-        cls, manager: SessionManager, *, serde: SerializerProtocol | None = None, delete_sessions: bool = False
+        cls,
+        manager: SessionManager,
+        *,
+        serde: SerializerProtocol | None = None,
+        delete_sessions: bool = False,
+        redactor: Any = None,
     ) -> SessionSaver:
-        """A saver over ``manager``'s store and namespace (the manager keeps owning the store)."""
+        """A saver over ``manager``'s store and namespace (the manager keeps owning the store),
+        redacting with ``redactor`` or else the manager's."""
         if not isinstance(manager, SessionManager):
             raise TypeError(f"from_manager takes a SessionManager, not {type(manager).__name__}")
-        return cls(manager, serde=serde, delete_sessions=delete_sessions)
+        return cls(manager, serde=serde, delete_sessions=delete_sessions, redactor=redactor)
 
     def close(self) -> None:
         """Close the store if this saver opened it (from a path or URL)."""
@@ -116,6 +137,11 @@ class SessionSaver(BaseCheckpointSaver[str]):
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
     ) -> tuple[CheckpointRow, str | None]:
         configurable = _configurable(config)
+        if self.redactor is not None:
+            values = checkpoint["channel_values"]
+            redacted = redact_state(self.redactor, values)
+            if redacted is not values:
+                checkpoint = {**checkpoint, "channel_values": redacted}
         type_, data = self.serde.dumps_typed(checkpoint)
         merged = get_checkpoint_metadata(config, metadata)
         try:
@@ -136,6 +162,8 @@ class SessionSaver(BaseCheckpointSaver[str]):
 
     def _writes(self, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> list[CheckpointWrite]:
         dumps = self.serde.dumps_typed
+        if self.redactor is not None:
+            writes = [(channel, redact_state(self.redactor, value)) for channel, value in writes]
         return [
             CheckpointWrite(task_id, WRITES_IDX_MAP.get(channel, idx), channel, *dumps(value), task_path)
             for idx, (channel, value) in enumerate(writes)
@@ -299,3 +327,62 @@ def _list_args(
     if before is not None:
         args["before"] = get_checkpoint_id(before)
     return args
+
+
+_KEPT_MESSAGE_FIELDS = frozenset(
+    {"id", "type", "name", "tool_call_id", "status", "index", "url", "base64", "data", "mime_type"}
+    | {"source_type", "file_id", "signature"}
+)
+"""Fields of a message's content blocks and tool calls that identify, route or carry bytes: never
+redacted (as ``sessions_core`` keeps a stored part's). What such a field holds is another field."""
+
+
+def redact_state(redactor: Any, value: Any) -> Any:
+    """``value`` (a graph's state, a channel's value or a write) with its free text through
+    ``redactor``: every string of the dicts, lists and tuples it holds, and of each LangChain
+    message its content, tool-call arguments, ``additional_kwargs`` and a tool result's
+    artifact, of a ``Send`` its input and of an ``Interrupt`` its value. Identifiers, types,
+    URLs, bytes and metadata of messages and tool calls are kept, as are objects of other kinds;
+    the same object when nothing was masked."""
+    return _redacted(redactor, value, frozenset())
+
+
+def _redacted(redactor: Any, value: Any, kept: frozenset[str]) -> Any:
+    if isinstance(value, str):
+        redacted = redact_text(redactor, value) if value else value
+        return value if redacted == value else redacted
+    if isinstance(value, BaseMessage):
+        return _redacted_message(redactor, value)
+    if isinstance(value, Send):  # a task's input: create_agent's tool calls
+        arg = _redacted(redactor, value.arg, _KEPT_MESSAGE_FIELDS)
+        return value if arg is value.arg else Send(value.node, arg, timeout=value.timeout)
+    if isinstance(value, Interrupt):  # what a paused graph asks about: HumanInTheLoopMiddleware's tool calls
+        interrupt_value = _redacted(redactor, value.value, _KEPT_MESSAGE_FIELDS)
+        return value if interrupt_value is value.value else dataclasses.replace(value, value=interrupt_value)
+    if type(value) is dict:
+        no_keys: frozenset[str] = frozenset()
+        items = {key: item if key in kept else _redacted(redactor, item, no_keys) for key, item in value.items()}
+        return value if all(items[key] is item for key, item in value.items()) else items
+    if type(value) in (list, tuple):
+        items = [_redacted(redactor, item, kept) for item in value]
+        if all(new is old for new, old in zip(items, value, strict=True)):
+            return value
+        return items if isinstance(value, list) else tuple(items)
+    return value
+
+
+def _redacted_message(redactor: Any, message: BaseMessage) -> BaseMessage:
+    fields = ["content", "additional_kwargs"]
+    if isinstance(message, AIMessage):
+        fields += ["tool_calls", "invalid_tool_calls"]
+        if isinstance(message, AIMessageChunk):
+            fields.append("tool_call_chunks")
+    elif isinstance(message, ToolMessage):
+        fields.append("artifact")
+    changed = {}
+    for name in fields:
+        value = getattr(message, name)
+        redacted = _redacted(redactor, value, _KEPT_MESSAGE_FIELDS)
+        if redacted is not value:
+            changed[name] = redacted
+    return message.model_copy(update=changed) if changed else message

@@ -1,0 +1,148 @@
+"""``SessionSaver`` over a redacting manager: the state its checkpoints and pending writes keep
+passes through the redactor, so a value the session masks is in no byte of the SQLite file; a
+resumed thread sees the masks, the session keeps each message once, ``redactor=False`` keeps the
+state verbatim, and a redactor that raises stores no checkpoint."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.types import Interrupt, Send
+
+from langchain_sessions import SessionMemoryMiddleware, SessionSaver
+from langchain_sessions.checkpoint import redact_state
+from sessions_core import PIIRedactor, RedactionError, SessionManager
+
+from .helpers import ScriptedChatModel, call
+
+
+def _email() -> str:
+    return f"m{secrets.token_hex(6)}@example.com"
+
+
+@tool
+def send_mail(to: str, body: str) -> str:
+    """Send an e-mail."""
+    return f"sent to {to}"
+
+
+def _agent(manager: SessionManager, model: ScriptedChatModel, **saver: Any) -> Any:
+    return create_agent(
+        model,
+        tools=[send_mail],
+        checkpointer=SessionSaver.from_manager(manager, **saver),
+        middleware=[SessionMemoryMiddleware(manager)],
+    )
+
+
+def test_redact_state_masks_free_text_and_keeps_identifiers_and_other_objects() -> None:
+    email = _email()
+    marker = object()
+    state = {
+        "messages": [
+            HumanMessage(
+                [{"type": "text", "text": f"write to {email}"}, {"type": "image", "url": f"https://x/{email}"}]
+            ),
+            AIMessage(
+                "", id="ai-1", tool_calls=[{"name": "send_mail", "args": {"to": email, "data": email}, "id": "c1"}]
+            ),
+            ToolMessage(f"sent to {email}", tool_call_id="c1", artifact={"to": email}),
+        ],
+        "note": (f"call {email}", 3),
+        "other": marker,
+        "task": Send("tools", [{"name": "send_mail", "args": {"to": email}, "id": "c1", "type": "tool_call"}]),
+        "paused": Interrupt({"action_requests": [{"name": "send_mail", "args": {"to": email}}]}, id="i1"),
+    }
+    redacted = redact_state(PIIRedactor(), state)
+    human, ai, result = redacted["messages"]
+    assert human.content == [
+        {"type": "text", "text": "write to [EMAIL]"},
+        {"type": "image", "url": f"https://x/{email}"},  # a URL is kept, as a stored part's is
+    ]
+    assert ai.id == "ai-1" and ai.tool_calls[0]["id"] == "c1" and ai.tool_calls[0]["name"] == "send_mail"
+    assert ai.tool_calls[0]["args"] == {"to": "[EMAIL]", "data": "[EMAIL]"}  # arguments are free text
+    assert (result.content, result.artifact, result.tool_call_id) == ("sent to [EMAIL]", {"to": "[EMAIL]"}, "c1")
+    assert redacted["note"] == ("call [EMAIL]", 3) and redacted["other"] is marker
+    task, paused = redacted["task"], redacted["paused"]
+    assert task.node == "tools" and task.arg == [
+        {"name": "send_mail", "args": {"to": "[EMAIL]"}, "id": "c1", "type": "tool_call"}
+    ]
+    assert paused.id == "i1" and paused.value == {"action_requests": [{"name": "send_mail", "args": {"to": "[EMAIL]"}}]}
+    assert state["messages"][0].content[0]["text"] == f"write to {email}"  # the graph's own state is untouched
+
+    clean = {"messages": [HumanMessage("nothing to mask")], "n": 1}
+    assert redact_state(PIIRedactor(), clean) is clean
+
+
+@pytest.mark.parametrize("resume", ["same manager", "restart"])
+def test_no_checkpoint_keeps_a_masked_value_and_a_resumed_thread_sees_the_masks(tmp_path: Path, resume: str) -> None:
+    db = tmp_path / "memory.db"
+    email = _email()
+    manager = SessionManager(str(db)).with_redaction(PIIRedactor())
+    model = ScriptedChatModel(
+        responses=[call("send_mail", {"to": email, "body": f"hi {email}"}, "c1"), AIMessage(f"Sent to {email}.")]
+    )
+    result = _agent(manager, model).invoke(
+        {"messages": [HumanMessage(f"Mail {email} please.")]}, {"configurable": {"thread_id": "t1"}}
+    )
+    assert result["messages"][-1].text == f"Sent to {email}."  # the run's own state is as the graph made it
+    if resume == "restart":
+        manager.close()
+        manager = SessionManager(str(db)).with_redaction(PIIRedactor())
+
+    model = ScriptedChatModel(responses=[AIMessage("Done.")])
+    _agent(manager, model).invoke({"messages": [HumanMessage("Thanks.")]}, {"configurable": {"thread_id": "t1"}})
+    seen = [m.text for m in model.calls[0]]
+    assert seen[:2] == ["Mail [EMAIL] please.", ""] and "Sent to [EMAIL]." in seen
+    assert not any(email in text for text in seen)
+    stored = manager.get_history("t1")
+    assert len(stored) == 6 and len({m.id for m in stored}) == 6  # each message once
+    manager.close()
+
+    for file in tmp_path.iterdir():
+        assert email.split("@")[0].encode() not in file.read_bytes(), file.name
+
+
+def test_redactor_false_keeps_the_state_verbatim(tmp_path: Path) -> None:
+    email = _email()
+    with SessionManager(str(tmp_path / "memory.db")).with_redaction(PIIRedactor()) as manager:
+        model = ScriptedChatModel(responses=[AIMessage("Noted.")])
+        _agent(manager, model, redactor=False).invoke(
+            {"messages": [HumanMessage(f"I am {email}.")]}, {"configurable": {"thread_id": "t1"}}
+        )
+        saved = SessionSaver.from_manager(manager, redactor=False).get_tuple({"configurable": {"thread_id": "t1"}})
+        assert saved is not None and saved.checkpoint["channel_values"]["messages"][0].text == f"I am {email}."
+        assert manager.get_history("t1")[0].parts[0].text == "I am [EMAIL]."  # type: ignore[union-attr]
+
+
+def test_a_redactor_that_raises_stores_no_checkpoint_and_no_write() -> None:
+    def failing(text: str) -> str:
+        raise RuntimeError("detector down")
+
+    saver = SessionSaver(":memory:", redactor=failing)
+    config = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"messages": [HumanMessage("hello")]}
+    with pytest.raises(RedactionError, match="detector down"):
+        saver.put(config, checkpoint, {"source": "input", "step": -1, "parents": {}}, {})  # type: ignore[arg-type]
+    assert saver.get_tuple(config) is None  # type: ignore[arg-type]
+
+    stored = SessionSaver.from_manager(saver.manager, redactor=False).put(
+        config,  # type: ignore[arg-type]
+        empty_checkpoint(),
+        {"source": "input", "step": -1, "parents": {}},
+        {},
+    )
+    with pytest.raises(RedactionError):
+        saver.put_writes(stored, [("messages", [AIMessage("hi")])], "task-1")
+    latest = saver.get_tuple(stored)
+    assert latest is not None and latest.pending_writes == []
+    with pytest.raises(TypeError, match="redactor"):
+        SessionSaver(":memory:", redactor=42)
