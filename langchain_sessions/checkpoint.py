@@ -351,6 +351,19 @@ def _redacted(redactor: Any, value: Any, kept: frozenset[str]) -> Any:
     if isinstance(value, str):
         redacted = redact_text(redactor, value) if value else value
         return value if redacted == value else redacted
+    if type(value) is dict:
+        if not value:
+            return value
+        no_keys: frozenset[str] = frozenset()
+        items = {key: item if key in kept else _redacted(redactor, item, no_keys) for key, item in value.items()}
+        return value if all(items[key] is item for key, item in value.items()) else items
+    if type(value) in (list, tuple):
+        if not value:
+            return value
+        items = [_redacted(redactor, item, kept) for item in value]
+        if all(new is old for new, old in zip(items, value, strict=True)):
+            return value
+        return items if isinstance(value, list) else tuple(items)
     if isinstance(value, BaseMessage):
         return _redacted_message(redactor, value)
     if isinstance(value, Send):  # a task's input: create_agent's tool calls
@@ -359,15 +372,6 @@ def _redacted(redactor: Any, value: Any, kept: frozenset[str]) -> Any:
     if isinstance(value, Interrupt):  # what a paused graph asks about: HumanInTheLoopMiddleware's tool calls
         interrupt_value = _redacted(redactor, value.value, _KEPT_MESSAGE_FIELDS)
         return value if interrupt_value is value.value else dataclasses.replace(value, value=interrupt_value)
-    if type(value) is dict:
-        no_keys: frozenset[str] = frozenset()
-        items = {key: item if key in kept else _redacted(redactor, item, no_keys) for key, item in value.items()}
-        return value if all(items[key] is item for key, item in value.items()) else items
-    if type(value) in (list, tuple):
-        items = [_redacted(redactor, item, kept) for item in value]
-        if all(new is old for new, old in zip(items, value, strict=True)):
-            return value
-        return items if isinstance(value, list) else tuple(items)
     return value
 
 

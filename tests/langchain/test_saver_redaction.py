@@ -23,6 +23,13 @@ from sessions_core import PIIRedactor, RedactionError, SessionManager
 from .helpers import ScriptedChatModel, call
 
 
+class Ambiguous:
+    """An object of state whose truth is an error, as a NumPy array's or a DataFrame's."""
+
+    def __bool__(self) -> bool:
+        raise ValueError("the truth value is ambiguous")
+
+
 def _email() -> str:
     return f"m{secrets.token_hex(6)}@example.com"
 
@@ -44,7 +51,7 @@ def _agent(manager: SessionManager, model: ScriptedChatModel, **saver: Any) -> A
 
 def test_redact_state_masks_free_text_and_keeps_identifiers_and_other_objects() -> None:
     email = _email()
-    marker = object()
+    marker = Ambiguous()
     state = {
         "messages": [
             HumanMessage(
