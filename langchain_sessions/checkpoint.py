@@ -52,13 +52,14 @@ class SessionSaver(BaseCheckpointSaver[str]):
     (``"keep_latest"`` or ``"delete"``; ``keep_latest`` refuses a thread whose graph uses a
     ``DeltaChannel``). Bad input raises ``sessions_core.InvalidInputError``.
 
-    ``redactor`` (default: the manager's, ``SessionManager.with_redaction``; ``False``: none):
-    the state a checkpoint or a pending write stores passes through it first (:func:`redact_state`),
-    so that a value the sessions mask is not kept verbatim in the thread's checkpoints. A thread
-    resumed from a checkpoint then sees the masks, as the session's history shows them: a graph
-    that needs a masked value back after an interrupt (a tool call waiting for approval) should
-    pass ``redactor=False`` and encrypt the file instead (``key=``). The checkpoint's metadata
-    is stored as given. A redactor that raises stores nothing (``sessions_core.RedactionError``).
+    ``redactor`` (default: the manager's, ``SessionManager.with_redaction``, also when it is set
+    after the saver is built; ``False``: none): the state a checkpoint or a pending write stores
+    passes through it first (:func:`redact_state`), so that a value the sessions mask is not kept
+    verbatim in the thread's checkpoints. A thread resumed from a checkpoint then sees the masks,
+    as the session's history shows them: a graph that needs a masked value back after an
+    interrupt (a tool call waiting for approval) should pass ``redactor=False`` and encrypt the
+    file instead (``key=``). The checkpoint's metadata is stored as given. A redactor that raises
+    stores nothing (``sessions_core.RedactionError``).
     """
 
     def __init__(
@@ -75,9 +76,15 @@ class SessionSaver(BaseCheckpointSaver[str]):
         self._owns_manager = manager is not store
         self.manager = manager
         self.checkpoints = Checkpoints(manager, erase_sessions=delete_sessions)
-        if redactor is None:
-            redactor = manager.redactor
-        self.redactor: Any = None if redactor is None or redactor is False else check_redactor(redactor)
+        self._redactor: Any = redactor if redactor is None or redactor is False else check_redactor(redactor)
+
+    @property
+    def redactor(self) -> Any:
+        """What the state passes through before it is stored: the saver's own ``redactor``, else
+        the manager's as it is now (``None``: none)."""
+        if self._redactor is None:
+            return self.manager.redactor
+        return None if self._redactor is False else self._redactor
 
     @classmethod
     def from_manager(
@@ -137,9 +144,10 @@ class SessionSaver(BaseCheckpointSaver[str]):
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
     ) -> tuple[CheckpointRow, str | None]:
         configurable = _configurable(config)
-        if self.redactor is not None:
+        redactor = self.redactor
+        if redactor is not None:
             values = checkpoint["channel_values"]
-            redacted = redact_state(self.redactor, values)
+            redacted = redact_state(redactor, values)
             if redacted is not values:
                 checkpoint = {**checkpoint, "channel_values": redacted}
         type_, data = self.serde.dumps_typed(checkpoint)
@@ -162,8 +170,9 @@ class SessionSaver(BaseCheckpointSaver[str]):
 
     def _writes(self, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> list[CheckpointWrite]:
         dumps = self.serde.dumps_typed
-        if self.redactor is not None:
-            writes = [(channel, redact_state(self.redactor, value)) for channel, value in writes]
+        redactor = self.redactor
+        if redactor is not None:
+            writes = [(channel, redact_state(redactor, value)) for channel, value in writes]
         return [
             CheckpointWrite(task_id, WRITES_IDX_MAP.get(channel, idx), channel, *dumps(value), task_path)
             for idx, (channel, value) in enumerate(writes)

@@ -62,7 +62,8 @@ class SessionStore(BaseStore):
     ranked by keywords alone (LangGraph's own stores then ignore it). ``ttl``: LangGraph's
     ``TTLConfig`` (``default_ttl`` and ``sweep_interval_minutes`` in minutes,
     ``refresh_on_read``); :meth:`start_ttl_sweeper` sweeps in a background thread.
-    ``redactor`` (default: the manager's, ``SessionManager.with_redaction``): every string of
+    ``redactor`` (default: the manager's, ``SessionManager.with_redaction``, also when it is set
+    after the store is built): every string of
     a value passes through it before it is stored, indexed or embedded (``sessions_core.PIIRedactor``
     or any callable ``str -> str``); field names are kept.
 
@@ -95,6 +96,7 @@ class SessionStore(BaseStore):
         self.items = Items(
             manager.store, namespace=manager.namespace, redactor=manager.redactor if redactor is None else redactor
         )
+        self._own_redactor = redactor is not None
         self._batches = _Coalescer(self._abatch_now)
         self._put_namespaces: set[tuple[str, ...]] = set()  # namespaces BaseStore.put found valid
         self.ttl_config = ttl
@@ -182,6 +184,7 @@ class SessionStore(BaseStore):
                 self._put_namespaces.add(namespace)  # BaseStore.put found it valid
             return
         ttl_minutes = (self.ttl_config or {}).get("default_ttl") if isinstance(ttl, NotProvided) else ttl
+        self._follow_manager()
         self.items.put_many([ItemPut(namespace, str(key), value, None, None, ttl_minutes)])
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -271,9 +274,16 @@ class SessionStore(BaseStore):
             found += [(f"{field}.{n}" if len(texts) > 1 else field, text) for n, text in enumerate(texts)]
         return found
 
+    def _follow_manager(self) -> None:
+        """Without a redactor of its own, the store redacts with the manager's as it is now (one
+        set after the store was built, by ``SessionMemoryMiddleware(..., redactor=...)`` say)."""
+        if not self._own_redactor and self.items.redactor is not self.manager.redactor:
+            self.items.redactor = self.manager.redactor
+
     def _redacted(self, ops: list[Op]) -> list[Op]:
         """``ops`` with each put's value redacted (:meth:`Items.redact`) when a redactor is set,
         before anything is embedded: the embeddings see what is stored."""
+        self._follow_manager()
         if self.items.redactor is None:
             return ops
         return [

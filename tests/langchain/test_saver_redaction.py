@@ -14,9 +14,10 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.store.base import PutOp
 from langgraph.types import Interrupt, Send
 
-from langchain_sessions import SessionMemoryMiddleware, SessionSaver
+from langchain_sessions import SessionMemoryMiddleware, SessionSaver, SessionStore
 from langchain_sessions.checkpoint import redact_state
 from sessions_core import PIIRedactor, RedactionError, SessionManager
 
@@ -113,6 +114,32 @@ def test_no_checkpoint_keeps_a_masked_value_and_a_resumed_thread_sees_the_masks(
     assert len(stored) == 6 and len({m.id for m in stored}) == 6  # each message once
     manager.close()
 
+    for file in tmp_path.iterdir():
+        assert email.split("@")[0].encode() not in file.read_bytes(), file.name
+
+
+def test_a_redactor_the_middleware_sets_after_the_saver_and_the_store_are_built_applies(tmp_path: Path) -> None:
+    email = _email()
+    manager = SessionManager(str(tmp_path / "memory.db"))
+    saver, store = SessionSaver.from_manager(manager), SessionStore.from_manager(manager)
+    store.put(("memories",), "before", {"note": "written before any redactor"})  # the short path next
+    model = ScriptedChatModel(responses=[AIMessage("Noted.")])
+    agent = create_agent(  # keyword arguments run in order: the saver and store exist first
+        model,
+        checkpointer=saver,
+        store=store,
+        middleware=[SessionMemoryMiddleware(manager, redactor=PIIRedactor())],
+    )
+    agent.invoke({"messages": [HumanMessage(f"I am {email}.")]}, {"configurable": {"thread_id": "t1"}})
+    store.put(("memories",), "contact", {"email": email})
+    store.batch([PutOp(("memories",), "batched", {"email": email})])
+    saved = saver.get_tuple({"configurable": {"thread_id": "t1"}})
+    assert saved is not None and saved.checkpoint["channel_values"]["messages"][0].text == "I am [EMAIL]."
+    assert [store.get(("memories",), key).value for key in ("contact", "batched")] == [  # type: ignore[union-attr]
+        {"email": "[EMAIL]"},
+        {"email": "[EMAIL]"},
+    ]
+    manager.close()
     for file in tmp_path.iterdir():
         assert email.split("@")[0].encode() not in file.read_bytes(), file.name
 
