@@ -8,6 +8,7 @@
     max_message_bytes = 1048576       # append_message refuses a larger message (JSON bytes)
     max_argument_bytes = 1048576      # a tool refuses a larger string argument (UTF-8 bytes)
     poll_interval = 1.0               # seconds between checks for other processes' writes (0: off)
+    redact = true                     # mask personal data and secrets before they are stored (PIIRedactor)
 
     [[blocks]]
     label = "soul"
@@ -82,12 +83,21 @@ class MemoryConfig:
     max_message_bytes: int | None = MiB
     max_argument_bytes: int = MiB
     poll_interval: float = 1.0
+    redact: bool = False
 
 
 DEFAULT_CONFIG = MemoryConfig(blocks=(BlockConfig("memory", description="Learned facts", max_tokens=1100),))
 """The memory served without a config file: the quickstart's writable ``memory`` block."""
 
-_TOP = {"blocks", "edit_tool", "searchable_history", "max_message_bytes", "max_argument_bytes", "poll_interval"}
+_TOP = {
+    "blocks",
+    "edit_tool",
+    "searchable_history",
+    "max_message_bytes",
+    "max_argument_bytes",
+    "poll_interval",
+    "redact",
+}
 _BLOCK = {"label", "kind", "description", "max_tokens", "keep_versions", "content", "file", "path", "keys", "writable"}
 
 
@@ -138,6 +148,7 @@ def parse_config(data: Mapping[str, Any], *, base: Path = Path("."), where: str 
         max_message_bytes=MiB if max_message is None else max_message,
         max_argument_bytes=MiB if max_argument is None else max_argument,
         poll_interval=1.0 if poll is None else float(poll),
+        redact=bool(_optional(data, "redact", bool, where)),
     )
 
 
@@ -212,7 +223,9 @@ def _optional(data: Mapping[str, Any], name: str, kind: type | tuple[type, ...],
 
 
 def configure(target: _Target, config: MemoryConfig) -> _Target:
-    """``target`` (a ``Session`` or ``SessionManager``) with the config's blocks and tools."""
+    """``target`` (a ``Session`` or ``SessionManager``) with the config's blocks and tools, and
+    ``PIIRedactor`` as its redactor when the config says ``redact``."""
+    from .redaction import PIIRedactor
     from .skills import FileSkillProvider
 
     builder: Any = target
@@ -238,4 +251,6 @@ def configure(target: _Target, config: MemoryConfig) -> _Target:
         if not hasattr(builder, "with_searchable_history"):
             raise InvalidInputError("searchable_history needs a SessionManager (it searches every session)")
         builder.with_searchable_history(config.searchable_history)
+    if config.redact:
+        builder.with_redaction(PIIRedactor())
     return target

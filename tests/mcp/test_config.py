@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions_core import InvalidInputError, Session
+from sessions_core import InvalidInputError, PIIRedactor, Session
 from sessions_core.cli.mcp_commands import parse_address
 from sessions_core.cli.store import BadInput
 from sessions_core.memory_config import DEFAULT_CONFIG, BlockConfig, configure, load_config, parse_config
@@ -52,11 +52,21 @@ def test_the_default_is_the_quickstart_memory_block():
         ({"blocks": [{"label": "a"}, {"label": "a"}]}, 'block "a" is declared twice'),
         ({"edit_tool": "yes"}, "edit_tool must be true or false"),
         ({"poll_interval": -1}, "poll_interval"),
+        ({"redact": "yes"}, "redact must be true or false"),
     ],
 )
 def test_a_bad_config_names_what_is_wrong(data, problem):
     with pytest.raises(InvalidInputError, match=problem):
         parse_config(data, where="memory.toml")
+
+
+def test_redact_gives_the_memory_the_pii_redactor():
+    assert not parse_config({}).redact
+    config = parse_config({"redact": True, "blocks": [{"label": "memory"}]})
+    session = configure(Session(), config)
+    assert isinstance(session.redactor, PIIRedactor)
+    session.replace_context_block("memory", "Mail ada@example.com")
+    assert session.get_context_block("memory").content == "Mail [EMAIL]"  # type: ignore[union-attr]
 
 
 def test_a_file_that_is_not_toml_is_refused(tmp_path: Path):

@@ -182,3 +182,16 @@ def test_unknown_names_are_mcp_errors_and_the_server_goes_on(memory_dir, connect
     with pytest.raises(MCPError, match="Unknown prompt"):
         client("get_prompt", "jailbreak")
     assert client.text("set_context", {"label": "memory", "content": "Still here."}).startswith("Written")
+
+
+def test_redact_masks_what_a_client_writes_before_it_is_stored(memory_dir, connect):
+    client = connect(stdio(memory_dir, "--redact"))
+    client.text("set_context", {"label": "memory", "content": "Mail ada.marker@example.com"})
+    client.text("append_message", {"role": "user", "content": "My card is 4111 1111 1111 1111"})
+    assert client("read_resource", "memory://blocks/memory").contents[0].text == "Mail [EMAIL]"
+    assert "ada.marker" not in client.text("session_search", {"query": "ada.marker"})
+    session = Session(str(memory_dir / "chat.db")).for_session("default")
+    assert [m.text for m in session.get_history()] == ["My card is [CARD]"]
+    session.close()
+    data = b"".join(file.read_bytes() for file in memory_dir.glob("chat.db*"))
+    assert b"ada.marker" not in data and b"4111 1111" not in data

@@ -356,6 +356,9 @@ def build_cli() -> click.Group:
         "--http", default=None, metavar="HOST:PORT", help="Streamable HTTP at http://HOST:PORT/mcp instead of stdio."
     )
     @click.option("--config", "config_path", default=None, metavar="FILE", help="The blocks and limits (TOML).")
+    @click.option(
+        "--redact", is_flag=True, help="Mask personal data and secrets (PIIRedactor) before storing (as redact = true)."
+    )
     @click.pass_obj
     def mcp_command(
         handle: StoreHandle,
@@ -364,6 +367,7 @@ def build_cli() -> click.Group:
         namespace: str | None,
         http: str | None,
         config_path: str | None,
+        redact: bool,
     ) -> None:
         """Serve the memory over MCP: its tools, its blocks as resources, the system prompt.
 
@@ -372,7 +376,7 @@ def build_cli() -> click.Group:
         --config the memory is one writable block "memory" (Learned facts, 1100 tokens)."""
         from .mcp_commands import cmd_mcp
 
-        cmd_mcp(handle, store_url, session_id, namespace, http, config_path)
+        cmd_mcp(handle, store_url, session_id, namespace, http, config_path, redact=redact)
 
     @cli.group("recall")
     def recall_group() -> None:

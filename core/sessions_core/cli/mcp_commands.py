@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import sys
 from pathlib import Path
@@ -41,8 +42,11 @@ def cmd_mcp(
     namespace: str | None,
     http: str | None,
     config_path: str | None,
+    *,
+    redact: bool = False,
 ) -> None:
-    """Serve until the client disconnects (stdio) or the process is interrupted (HTTP)."""
+    """Serve until the client disconnects (stdio) or the process is interrupted (HTTP);
+    ``redact`` as the config's ``redact = true``."""
     import anyio
 
     from ..mcp_server import MemoryServer, require_mcp
@@ -57,6 +61,8 @@ def cmd_mcp(
             raise BadInput("--session and --namespace go one at a time")
         address = parse_address(http) if http is not None else None
         config = read_config(config_path)
+        if redact:
+            config = dataclasses.replace(config, redact=True)
         if store_url is not None:
             handle.url = store_url
         store = handle.open(create=True)
