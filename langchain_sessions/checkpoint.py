@@ -378,8 +378,8 @@ def _redacted(redactor: Any, value: Any, kept: frozenset[str]) -> Any:
     if isinstance(value, Send):  # a task's input: create_agent's tool calls
         arg = _redacted(redactor, value.arg, _KEPT_MESSAGE_FIELDS)
         return value if arg is value.arg else Send(value.node, arg, timeout=value.timeout)
-    if isinstance(value, Interrupt):  # what a paused graph asks about: HumanInTheLoopMiddleware's tool calls
-        interrupt_value = _redacted(redactor, value.value, _KEPT_MESSAGE_FIELDS)
+    if isinstance(value, Interrupt):  # what a paused graph asks about (the graph's own shape: every string)
+        interrupt_value = _redacted(redactor, value.value, frozenset())
         return value if interrupt_value is value.value else dataclasses.replace(value, value=interrupt_value)
     return value
 

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.store.base import PutOp
-from langgraph.types import Interrupt, Send
+from langgraph.types import Command, Interrupt, Send
 
 from langchain_sessions import SessionMemoryMiddleware, SessionSaver, SessionStore
 from langchain_sessions.checkpoint import redact_state
@@ -66,7 +67,7 @@ def test_redact_state_masks_free_text_and_keeps_identifiers_and_other_objects() 
         "note": (f"call {email}", 3),
         "other": marker,
         "task": Send("tools", [{"name": "send_mail", "args": {"to": email}, "id": "c1", "type": "tool_call"}]),
-        "paused": Interrupt({"action_requests": [{"name": "send_mail", "args": {"to": email}}]}, id="i1"),
+        "paused": Interrupt({"action_requests": [{"name": "send_mail", "args": {"to": email}}], "data": email}, "i1"),
     }
     redacted = redact_state(PIIRedactor(), state)
     human, ai, result = redacted["messages"]
@@ -82,7 +83,10 @@ def test_redact_state_masks_free_text_and_keeps_identifiers_and_other_objects() 
     assert task.node == "tools" and task.arg == [
         {"name": "send_mail", "args": {"to": "[EMAIL]"}, "id": "c1", "type": "tool_call"}
     ]
-    assert paused.id == "i1" and paused.value == {"action_requests": [{"name": "send_mail", "args": {"to": "[EMAIL]"}}]}
+    assert paused.id == "i1" and paused.value == {  # an interrupt's value is the graph's: every string
+        "action_requests": [{"name": "send_mail", "args": {"to": "[EMAIL]"}}],
+        "data": "[EMAIL]",
+    }
     assert state["messages"][0].content[0]["text"] == f"write to {email}"  # the graph's own state is untouched
 
     clean = {"messages": [HumanMessage("nothing to mask")], "n": 1}
@@ -180,3 +184,34 @@ def test_a_redactor_that_raises_stores_no_checkpoint_and_no_write() -> None:
     assert latest is not None and latest.pending_writes == []
     with pytest.raises(TypeError, match="redactor"):
         SessionSaver(":memory:", redactor=42)
+
+
+@pytest.mark.parametrize(("redactor", "sent_to"), [(None, "[EMAIL]"), (False, "the address")])
+def test_a_tool_call_approved_after_an_interrupt_runs_with_the_state_the_checkpoint_kept(
+    redactor: Any, sent_to: str
+) -> None:
+    # The documented trade-off: a resumed thread sees the masks, so a graph that needs the
+    # masked value back (a call waiting for approval) takes redactor=False (and key=).
+    email, sent = _email(), []
+
+    @tool
+    def mail(to: str) -> str:
+        """Send an e-mail."""
+        sent.append(to)
+        return "sent"
+
+    manager = SessionManager(":memory:").with_redaction(PIIRedactor())
+    model = ScriptedChatModel(responses=[call("mail", {"to": email}, "c1"), AIMessage("Done.")])
+    agent = create_agent(
+        model,
+        tools=[mail],
+        checkpointer=SessionSaver.from_manager(manager, redactor=redactor),
+        middleware=[SessionMemoryMiddleware(manager), HumanInTheLoopMiddleware(interrupt_on={"mail": True})],
+    )
+    config = {"configurable": {"thread_id": "t1"}}
+    paused = agent.invoke({"messages": [HumanMessage(f"Mail {email}.")]}, config)
+    assert paused["__interrupt__"][0].value["action_requests"][0]["args"] == {"to": email}  # the reviewer sees it
+    agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
+    assert sent == [email if sent_to == "the address" else sent_to]
+    assert manager.get_history("t1")[0].text == "Mail [EMAIL]."  # the session masks it either way
+    manager.close()
