@@ -13,6 +13,7 @@ import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.store.base import PutOp
@@ -208,7 +209,7 @@ def test_a_tool_call_approved_after_an_interrupt_runs_with_the_state_the_checkpo
         checkpointer=SessionSaver.from_manager(manager, redactor=redactor),
         middleware=[SessionMemoryMiddleware(manager), HumanInTheLoopMiddleware(interrupt_on={"mail": True})],
     )
-    config = {"configurable": {"thread_id": "t1"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "t1"}}
     paused = agent.invoke({"messages": [HumanMessage(f"Mail {email}.")]}, config)
     assert paused["__interrupt__"][0].value["action_requests"][0]["args"] == {"to": email}  # the reviewer sees it
     agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
