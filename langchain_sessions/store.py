@@ -187,6 +187,17 @@ class SessionStore(BaseStore):
         self._follow_manager()
         self.items.put_many([ItemPut(namespace, str(key), value, None, None, ttl_minutes)])
 
+    def get(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
+        """As ``BaseStore.get``: one read of the items, without a batch's conversions."""
+        ttl = self.ttl_config
+        if refresh_ttl is None:
+            refresh_ttl = True if ttl is None else ttl.get("refresh_on_read", True)
+        op = GetOp(namespace, str(key), refresh_ttl)
+        validate_op_namespace(op)
+        refresh = bool(refresh_ttl and ttl and ttl.get("refresh_on_read", True))
+        found = self.items.get_many([(namespace, op.key)], refresh=refresh)[0]
+        return None if found is None else _item(found)
+
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` as one batch. The batches awaited on one event loop while a batch runs
         there (the ``aget`` / ``aput`` / ``asearch`` calls of concurrent coroutines, say) run

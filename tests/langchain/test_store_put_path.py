@@ -1,10 +1,12 @@
 """``SessionStore.put``'s short path (a namespace already put to, no embedding index, no
 ``index``) behaves as the batch path: the same validation, TTL, versions, deletion and
-keyword indexing; namespaces found valid are remembered, invalid ones never are."""
+keyword indexing; namespaces found valid are remembered, invalid ones never are. ``get``
+reads without a batch, as a batch's ``GetOp`` reads and refreshes."""
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,33 @@ def test_checked_namespaces_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None
     assert items_module.check_namespace((), prefix=True) == ""
     with pytest.raises(InvalidInputError):
         items_module.check_namespace(())
+
+
+@pytest.mark.parametrize(
+    "ttl", [None, {"default_ttl": 10}, {"default_ttl": 10, "refresh_on_read": False}], ids=["no-ttl", "refresh", "kept"]
+)
+@pytest.mark.parametrize("refresh_ttl", [None, True, False])
+def test_get_reads_what_a_batch_get_reads_and_refreshes_as_it_does(ttl: dict | None, refresh_ttl: bool | None) -> None:
+    direct, batched = SessionStore(":memory:", ttl=ttl), SessionStore(":memory:", ttl=ttl)  # type: ignore[arg-type]
+    for store in (direct, batched):
+        store.put(("memories", "u1"), "k", {"text": "tea"}, ttl=1)
+    expiry = "SELECT expires_at FROM store_items"
+    before = [s.manager.store._read(lambda c: c.execute(expiry).fetchone()[0]) for s in (direct, batched)]
+    time.sleep(0.002)  # a refresh moves the expiry on
+    item = direct.get(("memories", "u1"), "k", refresh_ttl=refresh_ttl)
+    (expected,) = _batch_get(batched, ("memories", "u1"), "k", refresh_ttl)
+    assert item is not None and expected is not None
+    assert (item.value, item.key, item.namespace) == (expected.value, expected.key, expected.namespace)
+    after = [s.manager.store._read(lambda c: c.execute(expiry).fetchone()[0]) for s in (direct, batched)]
+    assert (after[0] > before[0]) == (after[1] > before[1])  # refreshed by both or by neither
+    assert direct.get(("memories", "u1"), "missing") is None
+    for namespace in (("a.b",), ("",), ("memories", 3)):
+        with pytest.raises(InvalidNamespaceError):
+            direct.get(namespace, "k")  # type: ignore[arg-type]
+
+
+def _batch_get(store: SessionStore, namespace: tuple[str, ...], key: str, refresh_ttl: bool | None) -> list:
+    """What ``BaseStore.get`` would return: the ``GetOp`` it builds, through ``batch``."""
+    from langgraph.store.base import GetOp, _ensure_refresh
+
+    return store.batch([GetOp(namespace, key, _ensure_refresh(store.ttl_config, refresh_ttl))])
