@@ -18,9 +18,9 @@ CIPHER_SETTINGS = ("cipher_hmac_algorithm = HMAC_SHA256",)
 """How the store encrypts a file it makes, as ``PRAGMA`` settings given after the key: SQLCipher
 4 (AES-256-CBC, 4 KiB pages, a PBKDF2-HMAC-SHA512 key derivation) with each page signed by
 HMAC-SHA256 instead of HMAC-SHA512. A commit encrypts and signs every page it writes, and the
-CPU's SHA extensions compute SHA-256 about three times as fast (bench/bench_encryption.py: one
-append 1.5x a plain file's time with SQLCipher's defaults, 1.3-1.4x with this; a fresh read
-1.2x -> 1.1x). Another SQLCipher tool opens such a file when given the same setting after the
+CPU's SHA extensions compute SHA-256 about twice as fast (bench/bench_encryption.py on a quiet
+machine: one append 1.58-1.65x a plain file's time with SQLCipher's defaults, 1.47-1.54x with
+this; a fresh read 1.26x -> 1.13-1.18x). Another SQLCipher tool opens such a file when given the same setting after the
 key. (2 KiB pages were measured too: as many pages a commit, and reads 1.3-1.5x.)"""
 
 DEFAULT_SETTINGS: tuple[str, ...] = ()
