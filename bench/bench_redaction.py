@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import random
-import re
 import statistics
 import sys
 import tempfile
@@ -29,23 +28,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_langgraph_store import sentences as locomo_turns  # every LoCoMo turn's text
+
 from sessions_core import PIIRedactor, Session
 
 HERE = Path(__file__).resolve().parent
 DATA = Path("/work/shared/data/locomo")
 CHUNK = 50
-
-
-def locomo_turns(folder: Path) -> list[str]:
-    texts = []
-    for path in sorted(folder.glob("conv-*.json")):
-        conversation = json.loads(path.read_text())
-        numbers = sorted(int(m.group(1)) for k in conversation if (m := re.fullmatch(r"session_(\d+)", k)))
-        for number in numbers:
-            texts.extend(turn["text"] for turn in conversation[f"session_{number}"] if turn.get("text"))
-    if not texts:
-        raise SystemExit(f"no LoCoMo conversations in {folder}")
-    return texts
 
 
 def generated_sentences(count: int) -> list[str]:
