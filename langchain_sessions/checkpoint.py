@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import warnings
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, cast
 
@@ -32,7 +33,12 @@ from langgraph.types import Interrupt, Send
 from sessions_core import InvalidInputError, SessionManager
 from sessions_core.integration import CheckpointRow, Checkpoints, CheckpointWrite, check_redactor, redact_text
 
-__all__ = ["SessionSaver", "redact_state"]
+__all__ = ["MaskedInterruptWarning", "SessionSaver", "redact_state"]
+
+
+class MaskedInterruptWarning(UserWarning):
+    """A graph paused (``interrupt``) on values the saver's redactor masks: resumed from the
+    checkpoint, it runs with the masks."""
 
 
 class SessionSaver(BaseCheckpointSaver[str]):
@@ -58,8 +64,9 @@ class SessionSaver(BaseCheckpointSaver[str]):
     verbatim in the thread's checkpoints. A thread resumed from a checkpoint then sees the masks,
     as the session's history shows them: a graph that needs a masked value back after an
     interrupt (a tool call waiting for approval) should pass ``redactor=False`` and encrypt the
-    file instead (``key=``). The checkpoint's metadata is stored as given. A redactor that raises
-    stores nothing (``sessions_core.RedactionError``).
+    file instead (``key=``); a pause on masked values warns (:class:`MaskedInterruptWarning`).
+    The checkpoint's metadata is stored as given. A redactor that raises stores nothing
+    (``sessions_core.RedactionError``).
     """
 
     def __init__(
@@ -172,7 +179,16 @@ class SessionSaver(BaseCheckpointSaver[str]):
         dumps = self.serde.dumps_typed
         redactor = self.redactor
         if redactor is not None:
-            writes = [(channel, redact_state(redactor, value)) for channel, value in writes]
+            redacted = [(channel, redact_state(redactor, value)) for channel, value in writes]
+            if any(new is not old and _holds_interrupt(old) for (_, new), (_, old) in zip(redacted, writes)):
+                warnings.warn(
+                    "the graph paused on values the redactor masks (an Interrupt's, such as a tool call"
+                    " waiting for approval): the checkpoint keeps them masked, so the resumed graph runs"
+                    " with the masks; SessionSaver(redactor=False) keeps the state as the graph holds it",
+                    MaskedInterruptWarning,
+                    stacklevel=3,
+                )
+            writes = redacted
         return [
             CheckpointWrite(task_id, WRITES_IDX_MAP.get(channel, idx), channel, *dumps(value), task_path)
             for idx, (channel, value) in enumerate(writes)
@@ -354,6 +370,13 @@ def redact_state(redactor: Any, value: Any) -> Any:
     URLs, bytes and metadata of messages and tool calls are kept, as are objects of other kinds;
     the same object when nothing was masked."""
     return _redacted(redactor, value, frozenset())
+
+
+def _holds_interrupt(value: Any) -> bool:
+    """Whether a write's value is an ``Interrupt`` or a sequence of them (LangGraph's pause)."""
+    if isinstance(value, (list, tuple)):
+        return any(isinstance(item, Interrupt) for item in value)
+    return isinstance(value, Interrupt)
 
 
 def _redacted(redactor: Any, value: Any, kept: frozenset[str]) -> Any:

@@ -6,6 +6,7 @@ state verbatim, and a redactor that raises stores no checkpoint."""
 from __future__ import annotations
 
 import secrets
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from langgraph.store.base import PutOp
 from langgraph.types import Command, Interrupt, Send
 
 from langchain_sessions import SessionMemoryMiddleware, SessionSaver, SessionStore
-from langchain_sessions.checkpoint import redact_state
+from langchain_sessions.checkpoint import MaskedInterruptWarning, redact_state
 from sessions_core import PIIRedactor, RedactionError, SessionManager
 
 from .helpers import ScriptedChatModel, call
@@ -192,7 +193,8 @@ def test_a_tool_call_approved_after_an_interrupt_runs_with_the_state_the_checkpo
     redactor: Any, sent_to: str
 ) -> None:
     # The documented trade-off: a resumed thread sees the masks, so a graph that needs the
-    # masked value back (a call waiting for approval) takes redactor=False (and key=).
+    # masked value back (a call waiting for approval) takes redactor=False (and key=); a pause
+    # on masked values says so with a MaskedInterruptWarning.
     email, sent = _email(), []
 
     @tool
@@ -210,7 +212,11 @@ def test_a_tool_call_approved_after_an_interrupt_runs_with_the_state_the_checkpo
         middleware=[SessionMemoryMiddleware(manager), HumanInTheLoopMiddleware(interrupt_on={"mail": True})],
     )
     config: RunnableConfig = {"configurable": {"thread_id": "t1"}}
-    paused = agent.invoke({"messages": [HumanMessage(f"Mail {email}.")]}, config)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        paused = agent.invoke({"messages": [HumanMessage(f"Mail {email}.")]}, config)
+    masked = [w for w in caught if issubclass(w.category, MaskedInterruptWarning)]
+    assert len(masked) == (1 if redactor is None else 0)  # the pause on a masked value is told
     assert paused["__interrupt__"][0].value["action_requests"][0]["args"] == {"to": email}  # the reviewer sees it
     agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
     assert sent == [email if sent_to == "the address" else sent_to]
