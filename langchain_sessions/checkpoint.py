@@ -30,7 +30,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.types import Interrupt, Send
 
-from sessions_core import InvalidInputError, SessionManager
+from sessions_core import InvalidInputError, PIIRedactor, SessionManager
 from sessions_core.integration import CheckpointRow, Checkpoints, CheckpointWrite, check_redactor, redact_text
 
 __all__ = ["MaskedInterruptWarning", "SessionSaver", "redact_state"]
@@ -84,6 +84,7 @@ class SessionSaver(BaseCheckpointSaver[str]):
         self.manager = manager
         self.checkpoints = Checkpoints(manager, erase_sessions=delete_sessions)
         self._redactor: Any = redactor if redactor is None or redactor is False else check_redactor(redactor)
+        self._memo = _TextMemo()
 
     @property
     def redactor(self) -> Any:
@@ -154,7 +155,7 @@ class SessionSaver(BaseCheckpointSaver[str]):
         redactor = self.redactor
         if redactor is not None:
             values = checkpoint["channel_values"]
-            redacted = redact_state(redactor, values)
+            redacted = self._redact_state(redactor, values)
             if redacted is not values:
                 checkpoint = {**checkpoint, "channel_values": redacted}
         type_, data = self.serde.dumps_typed(checkpoint)
@@ -175,11 +176,19 @@ class SessionSaver(BaseCheckpointSaver[str]):
         )
         return row, run_id if isinstance(run_id, str) else None
 
+    def _redact_state(self, redactor: Any, value: Any) -> Any:
+        """:func:`redact_state`, remembering what each text masks to when the redactor is a
+        ``PIIRedactor`` (pure: a text always masks the same way), since every checkpoint holds
+        the thread's whole state again and its texts are mostly those of the one before."""
+        if not isinstance(redactor, PIIRedactor):
+            return redact_state(redactor, value)
+        return _redacted(redactor, value, frozenset(), self._memo.of(redactor))
+
     def _writes(self, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> list[CheckpointWrite]:
         dumps = self.serde.dumps_typed
         redactor = self.redactor
         if redactor is not None:
-            redacted = [(channel, redact_state(redactor, value)) for channel, value in writes]
+            redacted = [(channel, self._redact_state(redactor, value)) for channel, value in writes]
             if any(new is not old and _holds_interrupt(old) for (_, new), (_, old) in zip(redacted, writes)):
                 warnings.warn(
                     "the graph paused on values the redactor masks (an Interrupt's, such as a tool call"
@@ -354,6 +363,38 @@ def _list_args(
     return args
 
 
+_MEMO_TEXT_CHARS = 16_384
+"""A longer text is redacted each time rather than remembered."""
+_MEMO_CHARS = 4_000_000
+"""The characters a saver's memo holds before it starts again (a few MB)."""
+
+
+class _TextMemo:
+    """What texts mask to under one redactor (``of``), forgotten all at once when they pass
+    :data:`_MEMO_CHARS` characters, or when the redactor changes."""
+
+    def __init__(self) -> None:
+        self._redactor: Any = None
+        self._texts: dict[str, str] = {}
+        self._chars = 0
+
+    def of(self, redactor: Any) -> _TextMemo:
+        if redactor is not self._redactor:
+            self._redactor, self._texts, self._chars = redactor, {}, 0
+        return self
+
+    def get(self, text: str) -> str | None:
+        return self._texts.get(text)
+
+    def put(self, text: str, masked: str) -> None:
+        if len(text) > _MEMO_TEXT_CHARS:
+            return
+        if self._chars + len(text) > _MEMO_CHARS:
+            self._texts, self._chars = {}, 0
+        self._texts[text] = masked
+        self._chars += len(text)
+
+
 _KEPT_MESSAGE_FIELDS = frozenset(
     {"id", "type", "name", "tool_call_id", "status", "index", "url", "base64", "data", "mime_type"}
     | {"source_type", "file_id", "signature"}
@@ -379,35 +420,41 @@ def _holds_interrupt(value: Any) -> bool:
     return isinstance(value, Interrupt)
 
 
-def _redacted(redactor: Any, value: Any, kept: frozenset[str]) -> Any:
+def _redacted(redactor: Any, value: Any, kept: frozenset[str], memo: _TextMemo | None = None) -> Any:
     if isinstance(value, str):
-        redacted = redact_text(redactor, value) if value else value
+        if not value:
+            return value
+        redacted = memo.get(value) if memo is not None else None
+        if redacted is None:
+            redacted = redact_text(redactor, value)
+            if memo is not None:
+                memo.put(value, redacted)
         return value if redacted == value else redacted
     if type(value) is dict:
         if not value:
             return value
         no_keys: frozenset[str] = frozenset()
-        items = {key: item if key in kept else _redacted(redactor, item, no_keys) for key, item in value.items()}
+        items = {key: item if key in kept else _redacted(redactor, item, no_keys, memo) for key, item in value.items()}
         return value if all(items[key] is item for key, item in value.items()) else items
     if type(value) in (list, tuple):
         if not value:
             return value
-        items = [_redacted(redactor, item, kept) for item in value]
+        items = [_redacted(redactor, item, kept, memo) for item in value]
         if all(new is old for new, old in zip(items, value, strict=True)):
             return value
         return items if isinstance(value, list) else tuple(items)
     if isinstance(value, BaseMessage):
-        return _redacted_message(redactor, value)
+        return _redacted_message(redactor, value, memo)
     if isinstance(value, Send):  # a task's input: create_agent's tool calls
-        arg = _redacted(redactor, value.arg, _KEPT_MESSAGE_FIELDS)
+        arg = _redacted(redactor, value.arg, _KEPT_MESSAGE_FIELDS, memo)
         return value if arg is value.arg else Send(value.node, arg, timeout=value.timeout)
     if isinstance(value, Interrupt):  # what a paused graph asks about (the graph's own shape: every string)
-        interrupt_value = _redacted(redactor, value.value, frozenset())
+        interrupt_value = _redacted(redactor, value.value, frozenset(), memo)
         return value if interrupt_value is value.value else dataclasses.replace(value, value=interrupt_value)
     return value
 
 
-def _redacted_message(redactor: Any, message: BaseMessage) -> BaseMessage:
+def _redacted_message(redactor: Any, message: BaseMessage, memo: _TextMemo | None) -> BaseMessage:
     fields = ["content", "additional_kwargs"]
     if isinstance(message, AIMessage):
         fields += ["tool_calls", "invalid_tool_calls"]
@@ -418,7 +465,7 @@ def _redacted_message(redactor: Any, message: BaseMessage) -> BaseMessage:
     changed = {}
     for name in fields:
         value = getattr(message, name)
-        redacted = _redacted(redactor, value, _KEPT_MESSAGE_FIELDS)
+        redacted = _redacted(redactor, value, _KEPT_MESSAGE_FIELDS, memo)
         if redacted is not value:
             changed[name] = redacted
     return message.model_copy(update=changed) if changed else message

@@ -21,6 +21,7 @@ from langgraph.store.base import PutOp
 from langgraph.types import Command, Interrupt, Send
 
 from langchain_sessions import SessionMemoryMiddleware, SessionSaver, SessionStore
+from langchain_sessions import checkpoint as checkpoint_module
 from langchain_sessions.checkpoint import MaskedInterruptWarning, redact_state
 from sessions_core import PIIRedactor, RedactionError, SessionManager
 
@@ -93,6 +94,36 @@ def test_redact_state_masks_free_text_and_keeps_identifiers_and_other_objects() 
 
     clean = {"messages": [HumanMessage("nothing to mask")], "n": 1}
     assert redact_state(PIIRedactor(), clean) is clean
+
+
+def test_a_saver_remembers_what_texts_mask_to_for_a_pii_redactor_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    email = _email()
+    state = {"messages": [HumanMessage(f"write to {email}"), AIMessage("on it"), HumanMessage("thanks")]}
+    first, second = PIIRedactor(), PIIRedactor(hash_salt="s")
+    manager = SessionManager(":memory:").with_redaction(first)
+    saver = SessionSaver.from_manager(manager)
+    expected = redact_state(first, state)
+    for _ in range(2):  # remembered, then read from what was remembered: the same state
+        assert [m.text for m in saver._redact_state(first, state)["messages"]] == [m.text for m in expected["messages"]]
+    manager.with_redaction(second)  # another redactor: nothing remembered applies
+    assert saver._redact_state(saver.redactor, state)["messages"][0].text.startswith("write to [EMAIL:")
+
+    calls: list[str] = []
+
+    def counting(text: str) -> str:  # a callable may be impure: asked every time
+        calls.append(text)
+        return text.replace(email, "<hidden>")
+
+    plain = SessionSaver(":memory:", redactor=counting)
+    for _ in range(2):
+        assert plain._redact_state(counting, state)["messages"][0].text == "write to <hidden>"
+    assert len(calls) == 6
+
+    monkeypatch.setattr(checkpoint_module, "_MEMO_CHARS", 20)  # a memo that forgets past 20 characters
+    memo = checkpoint_module._TextMemo().of(first)
+    for text in ("a" * 8, "b" * 8, "c" * 8):
+        memo.put(text, text)
+    assert memo.get("a" * 8) is None and memo.get("c" * 8) == "c" * 8
 
 
 @pytest.mark.parametrize("resume", ["same manager", "restart"])
