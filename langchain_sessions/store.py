@@ -3,7 +3,8 @@
 It converts LangGraph's operations and index config and delegates to ``sessions_core``'s
 ``Items``: items live in the same SQLite file or PostgreSQL schema as the conversations, every
 put is kept as a version, a query is ranked by the core's keyword search (and, with an
-embedding index, by meaning too, fused by reciprocal rank).
+embedding index, by meaning too, fused by reciprocal rank); without an embedding index the
+items a query does not match follow the matches, as LangGraph's stores list every item.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ class SessionStore(BaseStore):
     ``index``: LangGraph's ``IndexConfig`` (``embed``, ``dims``, ``fields``; SQLite's
     ``text_fields`` is read as ``fields``): the fields are embedded on put and a search with a
     query is ranked by cosine similarity fused with the keyword ranking. Without it a query is
-    ranked by keywords alone (LangGraph's own stores then ignore it). ``ttl``: LangGraph's
+    ranked by keywords alone, the items it does not match following the matches unscored, the
+    most recently updated first (LangGraph's own stores then ignore the query). ``ttl``: LangGraph's
     ``TTLConfig`` (``default_ttl`` and ``sweep_interval_minutes`` in minutes,
     ``refresh_on_read``); :meth:`start_ttl_sweeper` sweeps in a background thread.
     ``redactor`` (default: the manager's, ``SessionManager.with_redaction``, also when it is set
@@ -350,16 +352,20 @@ class SessionStore(BaseStore):
         for i, op in reads:
             if isinstance(op, SearchOp):
                 vector = next(queries) if op.query and self.embeddings is not None else None
-                found = self.items.search(
-                    op.namespace_prefix,
-                    query=op.query,
-                    query_vector=vector,
-                    filter=op.filter,
-                    limit=op.limit,
-                    offset=op.offset,
-                    refresh=bool(op.refresh_ttl and refresh_on_read),
-                    distance=(self.index_config or {}).get("distance_type") or "cosine",
-                )
+                refresh = bool(op.refresh_ttl and refresh_on_read)
+                if op.query and vector is None:
+                    found = self._keyword_first(op, refresh)
+                else:
+                    found = self.items.search(
+                        op.namespace_prefix,
+                        query=op.query,
+                        query_vector=vector,
+                        filter=op.filter,
+                        limit=op.limit,
+                        offset=op.offset,
+                        refresh=refresh,
+                        distance=(self.index_config or {}).get("distance_type") or "cosine",
+                    )
                 results[i] = [_search_item(item) for item in found]
             elif isinstance(op, ListNamespacesOp):
                 results[i] = self._namespaces(op)
@@ -367,6 +373,22 @@ class SessionStore(BaseStore):
             embedded = iter(vectors)
             self.items.put_many([self._put(op, embedded) for op in writes], redacted=True)  # by _redacted
         return results
+
+    def _keyword_first(self, op: SearchOp, refresh: bool) -> list[StoredItem]:
+        """A query without an embedding index orders the items, as LangGraph's stores do, and
+        never hides one: those the keyword search matches first, by rank, then the others
+        that ``filter`` keeps, the most recently updated first (what LangGraph's stores give
+        for any query), ``limit`` of them from ``offset``."""
+        wanted = op.offset + op.limit
+        found = self.items.search(op.namespace_prefix, query=op.query, filter=op.filter, limit=wanted)
+        if len(found) < wanted:
+            matched = {(item.namespace, item.key) for item in found}
+            recent = self.items.search(op.namespace_prefix, filter=op.filter, limit=wanted)
+            found += [item for item in recent if (item.namespace, item.key) not in matched][: wanted - len(found)]
+        page = found[op.offset :]
+        if refresh and page:
+            self.items.get_many([(item.namespace, item.key) for item in page], refresh=True)
+        return page
 
     def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         prefix: tuple[str, ...] = ()

@@ -62,3 +62,9 @@ def call(name: str, args: dict[str, Any], call_id: str) -> AIMessage:
 
 def texts(messages: list[BaseMessage]) -> list[str]:
     return [f"{m.type}:{m.text}" for m in messages]
+
+
+def matched(found: list[Any]) -> list[Any]:
+    """The items of a ``SessionStore.search`` that its keyword query matched: the store lists the
+    others after them, unscored, as LangGraph's stores list every item for a query."""
+    return [item for item in found if item.score is not None]

@@ -17,6 +17,7 @@ from langchain_sessions import SessionStore
 from sessions_core import InvalidInputError, SessionManager
 
 from ..postgres import postgres_url, require_postgres, temporary_schema
+from .helpers import matched
 
 Opener = Callable[[str], SessionManager]
 
@@ -68,7 +69,9 @@ def test_two_namespaces_on_one_database_never_see_each_others_items(open_manager
     assert [item.value["content"] for item in tenant_a.search(("memories",), query="drinks")] == [
         "Sam drinks green tea"
     ]
-    assert tenant_a.search(("memories",), query="coffee") == [] and default.search(()) == []
+    coffee = tenant_a.search(("memories",), query="coffee")  # tenant b's coffee is not there to match
+    assert matched(coffee) == [] and [item.value for item in coffee] == [{"content": "Sam drinks green tea"}]
+    assert default.search(()) == []
     assert tenant_a.list_namespaces() == [("memories", "sam")]
     assert tenant_b.list_namespaces() == [("memories", "sam"), ("notes",)]
     assert [v.version for v in tenant_a.item_versions(("memories", "sam"), "drink")] == [2, 1]

@@ -16,6 +16,8 @@ from langchain_sessions import SessionStore
 from sessions_core import InvalidInputError
 from sessions_core import items as items_module
 
+from .helpers import matched
+
 
 @pytest.fixture
 def store() -> SessionStore:
@@ -50,7 +52,7 @@ def test_the_short_path_stores_what_the_batch_path_stores(store: SessionStore) -
     store.put(namespace, "k", {"text": "second"})
     versions = [v.value for v in store.item_versions(namespace, "k")]
     assert versions == [{"text": "second"}, {"text": "a quiet lighthouse keeper"}]
-    assert {item.key for item in store.search(namespace, query="lighthouse")} == {"b"}
+    assert {item.key for item in matched(store.search(namespace, query="lighthouse"))} == {"b"}
     store.put(namespace, "k", None)  # type: ignore[arg-type]  # as BaseStore.put: a deletion
     assert store.get(namespace, "k") is None
 
@@ -72,7 +74,7 @@ def test_index_false_takes_the_batch_path_and_is_not_keyword_indexed(store: Sess
     namespace = ("memories", "u1")
     store.put(namespace, "hidden", {"text": "an unmistakable xylophone"}, index=False)
     store.put(namespace, "shown", {"text": "an unmistakable xylophone"})
-    assert {item.key for item in store.search(namespace, query="xylophone")} == {"shown"}
+    assert {item.key for item in matched(store.search(namespace, query="xylophone"))} == {"shown"}
 
 
 def test_checked_namespaces_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
