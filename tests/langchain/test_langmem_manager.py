@@ -2,7 +2,8 @@
 (with trustcall's extraction, scripted) given ``store=SessionStore(...)`` finds the memories it
 wrote by keyword search over the conversation, updates them in place (a new version each),
 deletes them, and runs in LangMem's ``ReflectionExecutor``; sync and async, SQLite and
-PostgreSQL. The manager calls the store from its own worker threads."""
+PostgreSQL; by meaning too, with LangGraph's embedding ``index`` config. The manager calls the
+store from its own worker threads."""
 
 from __future__ import annotations
 
@@ -129,3 +130,32 @@ def test_the_reflection_executor_runs_the_manager_in_the_background(store: Sessi
     assert sorted(item.value["content"]["content"] for item in found) == [f"Ada's fact number {n}." for n in range(3)]
     assert sorted(item.key for item in found) == sorted(put["key"] for put in puts)
     assert all(len(store.item_versions(NAMESPACE, item.key)) == 1 for item in found)
+
+
+def test_with_an_embedding_index_the_manager_finds_its_memory_by_meaning(tmp_path: Any) -> None:
+    """The store's hybrid search (LangGraph's ``index`` config): the memory is found, and updated."""
+    from langchain_sessions import SynonymEmbeddings
+
+    with SessionStore(str(tmp_path / "memory.db"), index={"embed": SynonymEmbeddings(), "dims": 256}) as store:
+        model = BindingModel(responses=[call("Memory", {"content": "Ada drives a car."}, "c1")])
+        manager = create_memory_store_manager(model, namespace=("memories", "{langgraph_user_id}"), store=store)
+        [saved] = _invoke(manager, "I drive a car.", "sync")
+        patch = {"op": "replace", "path": "/content", "value": "Ada drives an automobile."}
+        model = BindingModel(
+            responses=[
+                call(
+                    "PatchDoc",
+                    {"json_doc_id": _langmem_id(saved["key"]), "planned_edits": "", "patches": [patch]},
+                    "c2",
+                )
+            ]
+        )
+        manager = create_memory_store_manager(model, namespace=("memories", "{langgraph_user_id}"), store=store)
+        [updated] = _invoke(manager, "My car is an automobile.", "sync")
+        assert updated["key"] == saved["key"]
+        assert [v.value["content"]["content"] for v in store.item_versions(NAMESPACE, saved["key"]) if v.value] == [
+            "Ada drives an automobile.",
+            "Ada drives a car.",
+        ]
+        [hit] = store.search(NAMESPACE, query="vehicle")
+        assert hit.key == saved["key"] and hit.score is not None
