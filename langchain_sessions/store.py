@@ -381,7 +381,7 @@ class SessionStore(BaseStore):
         for any query), ``limit`` of them from ``offset``."""
         wanted = op.offset + op.limit
         found = self.items.search(op.namespace_prefix, query=op.query, filter=op.filter, limit=wanted)
-        if len(found) < wanted:
+        if len(found) < wanted and (not found or found[0].score is not None):  # unscored: already the listing
             matched = {(item.namespace, item.key) for item in found}
             recent = self.items.search(op.namespace_prefix, filter=op.filter, limit=wanted)
             found += [item for item in recent if (item.namespace, item.key) not in matched][: wanted - len(found)]

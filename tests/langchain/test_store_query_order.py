@@ -95,3 +95,10 @@ async def test_the_async_search_orders_the_same(stores: tuple[SessionStore, Base
     ours, _theirs = stores
     found = await ours.asearch(NAMESPACE, query="green tea", limit=10)
     assert [item.key for item in found] == [item.key for item in ours.search(NAMESPACE, query="green tea", limit=10)]
+
+
+def test_a_query_of_stop_words_is_no_query(stores: tuple[SessionStore, BaseStore]) -> None:
+    ours, _theirs = stores
+    listing = [item.key for item in ours.search(NAMESPACE, limit=10)]
+    assert [item.key for item in ours.search(NAMESPACE, query="the of and", limit=10)] == listing
+    assert [item.key for item in ours.search(NAMESPACE, query="the of and", limit=2, offset=3)] == listing[3:5]
