@@ -124,7 +124,7 @@ def _batch_get(store: SessionStore, namespace: tuple[str, ...], key: str, refres
 
 
 def test_a_batch_the_database_refuses_midway_stores_nothing(tmp_path: Path) -> None:
-    """On SQLite a batch's puts run as one executemany: still one transaction."""
+    """A batch is one transaction: a put the database refuses undoes the others and the deletion."""
     path = tmp_path / "memory.db"
     store = SessionStore(str(path))
     namespace = ("memories", "u1")

@@ -832,10 +832,6 @@ class SqlStore(RecallStore, InspectableStore):
     max_list: int = 500
     """Values bound at most in one list (``{values}``); longer lists are read in chunks."""
 
-    item_rows_per_statement: int = WRITES_PER_STATEMENT
-    """Items one upsert writes (``{item_rows}``); at 1, a batch runs the one-row upsert for each
-    item in one call to the driver (:meth:`_execute_many`)."""
-
     def __init__(self) -> None:
         self._compiled: dict[str, str] = {}
         c = self.compile
@@ -1738,14 +1734,12 @@ class SqlStore(RecallStore, InspectableStore):
         for write in ordered:
             if write.value is None:
                 runs.append([write])
-            elif runs and runs[-1][0].value is not None and len(runs[-1]) < self.item_rows_per_statement:
+            elif runs and runs[-1][0].value is not None and len(runs[-1]) < WRITES_PER_STATEMENT:
                 runs[-1].append(write)
             else:
                 runs.append([write])
         terms = self._terms
         statements: list[tuple[str, Any]] = []
-        one_row = self.item_rows_per_statement == 1
-        upserts: list[dict[str, Any]] | None = None  # one-row upserts of consecutive items: one executemany
         delete, deleted, clear_vectors = (
             self.compile(DELETE_ITEM),
             self.compile(ITEM_DELETED),
@@ -1755,7 +1749,6 @@ class SqlStore(RecallStore, InspectableStore):
             if chunk[0].value is None:
                 key = {"ns": namespace, "p": chunk[0].prefix, "k": chunk[0].key}
                 statements += [(delete, key), (clear_vectors, key)]
-                upserts = None
                 continue
             rows = [
                 (
@@ -1768,13 +1761,6 @@ class SqlStore(RecallStore, InspectableStore):
                 )
                 for write in chunk
             ]
-            if one_row:
-                sql, params = self._item_upsert(namespace, rows[0], now_us)
-                if upserts is None:
-                    upserts = []
-                    statements.append((sql, upserts))
-                upserts.append(params)
-                continue
             source, params = self._item_rows(rows)
             params.update(ns=namespace, now=now_us)
             statements.append((self.compile(PUT_ITEMS.replace("{item_rows}", source)), params))
@@ -1788,9 +1774,6 @@ class SqlStore(RecallStore, InspectableStore):
 
         def work(conn: Any) -> None:
             for sql, params in statements:
-                if isinstance(params, list):
-                    self._execute_many(conn, sql, params)
-                    continue
                 cursor = conn.execute(sql, params)
                 if sql is delete:
                     for (version,) in cursor.fetchall():
@@ -1798,10 +1781,10 @@ class SqlStore(RecallStore, InspectableStore):
             if vectors:
                 self._execute_many(conn, put_vector, vectors)
 
-        if len(statements) == 1 and not vectors and not isinstance(statements[0][1], list):
+        if len(statements) == 1 and not vectors:
             self._single(work, write=True)
         else:
-            self._write(work)  # an executemany is many statements: in a transaction
+            self._write(work)
 
     def _put_item(self, namespace: str, write: ItemWrite, now_us: int) -> None:
         """``put_items`` of one stored value without vectors: one statement, compiled once."""
@@ -1814,18 +1797,12 @@ class SqlStore(RecallStore, InspectableStore):
             ttl,
             self._terms(write.text or ""),
         )
-        sql, params = self._item_upsert(namespace, row, now_us)
-        self._single(lambda conn: conn.execute(sql, params), write=True)
-
-    def _item_upsert(self, namespace: str, row: tuple[Any, ...], now_us: int) -> tuple[str, dict[str, Any]]:
-        """The upsert of one item's ``row`` (values of ``ITEM_ROW_COLUMNS``), compiled once, and
-        its parameters."""
         source, params = self._item_rows((row,))
         params["ns"], params["now"] = namespace, now_us
         sql = self._put_one.get(source)
         if sql is None:
             sql = self._put_one[source] = self.compile(PUT_ITEMS.replace("{item_rows}", source))
-        return sql, params
+        self._single(lambda conn: conn.execute(sql, params), write=True)
 
     def _by_prefix(self, keys: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
         grouped: dict[str, list[str]] = {}
