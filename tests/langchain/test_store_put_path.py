@@ -126,23 +126,22 @@ def _batch_get(store: SessionStore, namespace: tuple[str, ...], key: str, refres
 def test_a_batch_the_database_refuses_midway_stores_nothing(tmp_path: Path) -> None:
     """A batch is one transaction: a put the database refuses undoes the others and the deletion."""
     path = tmp_path / "memory.db"
-    store = SessionStore(str(path))
     namespace = ("memories", "u1")
-    store.put(namespace, "gone", {"text": "to delete"})
-    with sqlite3.connect(path) as conn:
-        conn.execute(
-            "CREATE TRIGGER refuse BEFORE INSERT ON store_items WHEN new.key = 'k7'"
-            " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
-        )
     batch = [PutOp(namespace, f"k{n}", {"text": f"value {n}"}) for n in range(10)]
-    with pytest.raises(StoreError, match="refused by the test"):
-        store.batch([*batch[:5], PutOp(namespace, "gone", None), *batch[5:]])
-    assert [item.key for item in store.search(namespace)] == ["gone"]
-    assert [v.value for v in store.item_versions(namespace, "gone")] == [{"text": "to delete"}]
+    with SessionStore(str(path)) as store:
+        store.put(namespace, "gone", {"text": "to delete"})
+        with sqlite3.connect(path) as conn:
+            conn.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON store_items WHEN new.key = 'k7'"
+                " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+            )
+        with pytest.raises(StoreError, match="refused by the test"):
+            store.batch([*batch[:5], PutOp(namespace, "gone", None), *batch[5:]])
+        assert [item.key for item in store.search(namespace)] == ["gone"]
+        assert [v.value for v in store.item_versions(namespace, "gone")] == [{"text": "to delete"}]
 
-    with sqlite3.connect(path) as conn:
-        conn.execute("DROP TRIGGER refuse")
-    store.batch([*batch[:5], PutOp(namespace, "gone", None), *batch[5:]])
-    assert sorted(item.key for item in store.search(namespace, limit=20)) == sorted(f"k{n}" for n in range(10))
-    assert {item.key for item in matched(store.search(namespace, query="value"))} == {f"k{n}" for n in range(10)}
-    store.close()
+        with sqlite3.connect(path) as conn:
+            conn.execute("DROP TRIGGER refuse")
+        store.batch([*batch[:5], PutOp(namespace, "gone", None), *batch[5:]])
+        assert sorted(item.key for item in store.search(namespace, limit=20)) == sorted(f"k{n}" for n in range(10))
+        assert {item.key for item in matched(store.search(namespace, query="value"))} == {f"k{n}" for n in range(10)}

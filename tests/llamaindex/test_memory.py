@@ -773,7 +773,7 @@ def test_a_memory_on_an_encrypted_file_reopens_from_its_pointer_with_the_key(tmp
 
     path = str(tmp_path / "vault.db")
     memory = SessionMemory.from_defaults(store=path, session_id="u", key="s3cret")
-    memory.put(user("my PIN is 4321"))  # a phrase: a few bytes alone can occur in ciphertext
+    memory.put(user("my PIN is 4321"))
     data = memory.to_dict()
     assert "s3cret" not in json.dumps(data)
     memory.session.close()
@@ -781,4 +781,4 @@ def test_a_memory_on_an_encrypted_file_reopens_from_its_pointer_with_the_key(tmp
     assert [m.content for m in reopened.get_all()] == ["my PIN is 4321"]
     with pytest.raises(EncryptionKeyError):
         SessionMemory.from_dict({**data, "handle": "nokey"}).get_all()
-    assert b"my PIN is 4321" not in (tmp_path / "vault.db").read_bytes()
+    assert b"my PIN is 4321" not in (tmp_path / "vault.db").read_bytes()  # a few bytes alone can occur in ciphertext
