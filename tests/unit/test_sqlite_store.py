@@ -1,5 +1,6 @@
 """SQLite specifics: migrations, pragmas, closing."""
 
+import re
 import sqlite3
 
 import pytest
@@ -291,4 +292,24 @@ def test_blob_io_column_names_match_this_sqlite(tmp_path):
     for column, size in (("large_text", 3), ("large_content", 5)):
         with conn.blobopen("session_messages", _blob_name(conn, column), 1) as blob:
             assert len(blob) == size
+    store.close()
+
+
+@pytest.mark.parametrize("count", [1, 3, 100])
+def test_an_item_upsert_binds_its_parameters_by_position(count):
+    """A batch of puts is bound as one tuple, not by 600 names (each found by a linear scan):
+    every placeholder is numbered, which Python 3.12+ accepts for a sequence without warning."""
+    store = SqliteStore(":memory:")
+    store.setup()
+    rows = [(f"p{n}", f"k{n}", f'{{"n": {n}}}', 10**15 + n, 1.5, f"term{n}") for n in range(count)]
+    sql, params = store._put_items("ns", rows, 7)
+    assert isinstance(params, tuple) and len(params) == 2 + 6 * count
+    assert re.findall(r"(?<![\w:]):[A-Za-z_]\w*", sql) == []
+    assert max(int(mark) for mark in re.findall(r"\?(\d+)", sql)) == len(params)
+    store._single(lambda conn: conn.execute(sql, params), write=True)
+    stored = store._all(
+        "SELECT prefix, key, value, expires_at, ttl_minutes, created_at FROM store_items ORDER BY prefix", ()
+    )
+    expected = sorted((p, k, v, e, t, 7) for p, k, v, e, t, _terms in rows)
+    assert [tuple(row) for row in stored] == expected
     store.close()

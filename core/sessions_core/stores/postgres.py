@@ -41,6 +41,7 @@ from .sql import (
     ITEM_COMPARISONS,
     ITEM_ROW_COLUMNS,
     LARGE_ROW,
+    PUT_ITEMS,
     TABLES,
     UPDATE_MESSAGE,
     SearchScope,
@@ -152,7 +153,8 @@ _ITEM_ROWS = (
     + ", ".join(f"{column} {kind}" for column, kind in zip(ITEM_ROW_COLUMNS, _ITEM_ROW_TYPES))
     + ")"
 )
-"""The rows to write (``SqlStore._item_rows``) from one JSON array of objects: one statement text
+_PUT_ITEMS = PUT_ITEMS.replace("{item_rows}", _ITEM_ROWS)
+"""The rows to write (``SqlStore._put_items``) from one JSON array of objects: one statement text
 for any number of rows, and one parameter psycopg passes as it is (arrays of text it escapes
 element by element: milliseconds for a batch of 100)."""
 _ITEM_ROW_KEYS = tuple(f'"{column}":' for column in ITEM_ROW_COLUMNS)
@@ -364,8 +366,8 @@ class PostgresStore(SqlStore):
     def _rows(self, values: Sequence[Any]) -> tuple[str, dict[str, list[Any]]]:
         return "(SELECT unnest(CAST(:values AS text[])) AS column1)", {"values": list(values)}
 
-    def _item_rows(self, rows: Sequence[tuple[Any, ...]]) -> tuple[str, dict[str, Any]]:
-        return _ITEM_ROWS, {"item_rows": _item_rows_json(rows)}
+    def _put_items(self, namespace: str, rows: Sequence[tuple[Any, ...]], now_us: int) -> tuple[str, dict[str, Any]]:
+        return self.compile(_PUT_ITEMS), {"item_rows": _item_rows_json(rows), "ns": namespace, "now": now_us}
 
     def _execute_many(self, conn: psycopg.Connection, sql: str, params: Sequence[Any]) -> None:
         with conn.cursor() as cursor:

@@ -843,7 +843,6 @@ class SqlStore(RecallStore, InspectableStore):
         self._get_latest_checkpoint = c(GET_LATEST_CHECKPOINT)
         self._get_checkpoint_at = c(GET_CHECKPOINT_AT)
         self._writes_sql: dict[tuple[int, bool], str] = {}
-        self._put_one: dict[str, str] = {}  # a single item put's statement, by its rows' source
 
     # -- the dialect's hooks ---------------------------------------------------------------
 
@@ -880,9 +879,9 @@ class SqlStore(RecallStore, InspectableStore):
         the parameters that bind them (and nothing else)."""
 
     @abstractmethod
-    def _item_rows(self, rows: Sequence[tuple[Any, ...]]) -> tuple[str, dict[str, Any]]:
-        """What replaces ``{item_rows}``: ``rows`` (values of ``ITEM_ROW_COLUMNS``) as a
-        relation ``r`` with those columns, and the named parameters that bind them."""
+    def _put_items(self, namespace: str, rows: Sequence[tuple[Any, ...]], now_us: int) -> tuple[str, Any]:
+        """``PUT_ITEMS`` compiled for ``rows`` (values of ``ITEM_ROW_COLUMNS``) as its
+        ``{item_rows}``, and the parameters that bind it (``:ns`` and ``:now`` included)."""
 
     @abstractmethod
     def _schema_version(self, conn: Any) -> int:
@@ -1761,9 +1760,7 @@ class SqlStore(RecallStore, InspectableStore):
                 )
                 for write in chunk
             ]
-            source, params = self._item_rows(rows)
-            params.update(ns=namespace, now=now_us)
-            statements.append((self.compile(PUT_ITEMS.replace("{item_rows}", source)), params))
+            statements.append(self._put_items(namespace, rows, now_us))
         vectors: list[dict[str, Any]] = []
         for write in stored:
             if write.vectors is not None:
@@ -1797,11 +1794,7 @@ class SqlStore(RecallStore, InspectableStore):
             ttl,
             self._terms(write.text or ""),
         )
-        source, params = self._item_rows((row,))
-        params["ns"], params["now"] = namespace, now_us
-        sql = self._put_one.get(source)
-        if sql is None:
-            sql = self._put_one[source] = self.compile(PUT_ITEMS.replace("{item_rows}", source))
+        sql, params = self._put_items(namespace, (row,), now_us)
         self._single(lambda conn: conn.execute(sql, params), write=True)
 
     def _by_prefix(self, keys: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
