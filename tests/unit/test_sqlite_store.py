@@ -313,3 +313,11 @@ def test_an_item_upsert_binds_its_parameters_by_position(count):
     expected = sorted((p, k, v, e, t, 7) for p, k, v, e, t, _terms in rows)
     assert [tuple(row) for row in stored] == expected
     store.close()
+
+
+def test_checkpoint_statements_bind_by_position():
+    store = SqliteStore(":memory:")
+    for sql in (store._put_checkpoint, store._put_writes_sql(3, True)[0], store._put_writes_sql(1, False)[0]):
+        assert re.findall(r"(?<![\w:]):[A-Za-z_]\w*", sql) == []
+        assert "?1" in sql
+    store.close()

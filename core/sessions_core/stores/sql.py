@@ -529,6 +529,20 @@ RECALL_STALE = "UPDATE recall_vectors SET digest = '' WHERE session_id = :s"
 
 # -- LangGraph checkpoints (``CheckpointStore``) ------------------------------------------------
 
+CHECKPOINT_PARAMS = (
+    "s",
+    "ns",
+    "id",
+    "namespace",
+    "thread",
+    "parent",
+    "run",
+    "created_at",
+    "type",
+    "metadata",
+    "checkpoint",
+)
+"""``PUT_CHECKPOINT``'s parameters, in the order ``SqlStore.put_checkpoint`` binds them."""
 PUT_CHECKPOINT = """
     INSERT INTO checkpoints (session_id, checkpoint_ns, checkpoint_id, namespace, thread_id,
         parent_checkpoint_id, run_id, created_at, type, metadata, checkpoint)
@@ -839,10 +853,10 @@ class SqlStore(RecallStore, InspectableStore):
         self._insert_under_parent = c(INSERT_UNDER_PARENT)
         self._link_blob = [c(sql) for sql in LINK_BLOB]
         self._path_ids = c(PATH_IDS)
-        self._put_checkpoint = c(PUT_CHECKPOINT)
+        self._put_checkpoint, self._bind_checkpoint = self._by_position(PUT_CHECKPOINT, CHECKPOINT_PARAMS)
         self._get_latest_checkpoint = c(GET_LATEST_CHECKPOINT)
         self._get_checkpoint_at = c(GET_CHECKPOINT_AT)
-        self._writes_sql: dict[tuple[int, bool], str] = {}
+        self._writes_sql: dict[tuple[int, bool], tuple[str, Callable[[tuple[Any, ...]], Any]]] = {}
 
     # -- the dialect's hooks ---------------------------------------------------------------
 
@@ -877,6 +891,11 @@ class SqlStore(RecallStore, InspectableStore):
     def _rows(self, values: Sequence[Any]) -> tuple[str, Any]:
         """What replaces ``{rows}``: ``values`` as a relation of one column, ``column1``, and
         the parameters that bind them (and nothing else)."""
+
+    def _by_position(self, sql: str, names: tuple[str, ...]) -> tuple[str, Callable[[tuple[Any, ...]], Any]]:
+        """``sql`` compiled, and what turns the values of its parameters ``names`` (a tuple in
+        that order, each name once) into the parameters it is run with. By default, by name."""
+        return self.compile(sql), lambda values: dict(zip(names, values))
 
     @abstractmethod
     def _put_items(self, namespace: str, rows: Sequence[tuple[Any, ...]], now_us: int) -> tuple[str, Any]:
@@ -1535,19 +1554,21 @@ class SqlStore(RecallStore, InspectableStore):
         self, session_id: str, namespace: str, row: CheckpointRow, *, run_id: str | None, created_at_us: int
     ) -> None:
         sql = self._put_checkpoint
-        params = {
-            "s": session_id,
-            "ns": row.checkpoint_ns,
-            "id": row.checkpoint_id,
-            "namespace": namespace,
-            "thread": row.thread_id,
-            "parent": row.parent_checkpoint_id,
-            "run": run_id,
-            "created_at": created_at_us,
-            "type": row.type,
-            "metadata": row.metadata,
-            "checkpoint": row.checkpoint,
-        }
+        params = self._bind_checkpoint(
+            (
+                session_id,
+                row.checkpoint_ns,
+                row.checkpoint_id,
+                namespace,
+                row.thread_id,
+                row.parent_checkpoint_id,
+                run_id,
+                created_at_us,
+                row.type,
+                row.metadata,
+                row.checkpoint,
+            )
+        )
         self._single(lambda conn: conn.execute(sql, params), write=True)
 
     def put_checkpoint_writes(
@@ -1564,19 +1585,11 @@ class SqlStore(RecallStore, InspectableStore):
         statements = []
         for start in range(0, len(writes), WRITES_PER_STATEMENT):
             chunk = writes[start : start + WRITES_PER_STATEMENT]
-            params: dict[str, Any] = {"s": session_id, "ns": checkpoint_ns, "id": checkpoint_id}
-            for n, write in enumerate(chunk):
-                params.update(
-                    {
-                        f"t{n}": write.task_id,
-                        f"i{n}": write.idx,
-                        f"c{n}": write.channel,
-                        f"y{n}": write.type,
-                        f"p{n}": write.task_path,
-                        f"v{n}": write.value,
-                    }
-                )
-            statements.append((self._put_writes_sql(len(chunk), replace), params))
+            sql, bind = self._put_writes_sql(len(chunk), replace)
+            values: list[Any] = [session_id, checkpoint_ns, checkpoint_id]
+            for write in chunk:
+                values += (write.task_id, write.idx, write.channel, write.type, write.task_path, write.value)
+            statements.append((sql, bind(tuple(values))))
 
         def work(conn: Any) -> None:
             for sql, params in statements:
@@ -1587,14 +1600,17 @@ class SqlStore(RecallStore, InspectableStore):
         else:
             self._write(work)
 
-    def _put_writes_sql(self, rows: int, replace: bool) -> str:
+    def _put_writes_sql(self, rows: int, replace: bool) -> tuple[str, Callable[[tuple[Any, ...]], Any]]:
+        """``PUT_WRITES`` for ``rows`` writes, and what binds its values: the checkpoint's ids,
+        then each write's ``WRITE_ROW`` values."""
         key = (rows, replace)
-        sql = self._writes_sql.get(key)
-        if sql is None:
+        found = self._writes_sql.get(key)
+        if found is None:
             values = ", ".join(WRITE_ROW.format(n=n) for n in range(rows))
             template = PUT_WRITES.format(rows=values, conflict=WRITES_REPLACE if replace else WRITES_KEEP)
-            sql = self._writes_sql[key] = self.compile(template)
-        return sql
+            names = ("s", "ns", "id", *(f"{column}{n}" for n in range(rows) for column in "ticypv"))
+            found = self._writes_sql[key] = self._by_position(template, names)
+        return found
 
     def get_checkpoint(self, session_id: str, checkpoint_ns: str, checkpoint_id: str | None) -> CheckpointRow | None:
         if checkpoint_id is None:
