@@ -1,6 +1,8 @@
 """Item versions on PostgreSQL, written per statement (migration 12): every insert and update
 of an item is its version, a TTL refresh is none, a re-insert racing a deletion is numbered
-after it, and items versioned by the earlier row trigger keep their numbering."""
+after it, and items versioned by the earlier row trigger keep their numbering. The current
+version lives in the item's row only (migration 13, as SQLite's 0016): a first put writes one
+row, and the history reads the same."""
 
 from __future__ import annotations
 
@@ -110,6 +112,65 @@ def test_items_versioned_by_the_row_trigger_keep_their_numbers_after_the_migrati
         items = Items(store)
         items.put(("c",), "k", {"n": 3})
         assert store.schema_version() == len(postgres_module.MIGRATIONS)
+        assert _versions(items, "k") == [(3, {"n": 3}), (2, {"n": 2}), (1, {"n": 1})]
+    finally:
+        store.close()
+
+
+def _kept_rows(schema, key):
+    import psycopg
+
+    with psycopg.connect(postgres_url(), autocommit=True) as conn:
+        return conn.execute(
+            f'SELECT version, value IS NULL FROM "{schema}".store_item_versions WHERE key = %s ORDER BY version DESC',
+            (key,),
+        ).fetchall()
+
+
+def test_a_first_put_writes_no_version_row_and_the_history_has_every_version(schema):
+    store = _store(schema)
+    try:
+        items = Items(store)
+        items.put(("c",), "new", {"n": 1})
+        assert _kept_rows(schema, "new") == []
+        items.put(("c",), "new", {"n": 2})
+        assert _kept_rows(schema, "new") == [(1, False)]  # the replaced version, archived
+        items.put(("c",), "new", None)
+        assert _kept_rows(schema, "new") == [(3, True), (2, False), (1, False)]
+        assert _versions(items, "new") == [(3, None), (2, {"n": 2}), (1, {"n": 1})]
+        items.put_many([items_put("new", 4, ttl=5.0)])
+        assert items.get(("c",), "new", refresh=True) is not None  # a refresh archives nothing
+        assert _versions(items, "new") == [(4, {"n": 4}), (3, None), (2, {"n": 2}), (1, {"n": 1})]
+        assert [version for version, _ in _kept_rows(schema, "new")] == [3, 2, 1]
+    finally:
+        store.close()
+
+
+def test_the_migration_keeps_every_version_once(schema, monkeypatch):
+    from sessions_core.stores import postgres as postgres_module
+
+    with monkeypatch.context() as patch:
+        patch.setattr(postgres_module, "MIGRATIONS", postgres_module.MIGRATIONS[:12])  # every version kept
+        store = _store(schema)
+        try:
+            items = Items(store)
+            for n in (1, 2):
+                items.put(("c",), "k", {"n": n})
+            items.put(("c",), "gone", {"n": 1})
+            items.put(("c",), "gone", None)
+            assert store.schema_version() == 12
+            before = {key: _kept_rows(schema, key) for key in ("k", "gone")}
+            assert before == {"k": [(2, False), (1, False)], "gone": [(2, True), (1, False)]}
+        finally:
+            store.close()
+    store = _store(schema)
+    try:
+        items = Items(store)
+        history = {key: [(v, value is None) for v, value in _versions(items, key)] for key in ("k", "gone")}
+        assert history == before
+        assert store.schema_version() == len(postgres_module.MIGRATIONS)
+        assert _kept_rows(schema, "k") == [(1, False)]  # version 2 is the item's row
+        items.put(("c",), "k", {"n": 3})
         assert _versions(items, "k") == [(3, {"n": 3}), (2, {"n": 2}), (1, {"n": 1})]
     finally:
         store.close()

@@ -144,7 +144,10 @@ _FRAGMENTS = {
     "{as_json}": "::jsonb",
     "{as_terms}": "::tsvector",
     "{bigint}": "BIGINT",
-    "{item_versions}": "store_item_versions",
+    "{item_versions}": (  # an item's current version is in its row only (migration 0013)
+        "(SELECT namespace, prefix, key, version, value, created_at FROM store_item_versions UNION ALL"
+        " SELECT namespace, prefix, key, version, value, updated_at FROM store_items) AS item_versions"
+    ),
 }
 
 _ITEM_ROW_TYPES = ("text", "text", "jsonb", "bigint", "double precision", "text")
