@@ -156,10 +156,10 @@ _ITEM_ROWS = (
     + ", ".join(f"{column} {kind}" for column, kind in zip(ITEM_ROW_COLUMNS, _ITEM_ROW_TYPES))
     + ")"
 )
-_PUT_ITEMS = PUT_ITEMS.replace("{item_rows}", _ITEM_ROWS)
 """The rows to write (``SqlStore._put_items``) from one JSON array of objects: one statement text
 for any number of rows, and one parameter psycopg passes as it is (arrays of text it escapes
 element by element: milliseconds for a batch of 100)."""
+_PUT_ITEMS = PUT_ITEMS.replace("{item_rows}", _ITEM_ROWS)
 _ITEM_ROW_KEYS = tuple(f'"{column}":' for column in ITEM_ROW_COLUMNS)
 _json_string = json.encoder.encode_basestring_ascii
 
