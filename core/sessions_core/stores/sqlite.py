@@ -271,7 +271,7 @@ class SqliteStore(SqlStore):
         # The file's absolute path: as given when it is one (no I/O), else resolved when it opens.
         self._url: str | None = os.path.normpath(self.database) if os.path.isabs(self.database) else None
         super().__init__()
-        self._put_items_sql: dict[int, str] = {}  # by the number of rows
+        self._upserts_by_count: dict[int, str] = {}  # by the number of rows
         self._lock = threading.RLock()
         self._connected = _Connected(self)
         self._auto_setup = auto_setup
@@ -541,9 +541,9 @@ class SqliteStore(SqlStore):
         return _NAMED.sub(lambda match: number[match[1]], self.compile(sql)), tuple
 
     def _put_items(self, namespace: str, rows: Sequence[tuple[Any, ...]], now_us: int) -> tuple[str, tuple[Any, ...]]:
-        sql = self._put_items_sql.get(len(rows))
+        sql = self._upserts_by_count.get(len(rows))
         if sql is None:
-            sql = self._put_items_sql[len(rows)] = self._by_position(*_put_items_sql(len(rows)))[0]
+            sql = self._upserts_by_count[len(rows)] = self._by_position(*_put_items_sql(len(rows)))[0]
         return sql, (namespace, now_us, *chain.from_iterable(rows))
 
     def _execute_many(self, conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> None:
