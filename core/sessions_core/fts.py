@@ -140,6 +140,7 @@ def _bigrams(run: str) -> list[str]:
 
 _CACHE_SIZE = 50_000
 _cache: dict[str, tuple[str, ...]] = {}
+_chunk_cache: dict[str, tuple[str, ...]] = {}
 
 
 _CHUNK = 1 << 16
@@ -163,34 +164,57 @@ def _leading_tokens(text: str) -> Iterator[str]:
 
 def index_terms(text: str) -> list[str]:
     """The terms ``text`` is indexed by, in order (at most ``MAX_TERMS``)."""
-    cache = _cache
-    tokens = _tokens(text) if len(text) <= _CHUNK else None
-    if tokens is not None:
-        # Every word seen before (the common case): joined in C, without a loop per word.
-        known = list(map(cache.get, tokens))
-        if None not in known:
-            terms: list[str] = list(chain.from_iterable(known))  # type: ignore[arg-type]  # no None left
-            if len(terms) <= MAX_TERMS:
-                return terms if len(text) * 8 < MAX_INDEX_BYTES // 2 else _within_budget(terms)
-    terms = []
-    for token in _leading_tokens(text) if tokens is None else tokens:
-        found = cache.get(token)
-        if found is None:
-            if token.isascii() and token.isalpha() and (token.islower() or token.istitle() or token.isupper()):
-                found = (_stem(token.lower()[:MAX_TERM_CHARS]),)  # a plain word, the common case
-            else:
-                found = _token_terms(token)
-            if len(token) <= MAX_TERM_CHARS:  # words recur (Zipf); a long CJK run rarely does
-                if len(cache) >= _CACHE_SIZE:
-                    cache.clear()
-                cache[token] = found
-        terms += found
-        if len(terms) >= MAX_TERMS:
-            del terms[MAX_TERMS:]
-            break
+    if len(text) <= _CHUNK and text.isascii():
+        # An ASCII token holds no whitespace, so the text's terms are those of its
+        # whitespace-separated chunks (a word and its punctuation, mostly), each analysed once.
+        chunks = text.split()
+        known = list(map(_chunk_cache.get, chunks))
+        if None in known:
+            known = [_chunk_terms(chunk) if found is None else found for chunk, found in zip(chunks, known)]
+        terms: list[str] = list(chain.from_iterable(known))  # type: ignore[arg-type]  # no None left
+        del terms[MAX_TERMS:]
+    elif len(text) <= _CHUNK:
+        tokens = _tokens(text)
+        known = list(map(_cache.get, tokens))  # every word seen before, the common case: no loop
+        if None in known:
+            known = [_token_terms_cached(token) if found is None else found for token, found in zip(tokens, known)]
+        terms = list(chain.from_iterable(known))  # type: ignore[arg-type]  # no None left
+        del terms[MAX_TERMS:]
+    else:
+        terms = []
+        for token in _leading_tokens(text):
+            terms += _token_terms_cached(token)
+            if len(terms) >= MAX_TERMS:
+                del terms[MAX_TERMS:]
+                break
     # Below this length the distinct terms cannot reach the budget (a character makes at most
     # two characters of terms, of four bytes each).
     return terms if len(text) * 8 < MAX_INDEX_BYTES // 2 else _within_budget(terms)
+
+
+def _token_terms_cached(token: str) -> tuple[str, ...]:
+    """:func:`_token_terms`, remembered for a token of ordinary length (words recur: Zipf)."""
+    found = _cache.get(token)
+    if found is None:
+        if token.isascii() and token.isalpha() and (token.islower() or token.istitle() or token.isupper()):
+            found = (_stem(token.lower()[:MAX_TERM_CHARS]),)  # a plain word, the common case
+        else:
+            found = _token_terms(token)
+        if len(token) <= MAX_TERM_CHARS:  # a long CJK run or pasted hash rarely recurs
+            if len(_cache) >= _CACHE_SIZE:
+                _cache.clear()
+            _cache[token] = found
+    return found
+
+
+def _chunk_terms(chunk: str) -> tuple[str, ...]:
+    """The terms of an ASCII ``chunk`` without whitespace, remembered as tokens are."""
+    found = tuple(chain.from_iterable(map(_token_terms_cached, _ASCII_TOKEN.findall(chunk))))
+    if len(chunk) <= MAX_TERM_CHARS:
+        if len(_chunk_cache) >= _CACHE_SIZE:
+            _chunk_cache.clear()
+        _chunk_cache[chunk] = found
+    return found
 
 
 def _within_budget(terms: list[str]) -> list[str]:

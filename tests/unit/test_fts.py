@@ -102,6 +102,19 @@ def test_the_ascii_fast_path_splits_as_the_unicode_path(text):
             assert fts._ASCII_BOUNDARY.split(segment) == fts._BOUNDARY.split(segment)
 
 
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(ASCII, min_size=1, max_size=4))
+def test_an_ascii_text_is_indexed_by_its_tokens_terms_in_order(texts):
+    # The ASCII path analyses (and remembers) whitespace-separated chunks, not tokens: the
+    # same terms, whichever texts came first.
+    for text in texts:
+        tokens = fts._ASCII_TOKEN.findall(text)
+        expected = [term for token in tokens for term in fts._token_terms(token)][: fts.MAX_TERMS]
+        assert index_terms(text) == expected
+        assert index_terms(text) == expected  # now from what it remembers
+
+
 OPERATORS = st.sampled_from(
     [
         '"',
