@@ -2,7 +2,8 @@
 of an item is its version, a TTL refresh is none, a re-insert racing a deletion is numbered
 after it, and items versioned by the earlier row trigger keep their numbering. The current
 version lives in the item's row only (migration 13, as SQLite's 0016): a first put writes one
-row, and the history reads the same."""
+row, and the history reads the same. The triggers probe before they write (migration 14): the
+same versions."""
 
 from __future__ import annotations
 
