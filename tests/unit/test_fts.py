@@ -102,7 +102,6 @@ def test_the_ascii_fast_path_splits_as_the_unicode_path(text):
             assert fts._ASCII_BOUNDARY.split(segment) == fts._BOUNDARY.split(segment)
 
 
-
 @settings(max_examples=500, deadline=None)
 @given(st.lists(ASCII, min_size=1, max_size=4))
 def test_an_ascii_text_is_indexed_by_its_tokens_terms_in_order(texts):
