@@ -164,21 +164,17 @@ def _leading_tokens(text: str) -> Iterator[str]:
 
 def index_terms(text: str) -> list[str]:
     """The terms ``text`` is indexed by, in order (at most ``MAX_TERMS``)."""
-    if len(text) <= _CHUNK and text.isascii():
-        # An ASCII token holds no whitespace, so the text's terms are those of its
-        # whitespace-separated chunks (a word and its punctuation, mostly), each analysed once.
-        chunks = text.split()
-        known = list(map(_chunk_cache.get, chunks))
+    if len(text) <= _CHUNK:
+        if text.isascii():
+            # An ASCII token holds no whitespace, so the text's terms are those of its
+            # whitespace-separated chunks (a word and its punctuation, mostly), each analysed once.
+            parts, cache, analyse = text.split(), _chunk_cache, _chunk_terms
+        else:
+            parts, cache, analyse = _tokens(text), _cache, _token_terms_cached
+        known = list(map(cache.get, parts))  # every part seen before, the common case: no loop
         if None in known:
-            known = [_chunk_terms(chunk) if found is None else found for chunk, found in zip(chunks, known)]
+            known = [analyse(part) if found is None else found for part, found in zip(parts, known)]
         terms: list[str] = list(chain.from_iterable(known))  # type: ignore[arg-type]  # no None left
-        del terms[MAX_TERMS:]
-    elif len(text) <= _CHUNK:
-        tokens = _tokens(text)
-        known = list(map(_cache.get, tokens))  # every word seen before, the common case: no loop
-        if None in known:
-            known = [_token_terms_cached(token) if found is None else found for token, found in zip(tokens, known)]
-        terms = list(chain.from_iterable(known))  # type: ignore[arg-type]  # no None left
         del terms[MAX_TERMS:]
     else:
         terms = []
@@ -193,28 +189,31 @@ def index_terms(text: str) -> list[str]:
 
 
 def _token_terms_cached(token: str) -> tuple[str, ...]:
-    """:func:`_token_terms`, remembered for a token of ordinary length (words recur: Zipf)."""
+    """:func:`_token_terms`, remembered (:func:`_remember`)."""
     found = _cache.get(token)
     if found is None:
         if token.isascii() and token.isalpha() and (token.islower() or token.istitle() or token.isupper()):
             found = (_stem(token.lower()[:MAX_TERM_CHARS]),)  # a plain word, the common case
         else:
             found = _token_terms(token)
-        if len(token) <= MAX_TERM_CHARS:  # a long CJK run or pasted hash rarely recurs
-            if len(_cache) >= _CACHE_SIZE:
-                _cache.clear()
-            _cache[token] = found
+        _remember(_cache, token, found)
     return found
 
 
 def _chunk_terms(chunk: str) -> tuple[str, ...]:
     """The terms of an ASCII ``chunk`` without whitespace, remembered as tokens are."""
     found = tuple(chain.from_iterable(map(_token_terms_cached, _ASCII_TOKEN.findall(chunk))))
-    if len(chunk) <= MAX_TERM_CHARS:
-        if len(_chunk_cache) >= _CACHE_SIZE:
-            _chunk_cache.clear()
-        _chunk_cache[chunk] = found
+    _remember(_chunk_cache, chunk, found)
     return found
+
+
+def _remember(cache: dict[str, tuple[str, ...]], part: str, terms: tuple[str, ...]) -> None:
+    """Keep ``part``'s terms when it is of ordinary length (words recur: Zipf; a long CJK run or
+    pasted hash rarely does); a full cache starts again."""
+    if len(part) <= MAX_TERM_CHARS:
+        if len(cache) >= _CACHE_SIZE:
+            cache.clear()
+        cache[part] = terms
 
 
 def _within_budget(terms: list[str]) -> list[str]:
