@@ -4,7 +4,9 @@ puts), ``get``, ``search`` (namespace prefix and filter, limit 10) and, ours onl
 with ``SESSIONS_BENCH_PG`` set, PostgreSQL (vs ``PostgresStore``), in one run.
 
 Run ``python bench/bench_langgraph_store.py`` (``--quick``: 1k only; ``--sizes``, ``--ops 300``,
-``--batch 100``, ``--out``, ``--no-sqlite``). ``SESSIONS_BENCH_PG`` is the server's URL (``1``: the one of
+``--batch 100``, ``--out``, ``--no-sqlite``, ``--ttl MINUTES``: both stores built with LangGraph's
+``TTLConfig(default_ttl=MINUTES, refresh_on_read=True)``, so that every put carries a TTL and every
+get refreshes it). ``SESSIONS_BENCH_PG`` is the server's URL (``1``: the one of
 ``SESSIONS_TEST_POSTGRES_URL``). Each store gets its own database (SQLite: a file; PostgreSQL:
 a schema of its own) with the same durability: WAL with ``synchronous=NORMAL`` on SQLite
 (``SqliteStore``'s connection is given the pragmas our store sets), autocommit on PostgreSQL.
@@ -156,23 +158,23 @@ def check_same_items(ours: Workload, theirs: Workload) -> None:
         assert found[0] == found[1], "filtered search differs"
 
 
-def _ours(target: Any, kind: str) -> tuple[BaseStore, Callable[[], None]]:
+def _ours(target: Any, kind: str, ttl: dict[str, Any] | None) -> tuple[BaseStore, Callable[[], None]]:
     if kind == "langgraph":
         raise ValueError("built by the caller")
     from langchain_sessions import SessionStore
 
-    store = SessionStore(target)
+    store = SessionStore(target, ttl=ttl)  # type: ignore[arg-type]
     store.setup()
     return store, store.close
 
 
 @contextmanager
-def sqlite_pair(folder: Path, ours_kind: str) -> Iterator[tuple[BaseStore, BaseStore]]:
+def sqlite_pair(folder: Path, ours_kind: str, ttl: dict[str, Any] | None) -> Iterator[tuple[BaseStore, BaseStore]]:
     def langgraph(path: Path) -> tuple[BaseStore, Callable[[], None]]:
         conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
-        store = SqliteStore(conn)
+        store = SqliteStore(conn, ttl=ttl)  # type: ignore[arg-type]
         store.setup()
         return store, conn.close
 
@@ -181,7 +183,7 @@ def sqlite_pair(folder: Path, ours_kind: str) -> Iterator[tuple[BaseStore, BaseS
     else:
         from sessions_core import SqliteStore as OurSqliteStore
 
-        ours, close_ours = _ours(OurSqliteStore(folder / "ours.db"), ours_kind)
+        ours, close_ours = _ours(OurSqliteStore(folder / "ours.db"), ours_kind, ttl)
     theirs, close_theirs = langgraph(folder / "theirs.db")
     try:
         yield ours, theirs
@@ -191,7 +193,7 @@ def sqlite_pair(folder: Path, ours_kind: str) -> Iterator[tuple[BaseStore, BaseS
 
 
 @contextmanager
-def postgres_pair(url: str, ours_kind: str) -> Iterator[tuple[BaseStore, BaseStore]]:
+def postgres_pair(url: str, ours_kind: str, ttl: dict[str, Any] | None) -> Iterator[tuple[BaseStore, BaseStore]]:
     import psycopg
     from langgraph.store.postgres import PostgresStore
     from psycopg.rows import dict_row
@@ -207,7 +209,7 @@ def postgres_pair(url: str, ours_kind: str) -> Iterator[tuple[BaseStore, BaseSto
             url, autocommit=True, prepare_threshold=0, row_factory=dict_row, options=f"-csearch_path={schema}"
         )
         opened.append(conn.close)
-        store = PostgresStore(conn)  # type: ignore[arg-type]
+        store = PostgresStore(conn, ttl=ttl)  # type: ignore[arg-type]
         store.setup()
         return store
 
@@ -217,7 +219,7 @@ def postgres_pair(url: str, ours_kind: str) -> Iterator[tuple[BaseStore, BaseSto
         else:
             from sessions_core.stores.postgres import PostgresStore as OurPostgresStore
 
-            ours, close_ours = _ours(OurPostgresStore(url, schema=ours_schema), ours_kind)
+            ours, close_ours = _ours(OurPostgresStore(url, schema=ours_schema), ours_kind, ttl)
             opened.append(close_ours)
         theirs = langgraph(theirs_schema)
         yield ours, theirs
@@ -266,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ours", choices=("sessionstore", "langgraph"), default="sessionstore")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "langgraph_store.json")
     parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only (with SESSIONS_BENCH_PG)")
+    parser.add_argument("--ttl", type=float, help="minutes: every put carries this TTL, every get refreshes it")
     args = parser.parse_args(argv)
     sizes = [1000] if args.quick else [int(size) for size in args.sizes.split(",")]
     texts = sentences(args.data)
@@ -278,15 +281,18 @@ def main(argv: list[str] | None = None) -> int:
         "users": USERS,
         "sentences": len(texts),
         "ours": args.ours,
+        "ttl_minutes": args.ttl,
     }
+    ttl = None if args.ttl is None else {"default_ttl": args.ttl, "refresh_on_read": True}
     if not args.no_sqlite:
         with tempfile.TemporaryDirectory() as folder:
             print("sqlite: SessionStore vs SqliteStore", file=sys.stderr)
-            results["sqlite"] = run(sqlite_pair(Path(folder), args.ours), texts, sizes, args.ops, args.batch, keyword)
+            pair = sqlite_pair(Path(folder), args.ours, ttl)
+            results["sqlite"] = run(pair, texts, sizes, args.ops, args.batch, keyword)
     url = postgres_url()
     if url is not None:
         print("postgres: SessionStore vs PostgresStore", file=sys.stderr)
-        results["postgres"] = run(postgres_pair(url, args.ours), texts, sizes, args.ops, args.batch, keyword)
+        results["postgres"] = run(postgres_pair(url, args.ours, ttl), texts, sizes, args.ops, args.batch, keyword)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     for backend in ("sqlite", "postgres"):

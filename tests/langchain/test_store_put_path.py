@@ -100,10 +100,10 @@ def test_checked_namespaces_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None
 def test_get_reads_what_a_batch_get_reads_and_refreshes_as_it_does(ttl: dict | None, refresh_ttl: bool | None) -> None:
     direct, batched = SessionStore(":memory:", ttl=ttl), SessionStore(":memory:", ttl=ttl)  # type: ignore[arg-type]
     for store in (direct, batched):
-        store.put(("memories", "u1"), "k", {"text": "tea"}, ttl=1)
+        store.put(("memories", "u1"), "k", {"text": "tea"}, ttl=0.01)
     expiry = "SELECT expires_at FROM store_items"
     before = [s.manager.store._read(lambda c: c.execute(expiry).fetchone()[0]) for s in (direct, batched)]
-    time.sleep(0.002)  # a refresh moves the expiry on
+    time.sleep(0.01)  # past a hundredth of the TTL: a refresh moves the expiry on
     item = direct.get(("memories", "u1"), "k", refresh_ttl=refresh_ttl)
     (expected,) = _batch_get(batched, ("memories", "u1"), "k", refresh_ttl)
     assert item is not None and expected is not None

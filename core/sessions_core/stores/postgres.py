@@ -42,6 +42,7 @@ from .sql import (
     ITEM_ROW_COLUMNS,
     LARGE_ROW,
     PUT_ITEMS,
+    REFRESH_AND_GET_ITEMS,
     TABLES,
     UPDATE_MESSAGE,
     SearchScope,
@@ -371,6 +372,11 @@ class PostgresStore(SqlStore):
 
     def _put_items(self, namespace: str, rows: Sequence[tuple[Any, ...]], now_us: int) -> tuple[str, dict[str, Any]]:
         return self.compile(_PUT_ITEMS), {"item_rows": _item_rows_json(rows), "ns": namespace, "now": now_us}
+
+    def _refreshed(self, keys: str, params: dict[str, Any]) -> list[Any]:
+        # One statement in autocommit (one round trip) rather than a transaction of two.
+        sql = self.compile(REFRESH_AND_GET_ITEMS.replace("{keys}", keys))
+        return self._single(lambda conn: conn.execute(_query(sql), params).fetchall(), write=True)
 
     def _execute_many(self, conn: psycopg.Connection, sql: str, params: Sequence[Any]) -> None:
         with conn.cursor() as cursor:

@@ -760,10 +760,17 @@ GET_ITEMS = (
     f" AND {ITEM_LIVE}"
 )
 _GET_ITEM = GET_ITEMS.replace("{keys}", ":k0")
+# A refresh writes only an expiry that moves by at least a hundredth of the TTL (at most a
+# second): an item read again within that keeps its expiry and costs no write.
 REFRESH_ITEMS = f"""
     UPDATE store_items SET expires_at = :now + CAST(ttl_minutes * 60000000 AS {{bigint}})
     WHERE namespace = :ns AND prefix = :p AND key IN ({{keys}}) AND ttl_minutes IS NOT NULL AND {ITEM_LIVE}
+    AND (expires_at IS NULL OR expires_at <= :now + CAST(ttl_minutes * 60000000 AS {{bigint}})
+        - CASE WHEN ttl_minutes < 1e6 / 600000 THEN CAST(ttl_minutes * 600000 AS {{bigint}}) ELSE 1000000 END)
 """
+REFRESH_AND_GET_ITEMS = f"WITH refreshed AS ({REFRESH_ITEMS} RETURNING 1) {GET_ITEMS}"
+"""``GET_ITEMS`` after ``REFRESH_ITEMS``, one statement where a ``WITH`` may write (PostgreSQL): the
+rows are read as they were before the refresh, which moves only ``expires_at``, not read."""
 LIST_ITEMS = (
     f"SELECT {ITEM_COLUMNS} FROM store_items WHERE {{under}} AND {ITEM_LIVE}{{conditions}}"
     " ORDER BY updated_at DESC, seq DESC LIMIT :limit OFFSET :offset"
@@ -1828,20 +1835,32 @@ class SqlStore(RecallStore, InspectableStore):
     def get_items(
         self, namespace: str, keys: Sequence[tuple[str, str]], now_us: int, *, refresh: bool = False
     ) -> list[ItemRow]:
-        if len(keys) == 1 and not refresh:  # a single get, the hot path
+        if len(keys) == 1:  # a single get, the hot path
             prefix, key = keys[0]
-            return list(
-                map(ItemRow._make, self._read_one(_GET_ITEM, {"ns": namespace, "p": prefix, "k0": key, "now": now_us}))
-            )
+            params: dict[str, Any] = {"ns": namespace, "p": prefix, "k0": key, "now": now_us}
+            found = self._refreshed(":k0", params) if refresh else self._read_one(_GET_ITEM, params)
+            return list(map(ItemRow._make, found))
         rows: list[ItemRow] = []
         for prefix, group in self._by_prefix(keys).items():
             for start in range(0, len(group), self.max_list):
-                params: dict[str, Any] = {"ns": namespace, "p": prefix, "now": now_us}
+                params = {"ns": namespace, "p": prefix, "now": now_us}
                 listed = self._key_list(group[start : start + self.max_list], params)
                 if refresh:
-                    self._execute(REFRESH_ITEMS.replace("{keys}", listed), params)
-                rows += map(ItemRow._make, self._read_one(GET_ITEMS.replace("{keys}", listed), params))
+                    rows += map(ItemRow._make, self._refreshed(listed, params))
+                else:
+                    rows += map(ItemRow._make, self._read_one(GET_ITEMS.replace("{keys}", listed), params))
         return rows
+
+    def _refreshed(self, keys: str, params: dict[str, Any]) -> list[Any]:
+        """The rows of ``GET_ITEMS`` for ``keys`` (its ``{keys}``, bound in ``params``), each item
+        with a TTL refreshed first, in one transaction."""
+        refresh, get = (self.compile(sql.replace("{keys}", keys)) for sql in (REFRESH_ITEMS, GET_ITEMS))
+
+        def work(conn: Any) -> list[Any]:
+            conn.execute(refresh, params)
+            return conn.execute(get, params).fetchall()
+
+        return self._write(work)
 
     def list_items(
         self, namespace: str, under: str, conditions: Sequence[ItemCondition], limit: int, offset: int, now_us: int

@@ -150,6 +150,25 @@ def test_refresh_moves_the_expiry_of_a_read_item(make_manager, drive):
     assert items.get(("t",), "k") is None
 
 
+def test_a_refreshing_read_of_many_items_returns_each_and_refreshes_those_with_a_ttl(make_manager, drive):
+    items = _items(drive, make_manager())
+    items.put_many(
+        [
+            ItemPut(("t", "a"), "short", {"v": 1}, ttl_minutes=0.01),
+            ItemPut(("t", "a"), "kept", {"v": 2}),
+            ItemPut(("t", "b"), "short", {"v": 3}, ttl_minutes=0.01),
+            ItemPut(("t", "b"), "unread", {"v": 4}, ttl_minutes=0.01),
+        ]
+    )
+    wanted = [(("t", "a"), "short"), (("t", "a"), "kept"), (("t", "b"), "missing"), (("t", "b"), "short")]
+    for _ in range(3):
+        time.sleep(0.3)
+        found = items.get_many(wanted, refresh=True)
+        assert [None if item is None else item.value["v"] for item in found] == [1, 2, None, 3]
+    assert items.get(("t", "b"), "unread") is None  # expired while the others were read
+    assert [version.version for version in items.versions(("t", "a"), "short")] == [1]  # a refresh is no version
+
+
 def test_namespaces_list_by_prefix_suffix_wildcard_and_depth(make_manager, drive):
     items = _items(drive, make_manager())
     for namespace in [("a", "b", "c"), ("a", "b", "d"), ("a", "e"), ("x", "b", "c"), ("ab",)]:
