@@ -387,7 +387,7 @@ class SessionStore(BaseStore):
             found += [item for item in recent if (item.namespace, item.key) not in matched][: wanted - len(found)]
         page = found[op.offset :]
         if refresh and page:
-            self.items.get_many([(item.namespace, item.key) for item in page], refresh=True)
+            self.items.refresh([(item.namespace, item.key) for item in page])
         return page
 
     def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:

@@ -111,6 +111,10 @@ class ItemsTwins:
         """Async twin of :meth:`Items.get`."""
         ...
 
+    async def arefresh(self, keys: Sequence[tuple[Sequence[str], str]]) -> None:
+        """Async twin of :meth:`Items.refresh`."""
+        ...
+
     async def asearch(
         self,
         namespace_prefix: Sequence[str] = (),

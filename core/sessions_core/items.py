@@ -348,6 +348,14 @@ class Items(AsyncTwins, ItemsTwins):
         return self.get_many([(namespace, key)], refresh=refresh)[0]
 
     @io
+    def refresh(self, keys: Sequence[tuple[Sequence[str], str]]) -> None:
+        """Move the expiry of the items of these ``(namespace, key)`` pairs that have a TTL to
+        that long from now, as a read with ``refresh`` does, without reading them."""
+        wanted = [self._key(namespace, key) for namespace, key in keys]
+        if wanted:
+            self.store.refresh_items(self.namespace, wanted, now_us())
+
+    @io
     def search(
         self,
         namespace_prefix: Sequence[str] = (),
@@ -384,8 +392,7 @@ class Items(AsyncTwins, ItemsTwins):
             )
             found = found[offset:]
         if refresh and found:
-            pairs = [(".".join(item.namespace), item.key) for item in found]
-            self.store.get_items(self.namespace, pairs, now, refresh=True)
+            self.store.refresh_items(self.namespace, [(".".join(item.namespace), item.key) for item in found], now)
         return found
 
     def _ranked(

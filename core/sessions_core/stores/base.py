@@ -917,6 +917,11 @@ class ItemStore(RequiredStore):
         expiry is moved to ``now_us`` plus their TTL."""
         _refuse(self, "ItemStore", "get_items")
 
+    def refresh_items(self, namespace: str, keys: Sequence[tuple[str, str]], now_us: int) -> None:
+        """Move the expiry of the live items of these ``(prefix, key)`` pairs that have a TTL to
+        ``now_us`` plus their TTL (``get_items`` with ``refresh``, without reading them)."""
+        _refuse(self, "ItemStore", "refresh_items")
+
     def list_items(
         self, namespace: str, under: str, conditions: Sequence[ItemCondition], limit: int, offset: int, now_us: int
     ) -> list[ItemRow]:

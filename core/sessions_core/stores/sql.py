@@ -1851,6 +1851,23 @@ class SqlStore(RecallStore, InspectableStore):
                     rows += map(ItemRow._make, self._read_one(GET_ITEMS.replace("{keys}", listed), params))
         return rows
 
+    def refresh_items(self, namespace: str, keys: Sequence[tuple[str, str]], now_us: int) -> None:
+        statements = []
+        for prefix, group in self._by_prefix(keys).items():
+            for start in range(0, len(group), self.max_list):
+                params: dict[str, Any] = {"ns": namespace, "p": prefix, "now": now_us}
+                listed = self._key_list(group[start : start + self.max_list], params)
+                statements.append((self.compile(REFRESH_ITEMS.replace("{keys}", listed)), params))
+
+        def work(conn: Any) -> None:
+            for sql, params in statements:
+                conn.execute(sql, params)
+
+        if len(statements) == 1:
+            self._single(work, write=True)
+        elif statements:
+            self._write(work)
+
     def _refreshed(self, keys: str, params: dict[str, Any]) -> list[Any]:
         """The rows of ``GET_ITEMS`` for ``keys`` (its ``{keys}``, bound in ``params``), each item
         with a TTL refreshed first, in one transaction."""

@@ -1,8 +1,8 @@
 """Items contract (``ItemStore``, ``sessions_core.items``): an item reads back as written, every
 write is a version (a deletion too); a namespace prefix selects whole labels; filters compare
 by kind with every operator; a keyword query is ranked by the store's search and a query vector
-by cosine similarity, fused; an expired item is not read and a sweep removes it with its
-versions; namespaces list by prefix, suffix, wildcard and depth; the items of one manager
+by cosine similarity, fused; a read with ``refresh``, or a refresh alone, moves the expiry of
+an item with a TTL; an expired item is not read and a sweep removes it with its versions; namespaces list by prefix, suffix, wildcard and depth; the items of one manager
 namespace are invisible through another's; concurrent batches writing and deleting the same keys
 all land, without a deadlock or a retry; bad input stores nothing. A store without the
 capability skips it."""
@@ -167,6 +167,18 @@ def test_a_refreshing_read_of_many_items_returns_each_and_refreshes_those_with_a
         assert [None if item is None else item.value["v"] for item in found] == [1, 2, None, 3]
     assert items.get(("t", "b"), "unread") is None  # expired while the others were read
     assert [version.version for version in items.versions(("t", "a"), "short")] == [1]  # a refresh is no version
+
+
+def test_a_refresh_without_a_read_keeps_the_items_alive(make_manager, drive):
+    items = _items(drive, make_manager())
+    items.put_many([ItemPut(("t", "a"), "k", {"v": 1}, ttl_minutes=0.01), ItemPut(("t", "b"), "k", {"v": 2})])
+    items.refresh([])
+    for _ in range(3):
+        time.sleep(0.3)
+        items.refresh([(("t", "a"), "k"), (("t", "b"), "k"), (("t", "c"), "missing")])
+    assert [item.value for item in items.get_many([(("t", "a"), "k"), (("t", "b"), "k")])] == [{"v": 1}, {"v": 2}]
+    time.sleep(0.8)
+    assert items.get(("t", "a"), "k") is None and items.get(("t", "b"), "k") is not None
 
 
 def test_namespaces_list_by_prefix_suffix_wildcard_and_depth(make_manager, drive):
