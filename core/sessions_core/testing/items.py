@@ -2,10 +2,11 @@
 write is a version (a deletion too); a namespace prefix selects whole labels; filters compare
 by kind with every operator; a keyword query is ranked by the store's search and a query vector
 by cosine similarity, fused; a read with ``refresh``, or a refresh alone, moves the expiry of
-an item with a TTL; an expired item is not read and a sweep removes it with its versions; namespaces list by prefix, suffix, wildcard and depth; the items of one manager
-namespace are invisible through another's; concurrent batches writing and deleting the same keys
-all land, without a deadlock or a retry; bad input stores nothing. A store without the
-capability skips it."""
+an item with a TTL; an expired item is not read and a sweep removes it with its versions;
+namespaces list by prefix, suffix, wildcard and depth; the items of one manager namespace are
+invisible through another's; concurrent batches writing and deleting the same keys all land,
+without a deadlock or a retry; bad input stores nothing. A store without the capability skips
+it."""
 
 from __future__ import annotations
 
