@@ -151,35 +151,25 @@ def test_refresh_moves_the_expiry_of_a_read_item(make_manager, drive):
     assert items.get(("t",), "k") is None
 
 
-def test_a_refreshing_read_of_many_items_returns_each_and_refreshes_those_with_a_ttl(make_manager, drive):
+def test_a_read_with_refresh_or_a_refresh_alone_keeps_items_with_a_ttl_alive(make_manager, drive):
     items = _items(drive, make_manager())
     items.put_many(
         [
-            ItemPut(("t", "a"), "short", {"v": 1}, ttl_minutes=0.01),
+            ItemPut(("t", "a"), "read", {"v": 1}, ttl_minutes=0.01),
             ItemPut(("t", "a"), "kept", {"v": 2}),
-            ItemPut(("t", "b"), "short", {"v": 3}, ttl_minutes=0.01),
-            ItemPut(("t", "b"), "unread", {"v": 4}, ttl_minutes=0.01),
+            ItemPut(("t", "b"), "refreshed", {"v": 3}, ttl_minutes=0.01),
+            ItemPut(("t", "b"), "left", {"v": 4}, ttl_minutes=0.01),
         ]
     )
-    wanted = [(("t", "a"), "short"), (("t", "a"), "kept"), (("t", "b"), "missing"), (("t", "b"), "short")]
-    for _ in range(3):
-        time.sleep(0.3)
-        found = items.get_many(wanted, refresh=True)
-        assert [None if item is None else item.value["v"] for item in found] == [1, 2, None, 3]
-    assert items.get(("t", "b"), "unread") is None  # expired while the others were read
-    assert [version.version for version in items.versions(("t", "a"), "short")] == [1]  # a refresh is no version
-
-
-def test_a_refresh_without_a_read_keeps_the_items_alive(make_manager, drive):
-    items = _items(drive, make_manager())
-    items.put_many([ItemPut(("t", "a"), "k", {"v": 1}, ttl_minutes=0.01), ItemPut(("t", "b"), "k", {"v": 2})])
     items.refresh([])
     for _ in range(3):
         time.sleep(0.3)
-        items.refresh([(("t", "a"), "k"), (("t", "b"), "k"), (("t", "c"), "missing")])
-    assert [item.value for item in items.get_many([(("t", "a"), "k"), (("t", "b"), "k")])] == [{"v": 1}, {"v": 2}]
-    time.sleep(0.8)
-    assert items.get(("t", "a"), "k") is None and items.get(("t", "b"), "k") is not None
+        found = items.get_many([(("t", "a"), "read"), (("t", "a"), "kept"), (("t", "b"), "missing")], refresh=True)
+        assert [None if item is None else item.value["v"] for item in found] == [1, 2, None]
+        items.refresh([(("t", "b"), "refreshed"), (("t", "c"), "missing")])
+    assert items.get(("t", "b"), "left") is None  # expired while the others were read or refreshed
+    assert items.get(("t", "b"), "refreshed").value == {"v": 3}
+    assert [version.version for version in items.versions(("t", "a"), "read")] == [1]  # a refresh is no version
 
 
 def test_namespaces_list_by_prefix_suffix_wildcard_and_depth(make_manager, drive):
