@@ -47,6 +47,7 @@ from .sql import (
     UPDATE_MESSAGE,
     SearchScope,
     SqlStore,
+    for_keys,
     item_under,
     load_migrations,
 )
@@ -375,7 +376,7 @@ class PostgresStore(SqlStore):
 
     def _refreshed(self, keys: str, params: dict[str, Any]) -> list[Any]:
         # One statement in autocommit (one round trip) rather than a transaction of two.
-        sql = self.compile(REFRESH_AND_GET_ITEMS.replace("{keys}", keys))
+        sql = self.compile(for_keys(REFRESH_AND_GET_ITEMS, keys))
         return self._single(lambda conn: conn.execute(_query(sql), params).fetchall(), write=True)
 
     def _execute_many(self, conn: psycopg.Connection, sql: str, params: Sequence[Any]) -> None:

@@ -17,7 +17,7 @@ from abc import abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from functools import partial
+from functools import cache, partial
 from importlib import resources
 from operator import itemgetter
 from typing import Any, NamedTuple, TypeVar
@@ -760,6 +760,15 @@ GET_ITEMS = (
     f" AND {ITEM_LIVE}"
 )
 _GET_ITEM = GET_ITEMS.replace("{keys}", ":k0")
+
+
+@cache
+def for_keys(sql: str, keys: str) -> str:
+    """``sql`` with ``keys`` as its ``{keys}``: the same string for the same keys, whose compiled
+    form is then found by a hash already computed (at most ``max_list`` lists a statement)."""
+    return sql.replace("{keys}", keys)
+
+
 # A refresh writes only an expiry that moves by at least a hundredth of the TTL (at most a
 # second): an item read again within that keeps its expiry and costs no write.
 REFRESH_ITEMS = f"""
@@ -1848,7 +1857,7 @@ class SqlStore(RecallStore, InspectableStore):
                 if refresh:
                     rows += map(ItemRow._make, self._refreshed(listed, params))
                 else:
-                    rows += map(ItemRow._make, self._read_one(GET_ITEMS.replace("{keys}", listed), params))
+                    rows += map(ItemRow._make, self._read_one(for_keys(GET_ITEMS, listed), params))
         return rows
 
     def refresh_items(self, namespace: str, keys: Sequence[tuple[str, str]], now_us: int) -> None:
@@ -1857,7 +1866,7 @@ class SqlStore(RecallStore, InspectableStore):
             for start in range(0, len(group), self.max_list):
                 params: dict[str, Any] = {"ns": namespace, "p": prefix, "now": now_us}
                 listed = self._key_list(group[start : start + self.max_list], params)
-                statements.append((self.compile(REFRESH_ITEMS.replace("{keys}", listed)), params))
+                statements.append((self.compile(for_keys(REFRESH_ITEMS, listed)), params))
 
         def work(conn: Any) -> None:
             for sql, params in statements:
@@ -1871,7 +1880,7 @@ class SqlStore(RecallStore, InspectableStore):
     def _refreshed(self, keys: str, params: dict[str, Any]) -> list[Any]:
         """The rows of ``GET_ITEMS`` for ``keys`` (its ``{keys}``, bound in ``params``), each item
         with a TTL refreshed first, in one transaction."""
-        refresh, get = (self.compile(sql.replace("{keys}", keys)) for sql in (REFRESH_ITEMS, GET_ITEMS))
+        refresh, get = self.compile(for_keys(REFRESH_ITEMS, keys)), self.compile(for_keys(GET_ITEMS, keys))
 
         def work(conn: Any) -> list[Any]:
             conn.execute(refresh, params)
