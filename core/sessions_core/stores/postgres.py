@@ -162,6 +162,15 @@ _ITEM_ROWS = (
 for any number of rows, and one parameter psycopg passes as it is (arrays of text it escapes
 element by element: milliseconds for a batch of 100)."""
 _PUT_ITEMS = PUT_ITEMS.replace("{item_rows}", _ITEM_ROWS)
+_ITEM_ROW_PARAMS = tuple(f"r_{column}" for column in ITEM_ROW_COLUMNS)
+_PUT_ITEM = PUT_ITEMS.replace(
+    "{item_rows}",
+    "(SELECT "
+    + ", ".join(f"CAST(:r_{column} AS {kind}) AS {column}" for column, kind in zip(ITEM_ROW_COLUMNS, _ITEM_ROW_TYPES))
+    + ") AS r",
+)
+"""One row to write, from parameters of its own: a single put does not parse a JSON array (about
+25 µs of the statement's 165)."""
 _ITEM_ROW_KEYS = tuple(f'"{column}":' for column in ITEM_ROW_COLUMNS)
 _json_string = json.encoder.encode_basestring_ascii
 
@@ -372,6 +381,8 @@ class PostgresStore(SqlStore):
         return "(SELECT unnest(CAST(:values AS text[])) AS column1)", {"values": list(values)}
 
     def _put_items(self, namespace: str, rows: Sequence[tuple[Any, ...]], now_us: int) -> tuple[str, dict[str, Any]]:
+        if len(rows) == 1:
+            return self.compile(_PUT_ITEM), {"ns": namespace, "now": now_us, **dict(zip(_ITEM_ROW_PARAMS, rows[0]))}
         return self.compile(_PUT_ITEMS), {"item_rows": _item_rows_json(rows), "ns": namespace, "now": now_us}
 
     def _refreshed(self, keys: str, params: dict[str, Any]) -> list[Any]:
