@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from functools import cache, partial
 from importlib import resources
@@ -1829,17 +1829,20 @@ class SqlStore(RecallStore, InspectableStore):
         sql, params = self._put_items(namespace, (row,), now_us)
         self._single(lambda conn: conn.execute(sql, params), write=True)
 
-    def _by_prefix(self, keys: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    def _key_lists(
+        self, namespace: str, keys: Sequence[tuple[str, str]], now_us: int
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``keys`` by prefix, in lists of at most ``max_list``: each list's ``{keys}`` and the
+        parameters that bind it with ``:ns``, ``:p`` and ``:now``."""
         grouped: dict[str, list[str]] = {}
         for prefix, key in keys:
             grouped.setdefault(prefix, []).append(key)
-        return grouped
-
-    @staticmethod
-    def _key_list(keys: Sequence[str], params: dict[str, Any]) -> str:
-        for n, key in enumerate(keys):
-            params[f"k{n}"] = key
-        return ", ".join(f":k{n}" for n in range(len(keys)))
+        for prefix, group in grouped.items():
+            for start in range(0, len(group), self.max_list):
+                listed = group[start : start + self.max_list]
+                params: dict[str, Any] = {"ns": namespace, "p": prefix, "now": now_us}
+                params.update((f"k{n}", key) for n, key in enumerate(listed))
+                yield ", ".join(f":k{n}" for n in range(len(listed))), params
 
     def get_items(
         self, namespace: str, keys: Sequence[tuple[str, str]], now_us: int, *, refresh: bool = False
@@ -1850,23 +1853,18 @@ class SqlStore(RecallStore, InspectableStore):
             found = self._refreshed(":k0", params) if refresh else self._read_one(_GET_ITEM, params)
             return list(map(ItemRow._make, found))
         rows: list[ItemRow] = []
-        for prefix, group in self._by_prefix(keys).items():
-            for start in range(0, len(group), self.max_list):
-                params = {"ns": namespace, "p": prefix, "now": now_us}
-                listed = self._key_list(group[start : start + self.max_list], params)
-                if refresh:
-                    rows += map(ItemRow._make, self._refreshed(listed, params))
-                else:
-                    rows += map(ItemRow._make, self._read_one(for_keys(GET_ITEMS, listed), params))
+        for listed, params in self._key_lists(namespace, keys, now_us):
+            if refresh:
+                rows += map(ItemRow._make, self._refreshed(listed, params))
+            else:
+                rows += map(ItemRow._make, self._read_one(for_keys(GET_ITEMS, listed), params))
         return rows
 
     def refresh_items(self, namespace: str, keys: Sequence[tuple[str, str]], now_us: int) -> None:
-        statements = []
-        for prefix, group in self._by_prefix(keys).items():
-            for start in range(0, len(group), self.max_list):
-                params: dict[str, Any] = {"ns": namespace, "p": prefix, "now": now_us}
-                listed = self._key_list(group[start : start + self.max_list], params)
-                statements.append((self.compile(for_keys(REFRESH_ITEMS, listed)), params))
+        statements = [
+            (self.compile(for_keys(REFRESH_ITEMS, listed)), params)
+            for listed, params in self._key_lists(namespace, keys, now_us)
+        ]
 
         def work(conn: Any) -> None:
             for sql, params in statements:
@@ -1917,10 +1915,9 @@ class SqlStore(RecallStore, InspectableStore):
     ) -> list[ItemRow]:
         filters, more = self._conditions(conditions)
         rows: list[ItemRow] = []
-        for prefix, group in self._by_prefix(keys).items():
-            params: dict[str, Any] = {"ns": namespace, "p": prefix, "now": now_us, **more}
-            listed = self._key_list(group, params)
-            rows += map(ItemRow._make, self._read_one(GET_ITEMS.replace("{keys}", listed) + filters, params))
+        for listed, params in self._key_lists(namespace, keys, now_us):
+            params.update(more)
+            rows += map(ItemRow._make, self._read_one(for_keys(GET_ITEMS, listed) + filters, params))
         return rows
 
     def item_vectors(
