@@ -31,9 +31,20 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.types import Interrupt, Send
 
 from sessions_core import InvalidInputError, PIIRedactor, SessionManager
-from sessions_core.integration import CheckpointRow, Checkpoints, CheckpointWrite, check_redactor, redact_text
+from sessions_core.integration import (
+    CheckpointRow,
+    Checkpoints,
+    CheckpointWrite,
+    check_redactor,
+    redact_fields,
+    redact_filter,
+    redact_text,
+)
 
 __all__ = ["MaskedInterruptWarning", "SessionSaver", "redact_state"]
+
+_LANGGRAPH_METADATA = frozenset({"source", "step", "parents", "run_id"})
+"""The fields of a checkpoint's metadata LangGraph writes itself (ids, numbers, a kind): not redacted."""
 
 
 class MaskedInterruptWarning(UserWarning):
@@ -65,7 +76,12 @@ class SessionSaver(BaseCheckpointSaver[str]):
     as the session's history shows them: a graph that needs a masked value back after an
     interrupt (a tool call waiting for approval) should pass ``redactor=False`` and encrypt the
     file instead (``key=``); a pause on masked values warns (:class:`MaskedInterruptWarning`).
-    The checkpoint's metadata is stored as given. A redactor that raises stores nothing
+    The checkpoint's metadata goes through it too, but for LangGraph's own fields (``source``,
+    ``step``, ``parents``, ``run_id``): the ids LangGraph copies from ``configurable`` (a
+    ``user_id`` that is an e-mail address, say) are masked as the state is. A ``list`` filter's
+    values are redacted the same way, so that they match; one that the redactor masks needs a
+    redactor that masks each value apart (``PIIRedactor(hash_salt=...)``) and raises
+    ``InvalidInputError`` otherwise. A redactor that raises stores nothing
     (``sessions_core.RedactionError``).
     """
 
@@ -160,6 +176,8 @@ class SessionSaver(BaseCheckpointSaver[str]):
                 checkpoint = {**checkpoint, "channel_values": redacted}
         type_, data = self.serde.dumps_typed(checkpoint)
         merged = get_checkpoint_metadata(config, metadata)
+        if redactor is not None:
+            merged = cast(CheckpointMetadata, redact_fields(redactor, merged, kept=_LANGGRAPH_METADATA))
         try:
             metadata_json = json.dumps(merged, ensure_ascii=False)
         except (TypeError, ValueError) as error:
@@ -203,6 +221,26 @@ class SessionSaver(BaseCheckpointSaver[str]):
             for idx, (channel, value) in enumerate(writes)
         ]
 
+    def _list_args(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> dict[str, Any]:
+        redactor = self.redactor
+        if filter and redactor is not None and isinstance(filter, dict):
+            filter = redact_filter(redactor, filter, kept=_LANGGRAPH_METADATA)
+        args: dict[str, Any] = {"metadata": filter, "limit": limit}
+        if config is not None:
+            configurable = _configurable(config)
+            args["thread_id"] = str(configurable["thread_id"])
+            args["checkpoint_ns"] = configurable.get("checkpoint_ns")
+            args["checkpoint_id"] = get_checkpoint_id(config)
+        if before is not None:
+            args["before"] = get_checkpoint_id(before)
+        return args
+
     # -- sync ------------------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -222,7 +260,7 @@ class SessionSaver(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         """The checkpoints of the thread of ``config`` (``None``: of every thread of the
         namespace), newest first; ``filter`` on metadata, ``before`` a checkpoint, ``limit``."""
-        for row in self.checkpoints.list_checkpoints(**_list_args(config, filter, before, limit)):
+        for row in self.checkpoints.list_checkpoints(**self._list_args(config, filter, before, limit)):
             yield self._tuple(row, row.checkpoint_ns)
 
     def put(
@@ -282,7 +320,7 @@ class SessionSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        async for row in self.checkpoints.alist_checkpoints(**_list_args(config, filter, before, limit)):
+        async for row in self.checkpoints.alist_checkpoints(**self._list_args(config, filter, before, limit)):
             yield self._tuple(row, row.checkpoint_ns)
 
     async def aput(
@@ -347,20 +385,6 @@ def _config_of(row: CheckpointRow) -> RunnableConfig:
             "checkpoint_id": row.checkpoint_id,
         }
     }
-
-
-def _list_args(
-    config: RunnableConfig | None, filter: dict[str, Any] | None, before: RunnableConfig | None, limit: int | None
-) -> dict[str, Any]:
-    args: dict[str, Any] = {"metadata": filter, "limit": limit}
-    if config is not None:
-        configurable = _configurable(config)
-        args["thread_id"] = str(configurable["thread_id"])
-        args["checkpoint_ns"] = configurable.get("checkpoint_ns")
-        args["checkpoint_id"] = get_checkpoint_id(config)
-    if before is not None:
-        args["before"] = get_checkpoint_id(before)
-    return args
 
 
 _MEMO_TEXT_CHARS = 16_384

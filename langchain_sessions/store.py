@@ -65,9 +65,10 @@ class SessionStore(BaseStore):
     ``TTLConfig`` (``default_ttl`` and ``sweep_interval_minutes`` in minutes,
     ``refresh_on_read``); :meth:`start_ttl_sweeper` sweeps in a background thread.
     ``redactor`` (default: the manager's, ``SessionManager.with_redaction``, also when it is set
-    after the store is built): every string of
-    a value passes through it before it is stored, indexed or embedded (``sessions_core.PIIRedactor``
-    or any callable ``str -> str``); field names are kept.
+    after the store is built): every string of a value passes through it before it is stored,
+    indexed or embedded (``sessions_core.PIIRedactor`` or any callable ``str -> str``); field
+    names are kept. A search's ``filter`` values pass through it too, to match what was stored;
+    one it masks needs ``PIIRedactor(hash_salt=...)`` and an equality (``InvalidInputError``).
 
     Beyond ``BaseStore``: :meth:`item_versions`, :meth:`restore_item`, :meth:`sweep_ttl`. Bad
     input raises ``sessions_core.InvalidInputError`` (a ``ValueError``).

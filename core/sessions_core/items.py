@@ -28,7 +28,7 @@ from ._async import AsyncTwins, io
 from ._time import from_us, now_us
 from .errors import InvalidInputError, NotFoundError, UnsupportedOperationError
 from .ranking import meaningful_units
-from .redaction import check_redactor, redact_text, redact_value
+from .redaction import check_redactor, redact_operand, redact_text, redact_value
 from .stores.base import ItemCondition, ItemRow, ItemStore, ItemWrite, Store, supports
 from .text import check_text
 
@@ -183,9 +183,10 @@ def value_text(value: Any) -> str:
     return "\n".join(found)
 
 
-def _conditions(filter: Mapping[str, Any] | None) -> list[ItemCondition]:
+def _conditions(filter: Mapping[str, Any] | None, redactor: Any = None) -> list[ItemCondition]:
     """A filter's conditions: a field (``a.b`` for a nested one) equal to a value, or
-    ``{operator: value}`` for each of its operators."""
+    ``{operator: value}`` for each of its operators; each value redacted as the items' values
+    are (:func:`redact_operand`)."""
     if not filter:
         return []
     if not isinstance(filter, Mapping):
@@ -199,13 +200,12 @@ def _conditions(filter: Mapping[str, Any] | None) -> list[ItemCondition]:
             )
         path = tuple(field.split("."))
         operators = wanted if isinstance(wanted, Mapping) and any(str(k).startswith("$") for k in wanted) else None
-        if operators is None:
-            conditions.append(ItemCondition(path, "$eq", wanted))
-            continue
-        for op, operand in operators.items():
+        for op, operand in ({"$eq": wanted} if operators is None else operators).items():
             if op not in FILTER_OPERATORS:
                 known = ", ".join(FILTER_OPERATORS)
                 raise InvalidInputError(f"unknown filter operator {op!r} on {field!r}; known: {known}")
+            if redactor is not None:
+                operand = redact_operand(redactor, field, operand, exact=op in ("$eq", "$ne"))
             conditions.append(ItemCondition(path, op, operand))
     return conditions
 
@@ -243,8 +243,9 @@ class Items(AsyncTwins, ItemsTwins):
 
     ``redactor`` (as ``Session.with_redaction``'s): every string of a value, and a put's
     ``text``, pass through it before they are stored or indexed (field names are kept); a
-    redactor that raises fails the put with ``RedactionError``. Vectors given with a put are the
-    caller's: compute them from what :meth:`redact` returns, and say so to :meth:`put_many`.
+    redactor that raises fails the put with ``RedactionError``. A search's filter values pass
+    through it too (:func:`~sessions_core.redaction.redact_operand`). Vectors given with a put
+    are the caller's: compute them from what :meth:`redact` returns, and say so to :meth:`put_many`.
     """
 
     def __init__(self, store: Store, *, namespace: str = "", redactor: Any = None) -> None:
@@ -380,7 +381,7 @@ class Items(AsyncTwins, ItemsTwins):
             raise InvalidInputError(f"limit and offset are integers >= 0, not {limit!r} and {offset!r}")
         if query is not None:
             check_text(query, "query")
-        conditions = _conditions(filter)
+        conditions = _conditions(filter, self.redactor)
         now = now_us()
         keyword = bool(query and query.strip() and meaningful_units(query))
         if query_vector is None and not keyword:

@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import ipaddress
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from .errors import InvalidInputError, RedactionError
@@ -193,6 +193,12 @@ class PIIRedactor:
         """The kinds this redactor looks for, in the order it tries them."""
         return tuple(self._detectors)
 
+    @property
+    def salted(self) -> bool:
+        """Whether each mask carries a salted hash of its value (``hash_salt``): two values
+        then mask apart, so a masked value still finds what it was stored with."""
+        return self._salt is not None
+
     def _mask(self, detector: _Detector, value: str) -> str:
         if self._salt is None:
             return f"[{detector.mask}]"
@@ -267,6 +273,44 @@ def redact_value(redactor: Any, value: Any) -> Any:
     when nothing was masked."""
     redacted = _redact_strings(redactor, value, {})
     return value if redacted == value else redacted
+
+
+def redact_fields(redactor: Any, fields: Mapping[str, Any], *, kept: Collection[str] = ()) -> dict[str, Any]:
+    """``fields`` with each value (but those of the ``kept`` names) through :func:`redact_value`."""
+    return {name: value if name in kept else redact_value(redactor, value) for name, value in fields.items()}
+
+
+def redact_filter(redactor: Any, filter: Mapping[str, Any], *, kept: Collection[str] = ()) -> dict[str, Any]:
+    """An exact-match filter on fields stored through :func:`redact_fields`, each value (but
+    those of the ``kept`` names) through :func:`redact_operand`, so that it matches what the
+    fields were stored as."""
+    return {name: value if name in kept else redact_operand(redactor, name, value) for name, value in filter.items()}
+
+
+def redact_operand(redactor: Any, field: str, value: Any, *, exact: bool = True) -> Any:
+    """A filter's ``value`` on ``field``, redacted as a stored value is, so that it compares
+    with what was stored.
+
+    A value the redactor masks compares only when the comparison is ``exact`` (equal or not)
+    and each mask tells its value apart (a salted :class:`PIIRedactor`,
+    :attr:`PIIRedactor.salted`): an unsalted mask (``[EMAIL]``) would match every stored value of
+    its kind, and masks do not order as their values do. Otherwise :class:`InvalidInputError`,
+    naming the field."""
+    redacted = redact_value(redactor, value)
+    if redacted is value or redacted == value:
+        return value
+    if not exact:
+        raise InvalidInputError(
+            f"the filter's value of {field!r} is one the redactor masks, so it was not stored: masks do not"
+            " order as their values do; filter on it by equality"
+        )
+    if not (isinstance(redactor, PIIRedactor) and redactor.salted):
+        raise InvalidInputError(
+            f"the filter's value of {field!r} is one the redactor masks, so it was not stored: matching its"
+            " mask would find every value masked the same way; a PIIRedactor(hash_salt=...) masks each"
+            " value apart, so that a filter on it matches"
+        )
+    return redacted
 
 
 def _redact_strings(redactor: Any, value: Any, counts: dict[str, int]) -> Any:

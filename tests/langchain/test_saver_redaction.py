@@ -23,7 +23,7 @@ from langgraph.types import Command, Interrupt, Send
 from langchain_sessions import SessionMemoryMiddleware, SessionSaver, SessionStore
 from langchain_sessions import checkpoint as checkpoint_module
 from langchain_sessions.checkpoint import MaskedInterruptWarning, redact_state
-from sessions_core import PIIRedactor, RedactionError, SessionManager
+from sessions_core import InvalidInputError, PIIRedactor, RedactionError, SessionManager
 
 from .helpers import ScriptedChatModel, call
 
@@ -134,8 +134,8 @@ def test_no_checkpoint_keeps_a_masked_value_and_a_resumed_thread_sees_the_masks(
     model = ScriptedChatModel(
         responses=[call("send_mail", {"to": email, "body": f"hi {email}"}, "c1"), AIMessage(f"Sent to {email}.")]
     )
-    result = _agent(manager, model).invoke(
-        {"messages": [HumanMessage(f"Mail {email} please.")]}, {"configurable": {"thread_id": "t1"}}
+    result = _agent(manager, model).invoke(  # LangGraph copies the user_id into each checkpoint's metadata
+        {"messages": [HumanMessage(f"Mail {email} please.")]}, {"configurable": {"thread_id": "t1", "user_id": email}}
     )
     assert result["messages"][-1].text == f"Sent to {email}."  # the run's own state is as the graph made it
     if resume == "restart":
@@ -217,6 +217,58 @@ def test_a_redactor_that_raises_stores_no_checkpoint_and_no_write() -> None:
     assert latest is not None and latest.pending_writes == []
     with pytest.raises(TypeError, match="redactor"):
         SessionSaver(":memory:", redactor=42)
+
+
+def _metadata_of_two_users(saver: SessionSaver) -> tuple[str, str]:
+    """Two users' threads, each checkpoint's metadata holding its user's address (from
+    ``configurable``, as LangGraph copies it) and a note naming it; the two addresses."""
+    emails = _email(), _email()
+    for thread, email in zip(("t1", "t2"), emails):
+        config = {"configurable": {"thread_id": thread, "checkpoint_ns": "", "user_id": email}}
+        metadata = {"source": "input", "step": -1, "parents": {}, "run_id": "run-1", "note": f"for {email}"}
+        saver.put(config, empty_checkpoint(), metadata, {})  # type: ignore[arg-type]
+    return emails
+
+
+def test_checkpoint_metadata_is_masked_but_for_langgraph_own_fields() -> None:
+    saver = SessionSaver(SessionManager(":memory:").with_redaction(PIIRedactor()))
+    email, _ = _metadata_of_two_users(saver)
+    saved = saver.get_tuple({"configurable": {"thread_id": "t1"}})
+    assert saved is not None
+    assert saved.metadata == {  # type: ignore[comparison-overlap]
+        "source": "input",
+        "step": -1,
+        "parents": {},
+        "run_id": "run-1",
+        "note": "for [EMAIL]",
+        "user_id": "[EMAIL]",
+    }
+    assert email not in str(saver.checkpoints.list_checkpoints(thread_id="t1"))
+    plain = SessionSaver(SessionManager(":memory:"))
+    _metadata_of_two_users(plain)
+    kept = plain.get_tuple({"configurable": {"thread_id": "t1"}})
+    assert kept is not None and "@example.com" in kept.metadata["user_id"]  # type: ignore[typeddict-item]
+
+
+@pytest.mark.asyncio
+async def test_a_filter_on_a_masked_value_matches_its_own_with_a_salted_redactor_and_is_refused_without() -> None:
+    salted = SessionSaver(SessionManager(":memory:").with_redaction(PIIRedactor(hash_salt="pepper")))
+    first, second = _metadata_of_two_users(salted)
+    for email, thread in ((first, "t1"), (second, "t2")):
+        found = list(salted.list(None, filter={"user_id": email}))
+        assert [t.config["configurable"]["thread_id"] for t in found] == [thread]
+        found = [t async for t in salted.alist(None, filter={"user_id": email, "source": "input"})]
+        assert [t.config["configurable"]["thread_id"] for t in found] == [thread]
+    assert list(salted.list(None, filter={"user_id": _email()})) == []
+
+    unsalted = SessionSaver(SessionManager(":memory:").with_redaction(PIIRedactor()))
+    first, _ = _metadata_of_two_users(unsalted)
+    with pytest.raises(InvalidInputError, match="'user_id'.*hash_salt"):
+        list(unsalted.list(None, filter={"user_id": first}))
+    with pytest.raises(InvalidInputError, match="'user_id'"):
+        [t async for t in unsalted.alist(None, filter={"user_id": first})]
+    assert len(list(unsalted.list(None, filter={"source": "input", "run_id": "run-1"}))) == 2  # nothing masked
+    assert len(list(unsalted.list(None, filter={"user_id": "[EMAIL]"}))) == 2  # the mask itself, asked for
 
 
 @pytest.mark.parametrize(("redactor", "sent_to"), [(None, "[EMAIL]"), (False, "the address")])

@@ -13,7 +13,7 @@ from langchain_core.embeddings import Embeddings
 from langgraph.store.base import PutOp
 
 from langchain_sessions import SessionStore
-from sessions_core import PIIRedactor, RedactionError, SessionManager
+from sessions_core import InvalidInputError, PIIRedactor, RedactionError, SessionManager
 
 from .helpers import matched
 
@@ -97,3 +97,27 @@ def test_the_redactor_runs_once_on_each_string_with_embeddings() -> None:
     assert store.get(("m",), "k").value == {"content": "hello!"}  # type: ignore[union-attr]
     assert store.get(("m",), "k2").value == {"content": "there!"}  # type: ignore[union-attr]
     assert embeddings.texts == ["hello!", "there!"]
+
+
+def test_a_filter_on_a_masked_value_matches_its_own_with_a_salted_redactor_and_is_refused_without() -> None:
+    first, second = _secret(), _secret()
+    salted = SessionStore(":memory:", redactor=PIIRedactor(hash_salt="pepper"))
+    for key, email in (("a", first), ("b", second)):
+        salted.put(("contacts",), key, {"email": email, "rank": 1})
+    assert [item.key for item in salted.search(("contacts",), filter={"email": first})] == ["a"]
+    assert [item.key for item in salted.search(("contacts",), filter={"email": {"$ne": first}})] == ["b"]
+    assert salted.search(("contacts",), filter={"email": _secret()}) == []
+    with pytest.raises(InvalidInputError, match="'email'.*order"):
+        salted.search(("contacts",), filter={"email": {"$gt": first}})
+    salted.close()
+
+    unsalted = SessionStore(":memory:", redactor=PIIRedactor())
+    for key, email in (("a", first), ("b", second)):
+        unsalted.put(("contacts",), key, {"email": email, "rank": 1})
+    with pytest.raises(InvalidInputError, match="'email'.*hash_salt"):
+        unsalted.search(("contacts",), filter={"email": first})
+    with pytest.raises(InvalidInputError, match="'email'"):
+        asyncio.run(unsalted.asearch(("contacts",), filter={"email": {"$eq": first}}))
+    both = unsalted.search(("contacts",), filter={"rank": {"$gte": 1}, "email": "[EMAIL]"})  # nothing masked
+    assert {item.key for item in both} == {"a", "b"}
+    unsalted.close()

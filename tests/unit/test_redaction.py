@@ -15,7 +15,15 @@ import pytest
 
 from sessions_core import RedactionError
 from sessions_core.errors import InvalidInputError
-from sessions_core.redaction import DETECTORS, PIIRedactor, Redaction, apply_redactor
+from sessions_core.redaction import (
+    DETECTORS,
+    PIIRedactor,
+    Redaction,
+    apply_redactor,
+    redact_fields,
+    redact_filter,
+    redact_operand,
+)
 
 faker = pytest.importorskip("faker")
 
@@ -152,3 +160,21 @@ def test_plain_callables_work_and_failures_are_library_errors() -> None:
     assert isinstance(raised.value.__cause__, KeyError)
     with pytest.raises(RedactionError, match="returned int"):
         apply_redactor(lambda text: 3, "abc")
+
+
+def test_a_filter_is_redacted_as_stored_values_and_refused_where_masks_cannot_tell_values_apart() -> None:
+    fields = {"user": "ada@example.com", "step": 3, "source": "ada@example.com"}
+    salted = PIIRedactor(hash_salt="pepper")
+    stored = redact_fields(salted, fields, kept={"source"})
+    assert stored["user"].startswith("[EMAIL:") and stored["step"] == 3 and stored["source"] == "ada@example.com"
+    assert redact_filter(salted, fields, kept={"source"}) == stored  # matches what was stored
+    assert redact_operand(salted, "user", "bob@example.com") != stored["user"]
+    assert salted.salted and not PIIRedactor().salted
+
+    for redactor in (PIIRedactor(), lambda text: text.replace("ada", "[NAME]")):
+        assert redact_filter(redactor, {"user": "bob", "n": 1}) == {"user": "bob", "n": 1}  # nothing masked
+        with pytest.raises(InvalidInputError, match="'user'.*hash_salt"):
+            redact_filter(redactor, {"user": "ada@example.com"})
+    with pytest.raises(InvalidInputError, match="'user'.*order"):
+        redact_operand(salted, "user", "ada@example.com", exact=False)
+    assert redact_operand(PIIRedactor(), "n", 5, exact=False) == 5
