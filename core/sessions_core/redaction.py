@@ -296,8 +296,9 @@ def redact_operand(redactor: Any, field: str, value: Any, *, exact: bool = True)
     :attr:`PIIRedactor.salted`): an unsalted mask (``[EMAIL]``) would match every stored value of
     its kind, and masks do not order as their values do. Otherwise :class:`InvalidInputError`,
     naming the field."""
-    redacted = redact_value(redactor, value)
-    if redacted is value or redacted == value:
+    masked: dict[str, int] = {}
+    redacted = _redact_strings(redactor, value, masked)
+    if not masked:
         return value
     if not exact:
         raise InvalidInputError(

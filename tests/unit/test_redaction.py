@@ -178,3 +178,4 @@ def test_a_filter_is_redacted_as_stored_values_and_refused_where_masks_cannot_te
     with pytest.raises(InvalidInputError, match="'user'.*order"):
         redact_operand(salted, "user", "ada@example.com", exact=False)
     assert redact_operand(PIIRedactor(), "n", 5, exact=False) == 5
+    assert redact_operand(PIIRedactor(), "tags", ("a", "b")) == ("a", "b")  # a tuple with nothing masked is kept
