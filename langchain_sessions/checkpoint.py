@@ -125,6 +125,26 @@ class SessionSaver(BaseCheckpointSaver[str]):
             raise TypeError(f"from_manager takes a SessionManager, not {type(manager).__name__}")
         return cls(manager, serde=serde, delete_sessions=delete_sessions, redactor=redactor)
 
+    @classmethod
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        serde: SerializerProtocol | None = None,
+        namespace: str = "",
+        delete_sessions: bool = False,
+        redactor: Any = None,
+    ) -> SessionSaver:
+        """A saver over ``conn_string`` (a SQLite path, ``":memory:"``, a ``postgresql://`` URL
+        or libpq ``key=value`` string), for ``with`` or ``async with``, which close it: what
+        LangGraph's savers' ``from_conn_string`` give, so code written for them runs unchanged."""
+        if not isinstance(conn_string, str):
+            raise TypeError(
+                f"from_conn_string takes a path or a PostgreSQL URL, not {type(conn_string).__name__};"
+                " give a store object or a manager to SessionSaver(...) itself"
+            )
+        return cls(conn_string, serde=serde, namespace=namespace, delete_sessions=delete_sessions, redactor=redactor)
+
     def close(self) -> None:
         """Close the store if this saver opened it (from a path or URL)."""
         if self._owns_manager:
@@ -134,6 +154,12 @@ class SessionSaver(BaseCheckpointSaver[str]):
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> SessionSaver:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
         self.close()
 
     # -- conversion ------------------------------------------------------------------------

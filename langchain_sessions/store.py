@@ -130,6 +130,26 @@ class SessionStore(BaseStore):
             raise TypeError(f"from_manager takes a SessionManager, not {type(manager).__name__}")
         return cls(manager, index=index, ttl=ttl, redactor=redactor)
 
+    @classmethod
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        index: IndexConfig | dict[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+        namespace: str | None = None,
+        redactor: Any = None,
+    ) -> SessionStore:
+        """A store over ``conn_string`` (a SQLite path, ``":memory:"``, a ``postgresql://`` URL
+        or libpq ``key=value`` string), for ``with`` or ``async with``, which close it: what
+        LangGraph's stores' ``from_conn_string`` give, so code written for them runs unchanged."""
+        if not isinstance(conn_string, str):
+            raise TypeError(
+                f"from_conn_string takes a path or a PostgreSQL URL, not {type(conn_string).__name__};"
+                " give a store object or a manager to SessionStore(...) itself"
+            )
+        return cls(conn_string, index=index, ttl=ttl, namespace=namespace, redactor=redactor)
+
     def setup(self) -> None:
         """Nothing to do: the database's migrations ran when it was opened (LangGraph's stores
         need this call; it is kept so that their code runs unchanged)."""

@@ -547,6 +547,9 @@ def test_bad_stores(tmp_path):
     assert_error(refused, 1, "cannot connect to postgresql://nobody@127.0.0.1:1/none")
     secret = run("--store", "postgresql://user:hunter2@127.0.0.1:1/none", "list")
     assert "hunter2" not in secret.stderr and "***" in secret.stderr
+    key_value = run("--store", "host=127.0.0.1 port=1 dbname=none password=hunter2", "list")  # libpq's form
+    assert_error(key_value, 1, "cannot connect to host=127.0.0.1 port=1 dbname=none password=***")
+    assert "hunter2" not in key_value.stderr + key_value.stdout
 
 
 def test_usage_errors_exit_2(db):

@@ -158,6 +158,27 @@ def test_urls_open_sessions_and_managers(schema):
         assert manager.delete(info.id)
 
 
+def test_a_libpq_key_value_string_opens_postgresql_and_no_error_shows_its_password(schema):
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from sessions_core import StoreUnavailableError
+    from sessions_core.stores.postgres import PostgresStore
+
+    key_value = make_conninfo(**conninfo_to_dict(postgres_url()))  # "host=... dbname=..."
+    assert "://" not in key_value
+    with SessionManager(key_value, namespace=schema) as manager:  # not a SQLite file of that name
+        assert type(manager.store).__name__ == "PostgresStore"
+        info = manager.create("chat")
+        manager.append(info.id, _msg("x"))
+        assert manager.delete(info.id)
+    refused = PostgresStore("host=127.0.0.1 port=1 dbname=none connect_timeout=2 password='hun ter2'")
+    assert "hun ter2" not in repr(refused)
+    with pytest.raises(StoreUnavailableError) as caught:
+        refused.setup()
+    assert "ter2" not in str(caught.value) and "password=***" in str(caught.value)
+    refused.close()
+
+
 def test_schema_sql_can_be_run_by_an_administrator(schema):
     import psycopg
 

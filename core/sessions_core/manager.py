@@ -92,7 +92,8 @@ class _SearchableHistory:
 class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
     """Many named sessions in one store.
 
-    ``store`` is a path, ``":memory:"``, a ``postgresql://`` URL or a store object.
+    ``store`` is a path, ``":memory:"``, a ``postgresql://`` URL or libpq ``key=value`` string,
+    or a store object.
     ``namespace`` separates managers sharing a store: a manager never sees another namespace's
     sessions, messages, blocks or search hits. The builder methods configure every session the
     manager hands out; store-backed blocks are kept per session.

@@ -59,9 +59,10 @@ __all__ = ["Session", "StoreOwner", "TokenCounter", "open_store", "summary_messa
 class Session(RecallOwner, StoreOwner, SessionTwins):
     """A conversation stored as a tree of messages.
 
-    ``store`` is a SQLite path, ``":memory:"`` (the default), a ``postgresql://`` URL or a store
-    object. The session closes the store only if it opened it. Builder methods return the
-    session; every method that touches storage has an ``a``-prefixed async twin.
+    ``store`` is a SQLite path, ``":memory:"`` (the default), a ``postgresql://`` URL or libpq
+    ``key=value`` string, or a store object. The session closes the store only if it opened it.
+    Builder methods return the session; every method that touches storage has an ``a``-prefixed
+    async twin.
 
     ``retention``: after its appends, the session prunes the sessions of the default namespace
     ``""`` (those of plain sessions and of a ``SessionManager`` without a namespace) last active

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ._async import AsyncTwins, io, run_in_thread
 from .errors import InvalidInputError
 from .stores.base import Store
+from .stores.conninfo import is_postgres_conninfo
 from .stores.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -20,9 +21,9 @@ else:
 
 
 def open_store(store: Any, *, key: str | bytes | None = None) -> tuple[Store, bool]:
-    """A store object for ``store`` (a path, ``":memory:"``, a ``postgresql://`` URL or a store),
-    and whether the caller opened it (and so must close it). ``key`` encrypts a SQLite file
-    (``SqliteStore(path, key=...)``); it goes with a path only."""
+    """A store object for ``store`` (a path, ``":memory:"``, a ``postgresql://`` URL or libpq
+    ``key=value`` string, or a store), and whether the caller opened it (and so must close it).
+    ``key`` encrypts a SQLite file (``SqliteStore(path, key=...)``); it goes with a path only."""
     if key is not None and not isinstance(store, (str, Path)):
         raise InvalidInputError("key= goes with a SQLite path; give the store object its key instead")
     if isinstance(store, Store):
@@ -30,7 +31,7 @@ def open_store(store: Any, *, key: str | bytes | None = None) -> tuple[Store, bo
     if isinstance(store, Path):
         return SqliteStore(store, key=key), True
     if isinstance(store, str):
-        if store.startswith(("postgresql://", "postgres://")):
+        if is_postgres_conninfo(store):
             if key is not None:
                 raise InvalidInputError(
                     "key= encrypts SQLite files only; for PostgreSQL use TLS (sslmode) and the server's encryption"

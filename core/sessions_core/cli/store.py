@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from ..errors import (
     StoreUnavailableError,
 )
 from ..stores.base import InspectableStore, SessionSummary, Store, inspectable
+from ..stores.conninfo import hide_password, is_postgres_conninfo
 
 if TYPE_CHECKING:
     from ..stores.postgres import PostgresStore
@@ -65,14 +65,6 @@ def not_a_sqlite_database(error: BaseException) -> sqlite3.DatabaseError | None:
 # -- the store -----------------------------------------------------------------------------------
 
 
-def redact(url: str) -> str:
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
-
-
-def is_postgres_url(url: str) -> bool:
-    return url.startswith(("postgresql://", "postgres://"))
-
-
 @dataclass
 class StoreHandle:
     """The store a command works on, opened on first use and closed at the end."""
@@ -96,12 +88,12 @@ class StoreHandle:
 
     @property
     def is_postgres(self) -> bool:
-        return is_postgres_url(self.url)
+        return is_postgres_conninfo(self.url)
 
     @property
     def display(self) -> str:
         if self.is_postgres:
-            return f"{redact(self.url)} (schema {self.schema or 'public'})"
+            return f"{hide_password(self.url)} (schema {self.schema or 'public'})"
         return self.url
 
     def check(self) -> None:
@@ -113,7 +105,9 @@ class StoreHandle:
                 raise BadInput("SESSIONS_KEY applies to SQLite files only: unset it for a PostgreSQL store")
             return
         if "://" in self.url:
-            raise BadInput(f"unsupported store URL {redact(self.url)!r}: use a SQLite file path or a postgresql:// URL")
+            raise BadInput(
+                f"unsupported store URL {hide_password(self.url)!r}: use a SQLite file path or a postgresql:// URL"
+            )
         if self.schema is not None:
             raise BadInput("--schema applies to PostgreSQL stores only")
 
@@ -199,13 +193,13 @@ class StoreHandle:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
         except psycopg.Error as error:
             detail = one_line(str(error)) or type(error).__name__
-            raise StoreUnavailableError(f"cannot connect to {redact(self.url)}: {detail}") from None
+            raise StoreUnavailableError(f"cannot connect to {hide_password(self.url)}: {detail}") from None
         self.closers.append(conn.close)
         schema = self.schema or "public"
         store = PostgresStore(conn, schema=schema)
         self.closers.append(store.close)
         if not create and store.schema_version() == 0:
-            raise NotFound(f"no session-memory tables in schema {schema!r} of {redact(self.url)}")
+            raise NotFound(f"no session-memory tables in schema {schema!r} of {hide_password(self.url)}")
         return store
 
     def close(self) -> None:

@@ -35,6 +35,7 @@ from ..fts import Alternative, Unit, tsquery_literal, tsvector_literal, tsvector
 from ..ranking import Estimated
 from ..text import unstorable
 from .base import Inserted, ItemCondition, MessageRecord, PathTotals, SearchRow, _Latest
+from .conninfo import hide_password
 from .sql import (
     INSERT_UNDER_LATEST,
     INSERT_UNDER_PARENT,
@@ -295,7 +296,7 @@ class PostgresStore(SqlStore):
         self._connection: psycopg.Connection | None = None
         self._owns = False
         if isinstance(conninfo_or_pool, str):
-            self.description = _redact(conninfo_or_pool)
+            self.description = hide_password(conninfo_or_pool)
             try:
                 params = conninfo_to_dict(conninfo_or_pool)
             except psycopg.Error as error:
@@ -1164,10 +1165,6 @@ def _one_line(error: BaseException) -> str:
 
 def _text_conninfo(pool: ConnectionPool) -> str:
     return pool.conninfo() if callable(pool.conninfo) else pool.conninfo
-
-
-def _redact(conninfo: str) -> str:
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", conninfo)
 
 
 def url_without_password(conninfo: str) -> str:
