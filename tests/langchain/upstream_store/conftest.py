@@ -72,7 +72,7 @@ def sqlite_store(conn_string: str, *, index: Any = None, ttl: Any = None) -> Ite
         return
     from langchain_sessions import SessionStore
 
-    with SessionStore(conn_string, index=index, ttl=ttl) as store:
+    with SessionStore.from_conn_string(conn_string, index=index, ttl=ttl) as store:
         store.setup()
         yield store
 
@@ -88,7 +88,10 @@ async def async_sqlite_store(conn_string: str, *, index: Any = None, ttl: Any = 
             await store.setup()
             yield store
         return
-    with sqlite_store(conn_string, index=index, ttl=ttl) as store:
+    from langchain_sessions import SessionStore
+
+    async with SessionStore.from_conn_string(conn_string, index=index, ttl=ttl) as store:
+        await store.asetup()
         yield store
 
 
