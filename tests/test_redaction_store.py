@@ -300,3 +300,46 @@ def test_the_cli_import_can_redact(tmp_path):
             text = session.get_history(raw=True)[0].text
         assert (secrets.email not in text) == bool(flags), text
         assert bool(sqlite_traces(path, secrets)) != bool(flags)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_store(request):
+    if request.param == "sqlite":
+        yield ":memory:"
+        return
+    require_postgres()
+    from sessions_core.stores.postgres import PostgresStore
+
+    with temporary_schema() as schema:
+        store = PostgresStore(postgres_url(), schema=schema, min_size=1, max_size=2)
+        yield store
+        store.close()
+
+
+def test_with_a_salted_redactor_a_masked_value_finds_where_it_was_mentioned(any_store):
+    ada, bob = Secrets(), Secrets()
+    manager = SessionManager(any_store).with_redaction(PIIRedactor(hash_salt="pepper"))
+    manager.with_context("notes", provider=StoreSearchContext())
+    for name, secrets in (("ada", ada), ("bob", bob)):
+        session_id = manager.create(name).id
+        text = f"Please invoice {secrets.email} for March."
+        manager.append(session_id, {"id": f"{name}-1", "role": "user", "parts": [{"type": "text", "text": text}]})
+        manager.get_session(session_id)._blocks.get().set_search_entry("notes", "contact", f"reach {secrets.email}")
+    ada_id = next(info.id for info in manager.list_sessions() if info.name == "ada")
+    ada_session = manager.get_session(ada_id)
+
+    assert [hit.id for hit in manager.search(ada.email)] == ["ada-1"]  # not bob's address
+    assert [hit.id for hit in ada_session.search(f"{ada.email} march")] == ["ada-1"]
+    (session_search,) = manager.tools()  # the model's tool: it names the session where she was mentioned
+    shown = session_search.invoke({"query": ada.email})
+    assert 'session "ada"' in shown and 'session "bob"' not in shown and ada.email not in shown
+    search_context = {tool.name: tool for tool in ada_session.tools()}["search_context"]
+    assert "[contact]" in search_context.invoke({"label": "notes", "query": ada.email})
+    assert "[contact]" not in search_context.invoke({"label": "notes", "query": bob.email})
+
+    unsalted = SessionManager(":memory:").with_redaction(PIIRedactor())
+    session_id = unsalted.create("ada").id
+    unsalted.append(session_id, {"id": "u", "role": "user", "parts": [{"type": "text", "text": f"mail {ada.email}"}]})
+    assert unsalted.search(ada.email) == []  # an unsalted mask would find every address: the query is left as is
+    unsalted.close()
+    manager.close()

@@ -200,6 +200,8 @@ class ContextBlocks:
         self.on_write: Callable[[str, str | None], Any] | None = None
         self.redact: Callable[[str], str] | None = None
         """Applied to every content (and skill description) written, before its provider gets it."""
+        self.redact_query: Callable[[str], str] | None = None
+        """Applied to a search's query, to find what ``redact`` masked (a salted redactor's)."""
         self._blocks: dict[str, ContextBlock] = {}  # replaced, never mutated: readers need no lock
         self._loaded_skills: dict[str, None] = {}  # an insertion-ordered set, replaced likewise
         self._snapshot: str | None = None
@@ -425,6 +427,8 @@ class ContextBlocks:
 
     def search_context(self, label: str, query: str) -> str | None:
         """``provider.search(query)`` of a searchable block (may be ``None``)."""
+        if self.redact_query is not None:
+            query = self.redact_query(query)
         with self._lock:
             return call(self._provider(label, is_search_provider, "search").search, query)
 

@@ -28,7 +28,7 @@ from ._async import AsyncTwins, io
 from ._time import from_us, now_us
 from .errors import InvalidInputError, NotFoundError, UnsupportedOperationError
 from .ranking import meaningful_units
-from .redaction import check_redactor, redact_operand, redact_text, redact_value
+from .redaction import check_redactor, redact_operand, redact_query, redact_text, redact_value
 from .stores.base import ItemCondition, ItemRow, ItemStore, ItemWrite, Store, supports
 from .text import check_text
 
@@ -244,7 +244,8 @@ class Items(AsyncTwins, ItemsTwins):
     ``redactor`` (as ``Session.with_redaction``'s): every string of a value, and a put's
     ``text``, pass through it before they are stored or indexed (field names are kept); a
     redactor that raises fails the put with ``RedactionError``. A search's filter values pass
-    through it too (:func:`~sessions_core.redaction.redact_operand`). Vectors given with a put
+    through it too (:func:`~sessions_core.redaction.redact_operand`), and its query when the
+    redactor is salted (:func:`~sessions_core.redaction.redact_query`). Vectors given with a put
     are the caller's: compute them from what :meth:`redact` returns, and say so to :meth:`put_many`.
     """
 
@@ -380,7 +381,7 @@ class Items(AsyncTwins, ItemsTwins):
         if not isinstance(limit, int) or not isinstance(offset, int) or limit < 0 or offset < 0:
             raise InvalidInputError(f"limit and offset are integers >= 0, not {limit!r} and {offset!r}")
         if query is not None:
-            check_text(query, "query")
+            query = redact_query(self.redactor, check_text(query, "query"))
         conditions = _conditions(filter, self.redactor)
         now = now_us()
         keyword = bool(query and query.strip() and meaningful_units(query))

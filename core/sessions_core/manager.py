@@ -20,7 +20,7 @@ from .errors import InvalidInputError
 from .feed import ChangeFeed
 from .messages import MessageInput, SessionMessage, TextPart, parse_message
 from .models import Compaction, SearchResults, SessionEvent
-from .redaction import check_redactor
+from .redaction import check_redactor, redact_query
 from .retention import EraseResult, PruneResult, Retention, erase_sessions, erasure_store, prune_sessions
 from .searching import Scope, search_messages, tool_hits
 from .semantic import RecallOwner, SemanticRecall
@@ -523,7 +523,8 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
     def search(self, query: str, *, limit: int = 20, mode: str = "text", match: str = "any") -> SearchResults:
         """Messages of every session of this manager matching ``query``, best first, each once
         and naming its session: ``mode`` as in ``Session.search`` (``"semantic"`` and
-        ``"hybrid"`` with ``with_semantic_recall``)."""
+        ``"hybrid"`` with ``with_semantic_recall``), ``query`` redacted as there."""
+        query = redact_query(self._redactor, query)
         return search_messages(self.store, self._recall, query, limit, mode, self._search_scope(), match)
 
     def _search_scope(self) -> Scope:

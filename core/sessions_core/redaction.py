@@ -275,6 +275,17 @@ def redact_value(redactor: Any, value: Any) -> Any:
     return value if redacted == value else redacted
 
 
+def redact_query(redactor: Any, query: Any) -> Any:
+    """A search ``query`` redacted as stored text is, when the redactor masks each value apart (a
+    salted :class:`PIIRedactor`): an address it masked where it was stored then finds where it
+    was mentioned (``[EMAIL:1a2b3c4d]`` both sides), for a person's data to be found and erased.
+    ``query`` as given otherwise (an unsalted mask would find every value of its kind), and
+    anything but text."""
+    if isinstance(query, str) and isinstance(redactor, PIIRedactor) and redactor.salted:
+        return redactor(query)
+    return query
+
+
 def redact_fields(redactor: Any, fields: Mapping[str, Any], *, kept: Collection[str] = ()) -> dict[str, Any]:
     """``fields`` with each value (but those of the ``kept`` names) through :func:`redact_value`."""
     return {name: value if name in kept else redact_value(redactor, value) for name, value in fields.items()}

@@ -35,7 +35,7 @@ from .messages import COMPACTION_ID_PREFIX, MessageInput, SessionMessage, parse_
 from .models import AppendResult, Compaction, ContextVersion, RecentHistory, SearchResults, SessionEvent
 from .providers import StorePromptCache
 from .reads import summary_message
-from .redaction import check_redactor, redact_message, redact_text
+from .redaction import check_redactor, redact_message, redact_query, redact_text
 from .retention import EraseResult, Retention, erase_sessions, erasure_store
 from .searching import Scope, search_messages
 from .semantic import RecallOwner, SemanticRecall
@@ -514,8 +514,11 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
         Words are stemmed; a query with no searchable word gives ``[]``. With
         ``with_semantic_recall``, ``"semantic"``: closest in meaning, and ``"hybrid"``: both
         rankings fused by reciprocal rank. A message an overlay hides is found too, with
-        ``compacted=True``."""
+        ``compacted=True``. With a salted ``PIIRedactor``, ``query`` is redacted as stored
+        text is (:func:`~sessions_core.redaction.redact_query`), so a masked value finds where it
+        was mentioned."""
         scope = Scope(session_ids=[self.session_id])
+        query = redact_query(self._redactor, query)
         return search_messages(self.store, self._recall, query, limit, mode, scope, match)
 
     @io

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .context import ContextBlock, ContextBlocks, ContextConfig, declared_block
 from .models import SessionEvent
 from .providers import StorePromptCache, bind_provider
-from .redaction import redact_text
+from .redaction import redact_query, redact_text
 from .tools import loaded_skills_in_history, unloaded_skill_rewrite
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ class SessionBlocks:
                 blocks.on_write = self._written
                 if session.redactor is not None:
                     blocks.redact = partial(redact_text, session.redactor)
+                    blocks.redact_query = partial(redact_query, session.redactor)
                 if blocks.has_skill_providers():
                     self._restore_skills(blocks)
                 self._blocks = blocks

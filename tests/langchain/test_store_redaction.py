@@ -121,3 +121,13 @@ def test_a_filter_on_a_masked_value_matches_its_own_with_a_salted_redactor_and_i
     both = unsalted.search(("contacts",), filter={"rank": {"$gte": 1}, "email": "[EMAIL]"})  # nothing masked
     assert {item.key for item in both} == {"a", "b"}
     unsalted.close()
+
+
+def test_a_query_finds_the_item_that_mentioned_it_with_a_salted_redactor_only() -> None:
+    first, second = _secret(), _secret()
+    for redactor, expected in ((PIIRedactor(hash_salt="pepper"), ["a"]), (PIIRedactor(), [])):
+        store = SessionStore(":memory:", redactor=redactor)
+        store.put(("contacts",), "a", {"note": f"invoice {first} monthly"})
+        store.put(("contacts",), "b", {"note": f"invoice {second} yearly"})
+        assert [item.key for item in matched(store.search(("contacts",), query=first))] == expected
+        store.close()

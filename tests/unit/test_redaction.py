@@ -23,6 +23,7 @@ from sessions_core.redaction import (
     redact_fields,
     redact_filter,
     redact_operand,
+    redact_query,
 )
 
 faker = pytest.importorskip("faker")
@@ -179,3 +180,11 @@ def test_a_filter_is_redacted_as_stored_values_and_refused_where_masks_cannot_te
         redact_operand(salted, "user", "ada@example.com", exact=False)
     assert redact_operand(PIIRedactor(), "n", 5, exact=False) == 5
     assert redact_operand(PIIRedactor(), "tags", ("a", "b")) == ("a", "b")  # a tuple with nothing masked is kept
+
+
+def test_a_query_is_redacted_only_by_a_salted_redactor() -> None:
+    salted = PIIRedactor(hash_salt="pepper")
+    assert redact_query(salted, "mail ada@example.com") == salted("mail ada@example.com") != "mail ada@example.com"
+    for redactor in (None, PIIRedactor(), lambda text: "[X]"):
+        assert redact_query(redactor, "mail ada@example.com") == "mail ada@example.com"
+    assert redact_query(salted, None) is None and redact_query(salted, 42) == 42  # left for the search's own checks
