@@ -37,7 +37,7 @@ from langgraph.store.base import (
 )
 
 from sessions_core import InvalidInputError, SessionManager
-from sessions_core.integration import ItemPut, Items, ItemVersion, StoredItem, run_in_thread
+from sessions_core.integration import ItemPut, Items, ItemVersion, StoredItem, redact_query, run_in_thread
 
 __all__ = ["SessionStore"]
 
@@ -331,7 +331,8 @@ class SessionStore(BaseStore):
         if self.embeddings is None:
             return [], []
         texts = [text for op in ops if isinstance(op, PutOp) for _field, text in self._field_texts(op)]
-        queries = [op.query for op in ops if isinstance(op, SearchOp) and op.query]
+        redactor = self.items.redactor
+        queries = [redact_query(redactor, op.query) for op in ops if isinstance(op, SearchOp) and op.query]
         return texts, queries
 
     def _put(self, op: PutOp, vectors: Iterator[list[float]]) -> ItemPut:

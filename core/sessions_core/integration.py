@@ -31,7 +31,7 @@ from .items import FILTER_OPERATORS, ItemPut, Items, ItemVersion, StoredItem
 from .messages import COMPACTION_ID_PREFIX, file_data_text, is_marker, is_tool_ui_type
 from .overlays import is_summary_id, plan_overlays, summary_id
 from .reads import summary_message
-from .redaction import check_redactor, redact_fields, redact_filter, redact_text
+from .redaction import check_redactor, redact_fields, redact_filter, redact_query, redact_text
 from .schemas import tool_args_model
 from .semantic import metadata_matches
 from .store_owner import store_url
@@ -74,6 +74,7 @@ __all__ = [
     "recent_window",
     "redact_fields",
     "redact_filter",
+    "redact_query",
     "redact_text",
     "run_in_thread",
     "set_active_history",

@@ -131,3 +131,16 @@ def test_a_query_finds_the_item_that_mentioned_it_with_a_salted_redactor_only() 
         store.put(("contacts",), "b", {"note": f"invoice {second} yearly"})
         assert [item.key for item in matched(store.search(("contacts",), query=first))] == expected
         store.close()
+
+
+def test_with_a_salted_redactor_the_embeddings_see_a_query_masked_as_the_items_were() -> None:
+    embeddings, redactor, email = RecordingEmbeddings(), PIIRedactor(hash_salt="pepper"), _secret()
+    seen: list[str] = []
+    embeddings.embed_query = lambda text: seen.append(text) or [float(len(text)), 1.0]  # type: ignore[method-assign]
+    store = SessionStore(":memory:", index={"embed": embeddings, "dims": 2, "fields": ["note"]}, redactor=redactor)
+    store.put(("contacts",), "a", {"note": f"invoice {email}"})
+    assert [item.key for item in store.search(("contacts",), query=f"who is {email}")] == ["a"]
+    assert asyncio.run(store.asearch(("contacts",), query=email))[0].key == "a"
+    assert seen[-2:] == [redactor(f"who is {email}"), redactor(email)]  # the queries, after the item's text
+    assert not any(email in text for text in seen)
+    store.close()
