@@ -302,6 +302,36 @@ def test_the_cli_import_can_redact(tmp_path):
         assert bool(sqlite_traces(path, secrets)) != bool(flags)
 
 
+def test_the_cli_salts_its_masks_and_finds_an_address_by_them_with_sessions_redact_salt(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from sessions_core.cli import build_cli
+
+    ada, bob = Secrets(), Secrets()
+    dump = tmp_path / "dump.jsonl"
+    records = [{**record, "session_id": name} for name, secrets in (("ada", ada), ("bob", bob))
+               for record in export_records(secrets)[:1]]  # fmt: skip
+    records[1]["message"] = {**records[1]["message"], "id": "x2"}
+    dump.write_text("".join(json.dumps(record) + "\n" for record in records))
+    path = str(tmp_path / "chat.db")
+
+    def cli(*args: str, salt: str | None = "pepper") -> Any:
+        runner = CliRunner(env={"SESSIONS_STORE": None, "SESSIONS_REDACT_SALT": salt})
+        result = runner.invoke(build_cli(), ["--store", path, *args], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result
+
+    cli("import", str(dump), "--redact")
+    with Session(path).for_session("ada") as session:
+        assert session.get_history(raw=True)[0].text.startswith("mail [EMAIL:")  # salted: one mask per address
+    assert sqlite_traces(tmp_path / "chat.db", ada) == []
+    found = cli("search", ada.email).stdout
+    assert "ada" in found and "bob" not in found and "1 match" in found
+    assert "No matches." in cli("search", ada.email, salt=None).stdout  # the address itself was never stored
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def any_store(request):
     if request.param == "sqlite":

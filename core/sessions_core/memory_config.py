@@ -8,7 +8,8 @@
     max_message_bytes = 1048576       # append_message refuses a larger message (JSON bytes)
     max_argument_bytes = 1048576      # a tool refuses a larger string argument (UTF-8 bytes)
     poll_interval = 1.0               # seconds between checks for other processes' writes (0: off)
-    redact = true                     # mask personal data and secrets before they are stored (PIIRedactor)
+    redact = true                     # mask personal data and secrets before they are stored (PIIRedactor;
+                                      # salted from $SESSIONS_REDACT_SALT when set)
 
     [[blocks]]
     label = "soul"
@@ -84,6 +85,9 @@ class MemoryConfig:
     max_argument_bytes: int = MiB
     poll_interval: float = 1.0
     redact: bool = False
+    redact_salt: str | None = field(default=None, repr=False)
+    """With ``redact``, the ``hash_salt`` of the ``PIIRedactor`` (a secret: never read from the
+    file; ``sessions mcp`` takes it from ``$SESSIONS_REDACT_SALT``)."""
 
 
 DEFAULT_CONFIG = MemoryConfig(blocks=(BlockConfig("memory", description="Learned facts", max_tokens=1100),))
@@ -252,5 +256,5 @@ def configure(target: _Target, config: MemoryConfig) -> _Target:
             raise InvalidInputError("searchable_history needs a SessionManager (it searches every session)")
         builder.with_searchable_history(config.searchable_history)
     if config.redact:
-        builder.with_redaction(PIIRedactor())
+        builder.with_redaction(PIIRedactor(hash_salt=config.redact_salt))
     return target

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +68,13 @@ def test_redact_gives_the_memory_the_pii_redactor():
     assert isinstance(session.redactor, PIIRedactor)
     session.replace_context_block("memory", "Mail ada@example.com")
     assert session.get_context_block("memory").content == "Mail [EMAIL]"  # type: ignore[union-attr]
+
+    salted = configure(Session(), dataclasses.replace(config, redact_salt="pepper"))  # $SESSIONS_REDACT_SALT
+    salted.replace_context_block("memory", "Mail ada@example.com")
+    assert salted.get_context_block("memory").content.startswith("Mail [EMAIL:")  # type: ignore[union-attr]
+    assert "pepper" not in repr(dataclasses.replace(config, redact_salt="pepper"))
+    with pytest.raises(InvalidInputError, match="redact_salt"):
+        parse_config({"redact_salt": "pepper"})  # a secret is never read from the file
 
 
 def test_a_file_that_is_not_toml_is_refused(tmp_path: Path):

@@ -195,3 +195,15 @@ def test_redact_masks_what_a_client_writes_before_it_is_stored(memory_dir, conne
     session.close()
     data = b"".join(file.read_bytes() for file in memory_dir.glob("chat.db*"))
     assert b"ada.marker" not in data and b"4111 1111" not in data
+
+
+def test_a_redact_salt_from_the_environment_lets_session_search_find_an_address(memory_dir, connect):
+    server = stdio(memory_dir, "--redact")
+    server.env = {**(server.env or {}), "SESSIONS_REDACT_SALT": "pepper"}
+    client = connect(server)
+    client.text("append_message", {"role": "user", "content": "Invoice ada.marker@example.com monthly"})
+    client.text("append_message", {"role": "user", "content": "Invoice bob.marker@example.com yearly"})
+    found = client.text("session_search", {"query": "ada.marker@example.com"})
+    assert "monthly" in found and "yearly" not in found and "ada.marker" not in found
+    data = b"".join(file.read_bytes() for file in memory_dir.glob("chat.db*"))
+    assert b"ada.marker" not in data and b"pepper" not in data

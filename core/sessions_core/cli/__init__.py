@@ -1,6 +1,7 @@
 """The ``sessions`` command line (extra ``cli``): inspect, search, export and import any store.
 
-``sessions --store URL COMMAND``: the store is a SQLite path or a ``postgresql://`` URL (default:
+``sessions --store URL COMMAND``: the store is a SQLite path, a ``postgresql://`` URL or a libpq
+``key=value`` string (default:
 ``$SESSIONS_STORE``, else ``./sessions.db``). Commands: ``list``, ``show SESSION``,
 ``search QUERY``, ``export SESSION``, ``import FILE``, ``blocks SESSION``, ``items [LABEL]...``
 (LangGraph store items; ``--versions KEY``), ``stats``,
@@ -9,7 +10,8 @@
 the storage id (what ``Session.for_session`` takes; ``"namespace:id"`` for a manager's session).
 Export and import are :mod:`sessions_core.transfer`; this package parses options, opens the
 store and prints. An encrypted SQLite file opens with the key in ``$SESSIONS_KEY``;
-``rekey [DB]`` changes it (or encrypts a plain file).
+``rekey [DB]`` changes it (or encrypts a plain file). ``$SESSIONS_REDACT_SALT`` salts the masks
+of ``--redact`` and masks ``search``'s query the same way.
 
 Exit codes: 0 ok, 1 not found (unknown session, missing database) or the store failed, 2 usage
 or bad input (options, store URL, import file). Errors are one ``Error: ...`` line on stderr.

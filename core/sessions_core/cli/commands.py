@@ -49,7 +49,7 @@ def build_cli() -> click.Group:
         envvar="SESSIONS_STORE",
         default=DEFAULT_STORE,
         metavar="URL",
-        help="A SQLite file path or a postgresql:// URL (default: $SESSIONS_STORE, else ./sessions.db).",
+        help="A SQLite file path or a PostgreSQL URL (default: $SESSIONS_STORE, else ./sessions.db).",
     )
     @click.option(
         "--schema", default=None, metavar="NAME", help="The PostgreSQL schema holding the tables (default: public)."
@@ -63,9 +63,16 @@ def build_cli() -> click.Group:
         SESSION is a storage session id: what Session.for_session takes, "namespace:id" for a
         session of a SessionManager with a namespace. Exit codes: 0 ok, 1 not found or store
         failure, 2 usage or bad input. An encrypted SQLite file opens with the key in
-        $SESSIONS_KEY.
+        $SESSIONS_KEY. $SESSIONS_REDACT_SALT salts the masks --redact writes (as
+        PIIRedactor(hash_salt=...)), and search masks its query with it.
         """
-        handle = StoreHandle(store_url, schema, debug, key=os.environ.get("SESSIONS_KEY") or None)
+        handle = StoreHandle(
+            store_url,
+            schema,
+            debug,
+            key=os.environ.get("SESSIONS_KEY") or None,
+            redact_salt=os.environ.get("SESSIONS_REDACT_SALT") or None,
+        )
         ctx.obj = handle
         ctx.call_on_close(handle.close)
 
@@ -113,7 +120,8 @@ def build_cli() -> click.Group:
         Messages with every word of QUERY come first, then those with some, by BM25 (stop words
         such as "what" or "the" weigh nothing). Words match their family (deploy: deploying,
         deployment) and as a prefix; identifiers by their parts (UserById in getUserById);
-        Chinese, Japanese and Korean by any word or phrase."""
+        Chinese, Japanese and Korean by any word or phrase. With $SESSIONS_REDACT_SALT, QUERY
+        is masked as a salted redactor stored it: an address finds where it was mentioned."""
         from .inspect_commands import cmd_search
 
         cmd_search(handle, query, sessions, limit, width, match)
@@ -135,7 +143,11 @@ def build_cli() -> click.Group:
     @click.argument("file", metavar="FILE")
     @click.option("--into", metavar="SESSION", default=None, help="Import into this session id instead.")
     @click.option("--dry-run", is_flag=True, help="Check the file only; write nothing.")
-    @click.option("--redact", is_flag=True, help="Mask personal data and secrets (PIIRedactor) before storing.")
+    @click.option(
+        "--redact",
+        is_flag=True,
+        help="Mask personal data and secrets (PIIRedactor, salted by $SESSIONS_REDACT_SALT) before storing.",
+    )
     @click.option(
         "--skip-conflicts",
         is_flag=True,
@@ -357,7 +369,10 @@ def build_cli() -> click.Group:
     )
     @click.option("--config", "config_path", default=None, metavar="FILE", help="The blocks and limits (TOML).")
     @click.option(
-        "--redact", is_flag=True, help="Mask personal data and secrets (PIIRedactor) before storing (as redact = true)."
+        "--redact",
+        is_flag=True,
+        help="Mask personal data and secrets (PIIRedactor, salted by $SESSIONS_REDACT_SALT) before storing"
+        " (as redact = true).",
     )
     @click.pass_obj
     def mcp_command(

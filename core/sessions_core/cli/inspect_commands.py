@@ -256,6 +256,10 @@ def cmd_search(
     store = handle.open(read_only=True)
     for session_id in sessions:
         summary_of(store, session_id)
+    if handle.redact_salt is not None:
+        from ..redaction import PIIRedactor, redact_query
+
+        query = redact_query(PIIRedactor(hash_salt=handle.redact_salt), query)
     rows = store.search_messages(list(sessions) if sessions else None, query, limit, match)
     out = console()
     if not rows:

@@ -63,6 +63,8 @@ def cmd_mcp(
         config = read_config(config_path)
         if redact:
             config = dataclasses.replace(config, redact=True)
+        if config.redact and handle.redact_salt is not None:
+            config = dataclasses.replace(config, redact_salt=handle.redact_salt)
         if store_url is not None:
             handle.url = store_url
         store = handle.open(create=True)

@@ -76,6 +76,9 @@ class StoreHandle:
     closers: list[Callable[[], None]] = field(default_factory=list)
     key: str | None = field(default=None, repr=False)
     """The key of an encrypted SQLite file (``$SESSIONS_KEY``)."""
+    redact_salt: str | None = field(default=None, repr=False)
+    """The ``hash_salt`` of the ``PIIRedactor`` that ``--redact`` writes with and ``search`` masks
+    its query with (``$SESSIONS_REDACT_SALT``)."""
     names: dict[str, str] = field(default_factory=dict, repr=False)
     """How the stores opened name themselves in their errors (``repr``) -> the path the user gave."""
 

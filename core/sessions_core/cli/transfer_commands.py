@@ -151,7 +151,7 @@ def cmd_import(
         gc.freeze()
     try:
         with progress_bar(counting_bytes=True) as progress:
-            redactor = PIIRedactor() if redact else None
+            redactor = PIIRedactor(hash_salt=handle.redact_salt) if redact else None
             report = _import(handle, path, progress, into, dry_run, redactor, skip_conflicts)
     except InvalidRecordError as error:
         raise BadInput(f"{name} line {error.line}: {error.reason}") from None
