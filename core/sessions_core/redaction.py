@@ -37,9 +37,19 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
+def _in_identifier(match: re.Match[str]) -> bool:
+    """Whether the digits matched are a part of a longer identifier, joined to letters or digits
+    by a hyphen or an underscore on either side: a UUID's groups (``550e8400-...-446655440000``),
+    an order or build number, never a phone number or a card written alone."""
+    text, start, end = match.string, match.start(), match.end()
+    before = start >= 2 and text[start - 1] in "-_" and text[start - 2].isalnum()
+    after = end + 1 < len(text) and text[end] in "-_" and text[end + 1].isalnum()
+    return before or after
+
+
 def _card(match: re.Match[str]) -> bool:
     digits = re.sub(r"\D", "", match.group())
-    return 12 <= len(digits) <= 19 and _luhn(digits)
+    return 12 <= len(digits) <= 19 and not _in_identifier(match) and _luhn(digits)
 
 
 def _iban(match: re.Match[str]) -> bool:
@@ -60,7 +70,7 @@ def _ip(match: re.Match[str]) -> bool:
 
 def _phone(match: re.Match[str]) -> bool:
     digits = re.sub(r"\D", "", match.group().split("x")[0])
-    return 9 <= len(digits) <= 15
+    return 9 <= len(digits) <= 15 and not _in_identifier(match)
 
 
 class _Detector(NamedTuple):
