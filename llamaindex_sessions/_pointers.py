@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessions_core import InvalidInputError
-from sessions_core.integration import store_url
+from sessions_core.integration import hide_password, is_postgres_conninfo, store_url, url_without_password
 
 __all__ = ["open_store", "store_label", "store_of_uri", "store_schema", "store_url_of"]
 
@@ -19,8 +19,8 @@ def store_schema(owner: Any) -> str | None:
 def store_url_of(store: str | None) -> str | None:
     """A pointer's ``store`` as ``store_url`` names it (a pointer's path is absolute already), to
     compare pointers without touching the file system."""
-    if store and store.startswith(("postgresql://", "postgres://")):
-        return store_label(store)
+    if store and is_postgres_conninfo(store):
+        return url_without_password(store)
     return store
 
 
@@ -49,8 +49,4 @@ def store_of_uri(uri: str) -> str:
 
 def store_label(store: str) -> str:
     """``store`` as an error message may show it (no password)."""
-    scheme, sep, rest = store.partition("://")
-    if sep and "@" in rest.split("/", 1)[0]:
-        userinfo, _, hosts = rest.partition("@")
-        return f"{scheme}://{userinfo.partition(':')[0]}@{hosts}"
-    return store
+    return hide_password(store)

@@ -35,6 +35,7 @@ from .redaction import check_redactor, redact_fields, redact_filter, redact_quer
 from .schemas import tool_args_model
 from .semantic import metadata_matches
 from .store_owner import store_url
+from .stores.conninfo import hide_password, is_postgres_conninfo, url_without_password
 from .summarizers import Summarizer
 from .synonyms import synonym_embedding
 from .tokens import count_message_tokens, message_counter
@@ -64,6 +65,8 @@ __all__ = [
     "check_redactor",
     "ensure_session",
     "file_data_text",
+    "hide_password",
+    "is_postgres_conninfo",
     "is_marker",
     "is_summary_id",
     "is_tool_ui_type",
@@ -84,4 +87,5 @@ __all__ = [
     "summary_message",
     "synonym_embedding",
     "tool_args_model",
+    "url_without_password",
 ]

@@ -547,6 +547,7 @@ def test_a_path_url_or_manager_is_accepted_where_a_session_is(db):
         ({"chat_store": object()}, TypeError, "chat_store must be a SessionChatStore"),
         ({"nonsense": 1}, TypeError, "it takes session="),
         ({"async_database_uri": "mysql://u:pw@h/db"}, ValueError, "sqlite:// or postgresql://"),
+        ({"async_database_uri": "mysql://u@h/db?password=pw"}, ValueError, "password=\\*\\*\\*"),
     ],
 )
 def test_every_refusal_says_what_to_pass(kwargs, error, says, tmp_path, monkeypatch):

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-__all__ = ["hide_password", "is_postgres_conninfo"]
+__all__ = ["hide_password", "is_postgres_conninfo", "url_without_password"]
 
 _LIBPQ_KEY_VALUE = re.compile(r"\s*(?:host|hostaddr|port|dbname|user|password|service|sslmode)\s*=")
 """How a libpq ``key=value`` connection string starts (``"host=db dbname=app"``); no file name
@@ -28,3 +29,21 @@ def hide_password(conninfo: str) -> str:
     if "://" in conninfo:
         return _URL_QUERY_PASSWORD.sub(r"\1***", _URL_USER_PASSWORD.sub(r"\1***@", conninfo))
     return _KEY_VALUE_PASSWORD.sub(r"\1***", conninfo)
+
+
+def url_without_password(conninfo: str) -> str:
+    """``conninfo`` (a URL or a libpq ``key=value`` string) as a ``postgresql://`` URL without
+    its password; a URL keeps its shape, a ``key=value`` string becomes query parameters."""
+    if conninfo.startswith(("postgresql://", "postgres://")):
+        scheme, netloc, path, query, fragment = urlsplit(conninfo)
+        userinfo, at, hosts = netloc.rpartition("@")
+        if at:
+            user = userinfo.partition(":")[0]
+            netloc = f"{user}@{hosts}" if user else hosts
+        kept = [(key, value) for key, value in parse_qsl(query, keep_blank_values=True) if key != "password"]
+        return urlunsplit((scheme, netloc, path, urlencode(kept), fragment))
+    from psycopg.conninfo import conninfo_to_dict  # a key=value string only exists with the postgres extra
+
+    params = {key: value for key, value in conninfo_to_dict(conninfo).items() if key != "password"}
+    dbname = str(params.pop("dbname", ""))
+    return "postgresql:///" + quote(dbname, safe="") + ("?" + urlencode(params) if params else "")

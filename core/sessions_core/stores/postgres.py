@@ -25,7 +25,6 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, cast
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
@@ -35,7 +34,7 @@ from ..fts import Alternative, Unit, tsquery_literal, tsvector_literal, tsvector
 from ..ranking import Estimated
 from ..text import unstorable
 from .base import Inserted, ItemCondition, MessageRecord, PathTotals, SearchRow, _Latest
-from .conninfo import hide_password
+from .conninfo import hide_password, url_without_password
 from .sql import (
     INSERT_UNDER_LATEST,
     INSERT_UNDER_PARENT,
@@ -1165,22 +1164,6 @@ def _one_line(error: BaseException) -> str:
 
 def _text_conninfo(pool: ConnectionPool) -> str:
     return pool.conninfo() if callable(pool.conninfo) else pool.conninfo
-
-
-def url_without_password(conninfo: str) -> str:
-    """``conninfo`` (a URL or a libpq ``key=value`` string) as a ``postgresql://`` URL without
-    its password; a URL keeps its shape, a ``key=value`` string becomes query parameters."""
-    if conninfo.startswith(("postgresql://", "postgres://")):
-        scheme, netloc, path, query, fragment = urlsplit(conninfo)
-        userinfo, at, hosts = netloc.rpartition("@")
-        if at:
-            user = userinfo.partition(":")[0]
-            netloc = f"{user}@{hosts}" if user else hosts
-        kept = [(key, value) for key, value in parse_qsl(query, keep_blank_values=True) if key != "password"]
-        return urlunsplit((scheme, netloc, path, urlencode(kept), fragment))
-    params = {key: value for key, value in conninfo_to_dict(conninfo).items() if key != "password"}
-    dbname = str(params.pop("dbname", ""))
-    return "postgresql:///" + quote(dbname, safe="") + ("?" + urlencode(params) if params else "")
 
 
 def _seconds(name: str, value: float) -> float:
