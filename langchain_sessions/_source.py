@@ -13,6 +13,17 @@ from sessions_core.integration import async_twin, ensure_session
 SessionSourceLike = Session | SessionManager | Callable[[str], Session] | str | os.PathLike
 
 
+def checked_conn_string(value: Any, owner: str) -> str:
+    """``value`` if it is a ``from_conn_string`` argument (a path, ``":memory:"`` or a PostgreSQL
+    URL or ``key=value`` string); ``TypeError`` naming ``owner``'s constructor otherwise."""
+    if not isinstance(value, str):
+        raise TypeError(
+            f"from_conn_string takes a path or a PostgreSQL URL, not {type(value).__name__};"
+            f" give a store object or a manager to {owner}(...) itself"
+        )
+    return value
+
+
 def _opened(target: Any) -> Any:
     """A path or URL opened as a ``SessionManager`` (a session per run id); anything else as is."""
     if isinstance(target, (str, os.PathLike)):

@@ -41,6 +41,8 @@ from sessions_core.integration import (
     redact_text,
 )
 
+from ._source import checked_conn_string
+
 __all__ = ["MaskedInterruptWarning", "SessionSaver", "redact_state"]
 
 _LANGGRAPH_METADATA = frozenset({"source", "step", "parents", "run_id"})
@@ -138,12 +140,13 @@ class SessionSaver(BaseCheckpointSaver[str]):
         """A saver over ``conn_string`` (a SQLite path, ``":memory:"``, a ``postgresql://`` URL
         or libpq ``key=value`` string), for ``with`` or ``async with``, which close it: what
         LangGraph's savers' ``from_conn_string`` give, so code written for them runs unchanged."""
-        if not isinstance(conn_string, str):
-            raise TypeError(
-                f"from_conn_string takes a path or a PostgreSQL URL, not {type(conn_string).__name__};"
-                " give a store object or a manager to SessionSaver(...) itself"
-            )
-        return cls(conn_string, serde=serde, namespace=namespace, delete_sessions=delete_sessions, redactor=redactor)
+        return cls(
+            checked_conn_string(conn_string, "SessionSaver"),
+            serde=serde,
+            namespace=namespace,
+            delete_sessions=delete_sessions,
+            redactor=redactor,
+        )
 
     def close(self) -> None:
         """Close the store if this saver opened it (from a path or URL)."""

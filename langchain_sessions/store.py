@@ -39,6 +39,8 @@ from langgraph.store.base import (
 from sessions_core import InvalidInputError, SessionManager
 from sessions_core.integration import ItemPut, Items, ItemVersion, StoredItem, redact_query, run_in_thread
 
+from ._source import checked_conn_string
+
 __all__ = ["SessionStore"]
 
 _KNOWN_NAMESPACES = 4096
@@ -143,12 +145,13 @@ class SessionStore(BaseStore):
         """A store over ``conn_string`` (a SQLite path, ``":memory:"``, a ``postgresql://`` URL
         or libpq ``key=value`` string), for ``with`` or ``async with``, which close it: what
         LangGraph's stores' ``from_conn_string`` give, so code written for them runs unchanged."""
-        if not isinstance(conn_string, str):
-            raise TypeError(
-                f"from_conn_string takes a path or a PostgreSQL URL, not {type(conn_string).__name__};"
-                " give a store object or a manager to SessionStore(...) itself"
-            )
-        return cls(conn_string, index=index, ttl=ttl, namespace=namespace, redactor=redactor)
+        return cls(
+            checked_conn_string(conn_string, "SessionStore"),
+            index=index,
+            ttl=ttl,
+            namespace=namespace,
+            redactor=redactor,
+        )
 
     def setup(self) -> None:
         """Nothing to do: the database's migrations ran when it was opened (LangGraph's stores
