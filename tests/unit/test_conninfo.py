@@ -17,6 +17,7 @@ from sessions_core.stores.conninfo import hide_password, is_postgres_conninfo
         ),
         ("host=db dbname=app user=ada password=hunter2", "host=db dbname=app user=ada password=***"),
         ("host=db password = 'hun ter\\'2' dbname=app", "host=db password = *** dbname=app"),
+        ("host=db password=hun\\ ter2 dbname=app", "host=db password=*** dbname=app"),
         ("postgresql://ada@db/app", "postgresql://ada@db/app"),
         ("host=db dbname=app", "host=db dbname=app"),
     ],

@@ -14,7 +14,7 @@ of a SQLite database does."""
 
 _URL_USER_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")  # postgresql://user:secret@host
 _URL_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*")  # ...?password=secret
-_KEY_VALUE_PASSWORD = re.compile(r"(\bpassword\s*=\s*)(?:'(?:[^'\\]|\\.)*'|\S+)")  # password='a b'
+_KEY_VALUE_PASSWORD = re.compile(r"(\bpassword\s*=\s*)(?:'(?:[^'\\]|\\.)*'|(?:\\.|\S)+)")  # password='a b', a\ b
 
 
 def is_postgres_conninfo(text: str) -> bool:
