@@ -13,6 +13,10 @@ checkpoint of a random thread (with 2 pending writes) and ``--ops`` puts (each t
 checkpoint of a random thread), the two savers taking turns every 25 calls; the figure is the
 median round, per call. Ratio: ours / theirs (at most 1.0 is the target). Results:
 ``results/langgraph_saver.json``.
+
+``--delta 10,30,100`` measures instead ``get_delta_channel_history`` (what a graph with a
+``DeltaChannel`` reads to rebuild its value) over that many ancestors: ours, the base class's
+walk on our saver, and LangGraph's saver's own.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -205,13 +210,75 @@ def run(pair: Any, sizes: list[int], ops: int) -> dict[str, Any]:
         return by_size
 
 
+def delta_chain(saver: BaseCheckpointSaver, thread_id: str, depth: int) -> dict[str, Any]:
+    """A chain of ``depth + 1`` checkpoints, each with a task's write of one message to
+    ``messages``, whose value is stored only at the root (as a ``DeltaChannel`` stores it between
+    snapshots); the config of its last checkpoint."""
+    parent: str | None = None
+    for n in range(depth + 1):
+        checkpoint = empty_checkpoint()
+        checkpoint["id"] = str(uuid6(clock_seq=n))
+        checkpoint["channel_values"] = {"messages": [HumanMessage("seed")]} if n == 0 else {"step": n}
+        configurable = {"thread_id": thread_id, "checkpoint_ns": "", **({"checkpoint_id": parent} if parent else {})}
+        stored = saver.put({"configurable": configurable}, checkpoint, {"source": "loop", "step": n, "parents": {}}, {})
+        saver.put_writes(stored, [("messages", [HumanMessage(f"message {n}")])], "task")
+        parent = checkpoint["id"]
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": parent}}
+
+
+def measure_delta(pair: Any, depths: list[int], calls: int = 30) -> dict[str, Any]:
+    """``get_delta_channel_history`` of ``messages`` over ``depth`` ancestors: ours, the base
+    class's walk (one ``get_tuple`` an ancestor, what a saver without its own method does) on
+    our saver, and LangGraph's saver's own; median ms of ``calls``, the three taking turns."""
+    found: dict[str, Any] = {}
+    with pair as (ours, theirs):
+        for depth in depths:
+            ours_config = delta_chain(ours, f"delta-{depth}", depth)
+            theirs_config = delta_chain(theirs, f"delta-{depth}", depth)
+            ways: dict[str, Callable[[], Any]] = {
+                "ours": partial(ours.get_delta_channel_history, config=ours_config, channels=["messages"]),
+                "base_walk": partial(
+                    BaseCheckpointSaver.get_delta_channel_history, ours, config=ours_config, channels=["messages"]
+                ),
+                "theirs": partial(theirs.get_delta_channel_history, config=theirs_config, channels=["messages"]),
+            }
+            assert ways["ours"]() == ways["base_walk"]()
+            times: dict[str, list[float]] = {name: [] for name in ways}
+            for _ in range(calls):
+                for name, way in ways.items():
+                    start = time.perf_counter()
+                    way()
+                    times[name].append((time.perf_counter() - start) * 1000)
+            found[str(depth)] = {name: round(statistics.median(values), 2) for name, values in times.items()}
+            print(f"  delta history over {depth} ancestors (ms): {json.dumps(found[str(depth)])}", file=sys.stderr)
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--ops", type=int, default=300)
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument(
+        "--delta", default=None, metavar="DEPTHS", help="only get_delta_channel_history over these numbers of ancestors"
+    )
     parser.add_argument("--out", type=Path, default=HERE / "results" / "langgraph_saver.json")
     args = parser.parse_args(argv)
+    if args.delta:
+        depths = [int(depth) for depth in args.delta.split(",")]
+        delta: dict[str, Any] = {}
+        with tempfile.TemporaryDirectory() as folder:
+            delta["sqlite"] = measure_delta(sqlite_pair(Path(folder)), depths)
+        if not args.no_postgres:
+            url = os.environ.get("SESSIONS_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+            delta["postgres"] = measure_delta(postgres_pair(url), depths)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"delta_history_ms": delta}, indent=2) + "\n")
+        for backend, by_depth in delta.items():
+            for depth, ms in by_depth.items():
+                line = f"ours {ms['ours']} ms, base walk {ms['base_walk']} ms, theirs {ms['theirs']} ms"
+                print(f"{backend} {depth} ancestors: {line}")
+        return 0
     sizes = [int(size) for size in args.sizes.split(",")]
     results: dict[str, Any] = {"sizes": sizes, "ops_per_round": args.ops, "rounds": ROUNDS, "per_thread": PER_THREAD}
     with tempfile.TemporaryDirectory() as folder:

@@ -11,7 +11,7 @@ import dataclasses
 import json
 import random
 import warnings
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
@@ -23,6 +23,8 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
+    PendingWrite,
     get_checkpoint_id,
     get_checkpoint_metadata,
     writes_sort_key,
@@ -387,6 +389,54 @@ class SessionSaver(BaseCheckpointSaver[str]):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await self.checkpoints.aprune([str(t) for t in thread_ids], strategy=strategy)
 
+    # -- DeltaChannel history (one statement per page of ancestors, not one per ancestor) ----
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """What ``BaseCheckpointSaver``'s walk gives (each channel's writes since its nearest
+        stored value, and that value), read a page of ancestors per statement instead of one
+        ``get_tuple`` per ancestor; a chain that loops ends where it repeats."""
+        if not channels:
+            return {}
+        walk = _DeltaWalk(channels, self.serde)
+        thread_id, checkpoint_ns, start = self._delta_start(config)
+        if start is _LATEST:
+            latest = self.checkpoints.get(thread_id, checkpoint_ns, None)
+            start = None if latest is None else latest.parent_checkpoint_id
+            walk.skip_first = False
+        page = _ANCESTORS_FIRST_PAGE
+        while isinstance(start, str) and walk.remaining:
+            rows = self.checkpoints.ancestors(thread_id, checkpoint_ns, start, page, sorted(walk.remaining))
+            start = walk.take(rows, page)
+            page = min(page * _ANCESTORS_GROWTH, _ANCESTORS_MAX_PAGE)
+        return walk.result()
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        if not channels:
+            return {}
+        walk = _DeltaWalk(channels, self.serde)
+        thread_id, checkpoint_ns, start = self._delta_start(config)
+        if start is _LATEST:
+            latest = await self.checkpoints.aget(thread_id, checkpoint_ns, None)
+            start = None if latest is None else latest.parent_checkpoint_id
+            walk.skip_first = False
+        page = _ANCESTORS_FIRST_PAGE
+        while isinstance(start, str) and walk.remaining:
+            rows = await self.checkpoints.aancestors(thread_id, checkpoint_ns, start, page, sorted(walk.remaining))
+            start = walk.take(rows, page)
+            page = min(page * _ANCESTORS_GROWTH, _ANCESTORS_MAX_PAGE)
+        return walk.result()
+
+    @staticmethod
+    def _delta_start(config: RunnableConfig) -> tuple[str, str, Any]:
+        configurable = _configurable(config)
+        checkpoint_id = get_checkpoint_id(config)
+        start = _LATEST if checkpoint_id is None else str(checkpoint_id)
+        return str(configurable["thread_id"]), configurable.get("checkpoint_ns", ""), start
+
     def get_next_version(self, current: str | None, channel: None) -> str:
         """A channel's next version: ``"<n, 32 digits>.<random>"``, increasing (as LangGraph's
         own SQL savers make them)."""
@@ -397,6 +447,65 @@ class SessionSaver(BaseCheckpointSaver[str]):
         else:
             number = int(current.split(".")[0])
         return f"{number + 1:032}.{random.random():016}"
+
+
+_LATEST = object()
+"""A config that names no checkpoint: its thread's latest."""
+_ANCESTORS_FIRST_PAGE = 32
+"""Ancestors read by the first statement of a DeltaChannel walk: LangGraph stores a channel's
+value every 100 updates, so a walk reads some tens of ancestors; each next page is
+``_ANCESTORS_GROWTH`` times larger, up to ``_ANCESTORS_MAX_PAGE``."""
+_ANCESTORS_GROWTH = 8
+_ANCESTORS_MAX_PAGE = 1024
+
+
+class _DeltaWalk:
+    """``BaseCheckpointSaver.get_delta_channel_history``'s walk over pages of ancestors: each
+    ancestor's writes to the channels still seeking a value (newest first, collected before its
+    own value is looked at), until each channel finds a stored value."""
+
+    def __init__(self, channels: Sequence[str], serde: SerializerProtocol) -> None:
+        self.channels = channels
+        self.serde = serde
+        self.remaining = set(channels)
+        self.collected: dict[str, list[PendingWrite]] = {channel: [] for channel in channels}
+        self.seeds: dict[str, Any] = {}
+        self.walked: set[str] = set()
+        self.skip_first = True
+        """The first row read is the target itself, whose writes and value do not count."""
+
+    def take(self, rows: list[CheckpointRow], page: int) -> str | None:
+        """Walk ``rows`` (a page of ancestors, nearest first); the id to read the next page
+        from, or ``None`` when the walk is over."""
+        full = len(rows) == page
+        if self.skip_first:
+            if not rows:
+                return None
+            self.walked.add(rows[0].checkpoint_id)
+            rows, self.skip_first = rows[1:], False
+        for row in rows:
+            if row.checkpoint_id in self.walked or not self.remaining:
+                return None
+            self.walked.add(row.checkpoint_id)
+            writes = sorted(row.writes, key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
+            for write in reversed(writes):
+                if write.channel in self.remaining:
+                    value = self.serde.loads_typed((write.type, write.value))  # type: ignore[arg-type]
+                    self.collected[write.channel].append((write.task_id, write.channel, value))
+            values = self.serde.loads_typed((row.type, row.checkpoint))["channel_values"]
+            for channel in [c for c in self.remaining if c in values]:
+                self.seeds[channel] = values[channel]
+                self.remaining.discard(channel)
+        return rows[-1].parent_checkpoint_id if full and rows and self.remaining else None
+
+    def result(self) -> dict[str, DeltaChannelHistory]:
+        history: dict[str, DeltaChannelHistory] = {}
+        for channel in self.channels:
+            entry: DeltaChannelHistory = {"writes": list(reversed(self.collected[channel]))}
+            if channel in self.seeds:
+                entry["seed"] = self.seeds[channel]
+            history[channel] = entry
+        return history
 
 
 def _configurable(config: RunnableConfig) -> dict[str, Any]:

@@ -64,6 +64,12 @@ class CheckpointsTwins:
         """Async twin of :meth:`Checkpoints.get`."""
         ...
 
+    async def aancestors(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, limit: int, channels: Sequence[str] | None = None
+    ) -> list[CheckpointRow]:
+        """Async twin of :meth:`Checkpoints.ancestors`."""
+        ...
+
     async def adelete_thread(self, thread_id: str) -> None:
         """Async twin of :meth:`Checkpoints.delete_thread`."""
         ...

@@ -38,6 +38,9 @@ PRUNE_STRATEGIES = ("keep_latest", "delete")
 LIST_PAGE = 100
 """Checkpoints read per statement while listing (a listing holds at most one page of them)."""
 
+MAX_CHANNELS = 100
+"""Channels whose writes one read of ancestors may name (each a parameter of its statement)."""
+
 _ID_CACHE = 65_536
 """Threads remembered as registered (and their storage ids), at most this many, the first
 remembered forgotten first: a put to a thread not among them reads the registry first (a round
@@ -140,6 +143,32 @@ class Checkpoints(AsyncTwins, CheckpointsTwins):
         """The checkpoint ``checkpoint_id`` of the thread (``None``: its latest in
         ``checkpoint_ns``) with its pending writes, or ``None``."""
         return self.store.get_checkpoint(self.storage_id(thread_id), checkpoint_ns, checkpoint_id)
+
+    @io
+    def ancestors(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        limit: int,
+        channels: Sequence[str] | None = None,
+    ) -> list[CheckpointRow]:
+        """The checkpoint ``checkpoint_id`` and then its ancestors, nearest first, ``limit`` at
+        most, each with its pending writes (``channels``: those to these channels only), in one
+        statement (``[]``: no such checkpoint); to walk further, ask again from the last one's
+        parent. A chain that loops repeats ids."""
+        if not isinstance(limit, int) or limit < 1:
+            raise InvalidInputError(f"limit is an integer >= 1, not {limit!r}")
+        if channels is not None:
+            channels = list(channels)
+            if not all(isinstance(channel, str) for channel in channels):
+                raise InvalidInputError(f"channels are strings, not {channels!r}")
+            channels = [check_text(channel, "channel") for channel in channels]
+            if len(channels) > MAX_CHANNELS:
+                raise InvalidInputError(f"at most {MAX_CHANNELS} channels at a time, not {len(channels)}")
+        return self.store.checkpoint_ancestors(
+            self.storage_id(thread_id), checkpoint_ns, checkpoint_id, limit, channels
+        )
 
     def list_checkpoints(
         self,

@@ -866,6 +866,21 @@ class CheckpointStore(RequiredStore):
         one statement; ``None`` when there is none."""
         _refuse(self, "CheckpointStore", "get_checkpoint")
 
+    def checkpoint_ancestors(
+        self,
+        session_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        limit: int,
+        channels: Sequence[str] | None = None,
+    ) -> list[CheckpointRow]:
+        """The checkpoint ``checkpoint_id`` and then its ancestors (following
+        ``parent_checkpoint_id``), nearest first, ``limit`` at most, each with its writes (with
+        ``channels``: its writes to those channels only), read in one statement; ``[]`` when the
+        checkpoint is not stored. A chain that loops (a checkpoint put again under a descendant)
+        repeats ids until ``limit``."""
+        _refuse(self, "CheckpointStore", "checkpoint_ancestors")
+
     def list_checkpoints(
         self, query: CheckpointQuery, limit: int, after: CheckpointKey | None = None
     ) -> list[CheckpointRow]:

@@ -141,6 +141,16 @@ _FRAGMENTS = {
     "{json}": "CAST(:metadata AS jsonb)",
     "{json_text}": "CAST(metadata AS text)",
     "{json_text_of_c}": "CAST(c.metadata AS text)",
+    # A LATERAL subquery with LIMIT or OFFSET is not flattened into a join: it runs once a row of
+    # a, by its primary key, however few rows the statistics say the tables hold.
+    "{parent_of_a}": (
+        "CROSS JOIN LATERAL (SELECT * FROM checkpoints WHERE session_id = :s AND checkpoint_ns = :ns"
+        " AND checkpoint_id = a.parent_checkpoint_id LIMIT 1) c"
+    ),
+    "{writes_of_a}": (
+        "CROSS JOIN LATERAL (SELECT * FROM checkpoint_writes WHERE session_id = :s AND checkpoint_ns = :ns"
+        " AND checkpoint_id = a.checkpoint_id OFFSET 0) w"
+    ),
     "{has_delta}": "(metadata ? 'counters_since_delta_snapshot' OR metadata ? 'delta_writes_versioned')",
     "{value_text}": "CAST(value AS text)",
     "{as_json}": "::jsonb",

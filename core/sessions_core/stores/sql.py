@@ -575,6 +575,30 @@ GET_CHECKPOINT_AT = _GET_CHECKPOINT.replace("{id}", ":id")
 """The checkpoint (kind 0) and its writes (kind 1) in one statement: ``(kind, checkpoint id |
 task id, parent | channel, type, metadata | task path, checkpoint | value, 0 | idx, thread id)``."""
 
+CHECKPOINT_ANCESTORS = """
+    WITH RECURSIVE chain(depth, checkpoint_id, parent_checkpoint_id, type, metadata, checkpoint, thread_id) AS (
+        SELECT 0, checkpoint_id, parent_checkpoint_id, type, {json_text}, checkpoint, thread_id FROM checkpoints
+        WHERE session_id = :s AND checkpoint_ns = :ns AND checkpoint_id = :id
+        UNION ALL
+        SELECT a.depth + 1, c.checkpoint_id, c.parent_checkpoint_id, c.type, {json_text_of_c}, c.checkpoint,
+            c.thread_id
+        FROM chain a {parent_of_a}
+        WHERE a.depth + 1 < :limit
+    )
+    SELECT 0, depth, checkpoint_id, parent_checkpoint_id, type, metadata, checkpoint, 0, thread_id FROM chain
+    UNION ALL
+    SELECT 1, a.depth, w.task_id, w.channel, w.type, w.task_path, w.value, w.idx, NULL
+    FROM chain a {writes_of_a}
+    WHERE {channels}
+"""
+"""A checkpoint and its ancestors by ``parent_checkpoint_id`` (``depth`` 0, 1, ...; fewer than
+``:limit``), each (kind 0) with its writes (kind 1; ``{channels}``: a condition on ``w.channel``),
+in one statement: ``(kind, depth, checkpoint id | task id, parent | channel, type, metadata |
+task path, checkpoint | value, 0 | idx, thread id)``. Each step is one primary-key lookup
+(``{parent_of_a}`` and ``{writes_of_a}`` pin the chain as the outer loop, whatever the
+planner's statistics). A chain that loops (a checkpoint put again under a descendant) ends at
+``:limit``."""
+
 LIST_CHECKPOINTS = """
     WITH page AS (
         SELECT session_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE {where}
@@ -872,6 +896,7 @@ class SqlStore(RecallStore, InspectableStore):
         self._put_checkpoint, self._bind_checkpoint = self._by_position(PUT_CHECKPOINT, CHECKPOINT_PARAMS)
         self._get_latest_checkpoint = c(GET_LATEST_CHECKPOINT)
         self._get_checkpoint_at = c(GET_CHECKPOINT_AT)
+        self._ancestors_sql: dict[int, str] = {}
         self._writes_sql: dict[tuple[int, bool], tuple[str, Callable[[tuple[Any, ...]], Any]]] = {}
 
     # -- the dialect's hooks ---------------------------------------------------------------
@@ -1644,6 +1669,37 @@ class SqlStore(RecallStore, InspectableStore):
         if found is None:
             return None
         return CheckpointRow(*found, tuple(writes))
+
+    def checkpoint_ancestors(
+        self,
+        session_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        limit: int,
+        channels: Sequence[str] | None = None,
+    ) -> list[CheckpointRow]:
+        params: dict[str, Any] = {"s": session_id, "ns": checkpoint_ns, "id": checkpoint_id, "limit": limit}
+        count = -1 if channels is None else len(channels)
+        sql = self._ancestors_sql.get(count)
+        if sql is None:
+            if channels is None:
+                only = "1 = 1"
+            elif not channels:
+                only = "1 = 0"
+            else:
+                only = f"w.channel IN ({', '.join(f':c{n}' for n in range(count))})"
+            sql = self._ancestors_sql[count] = self.compile(CHECKPOINT_ANCESTORS.replace("{channels}", only))
+        params.update((f"c{n}", channel) for n, channel in enumerate(channels or ()))
+        rows = self._single(lambda conn: conn.execute(sql, params).fetchall(), write=False)
+        found: dict[int, tuple[str, str, str, str | None, str, bytes, str]] = {}
+        writes: dict[int, list[CheckpointWrite]] = {}
+        for kind, depth, a, b, type_, c, data, idx, thread_id in rows:
+            if kind == 0:
+                found[depth] = (thread_id, checkpoint_ns, a, b, type_, bytes(data), c)
+            else:
+                value = None if data is None else bytes(data)
+                writes.setdefault(depth, []).append(CheckpointWrite(a, idx, b, type_, value, c))
+        return [CheckpointRow(*found[depth], tuple(writes.get(depth, ()))) for depth in sorted(found)]
 
     def _checkpoint_where(self, query: CheckpointQuery) -> tuple[str, dict[str, Any]]:
         conditions: list[str] = []

@@ -115,6 +115,15 @@ _FRAGMENTS = {
     "{json}": ":metadata",
     "{json_text}": "metadata",
     "{json_text_of_c}": "c.metadata",
+    # SQLite keeps the left table of a CROSS JOIN as the outer loop: one key lookup a row of a.
+    "{parent_of_a}": (
+        "CROSS JOIN checkpoints c"
+        " ON c.session_id = :s AND c.checkpoint_ns = :ns AND c.checkpoint_id = a.parent_checkpoint_id"
+    ),
+    "{writes_of_a}": (
+        "CROSS JOIN checkpoint_writes w"
+        " ON w.session_id = :s AND w.checkpoint_ns = :ns AND w.checkpoint_id = a.checkpoint_id"
+    ),
     "{has_delta}": "json_type(metadata, '$.counters_since_delta_snapshot') IS NOT NULL",
     "{value_text}": "value",
     "{as_json}": "",

@@ -3,6 +3,7 @@ session of the manager's namespace; a checkpoint and its pending writes are read
 one call, the latest by id; writes are replaced or kept as asked; listing filters by thread,
 checkpoint namespace, metadata, ``before`` and ``limit``, newest first, across pages; deleting a
 thread removes its checkpoints (or, asked to, erases its whole session), copying keeps ids,
+a checkpoint's ancestors are read by pages along its parents,
 runs and prunes remove exactly what they name; removing a session removes its checkpoints;
 bad input changes nothing. A store without the capability skips it."""
 
@@ -87,6 +88,33 @@ def test_a_checkpoint_reads_back_whole_with_its_writes_and_the_latest_wins(make_
     cp.put(CheckpointRow("t1", "", "0002-root", "0001-root", "bytes", b"new", "{}"))
     again = cp.get("t1")
     assert again is not None and again.checkpoint == b"new" and len(again.writes) == 2
+
+
+def test_ancestors_follow_parents_nearest_first_with_their_writes_by_pages(make_manager, drive):
+    cp = _checkpoints(drive, make_manager(namespace="app"))
+    ids = _chain(cp, "t", 6)
+    cp.put(_row("t", "fork", ids[2]))  # a fork's ancestors are those on its own path
+    cp.put(_row("t", "orphan", "never-stored"))
+    cp.put_writes("t", "", ids[3], [CheckpointWrite("task", 0, "messages", "bytes", b"w3", "~p")])
+    cp.put_writes("t", "", ids[4], [CheckpointWrite("task", 1, "x", "null", None)])
+    page = cp.ancestors("t", "", ids[5], 4)
+    assert _ids(page) == [ids[5], ids[4], ids[3], ids[2]]
+    assert page[0] == cp.get("t", "", ids[5])  # each row as get reads it
+    assert page[1].writes == (CheckpointWrite("task", 1, "x", "null", None, ""),)
+    assert page[2].writes == (CheckpointWrite("task", 0, "messages", "bytes", b"w3", "~p"),)
+    only = cp.ancestors("t", "", ids[5], 4, ["messages", "absent"])  # the writes to some channels only
+    assert _ids(only) == _ids(page) and [row.writes for row in only[1:3]] == [(), page[2].writes]
+    assert all(row.writes == () for row in cp.ancestors("t", "", ids[5], 4, []))
+    assert _ids(cp.ancestors("t", "", page[-1].parent_checkpoint_id, 100)) == [ids[1], ids[0]]  # the next page
+    assert _ids(cp.ancestors("t", "", "fork", 100)) == ["fork", ids[2], ids[1], ids[0]]
+    assert _ids(cp.ancestors("t", "", "orphan", 100)) == ["orphan"]  # a parent not stored ends the chain
+    assert cp.ancestors("t", "", "missing", 10) == [] and cp.ancestors("other", "", ids[5], 10) == []
+    assert cp.ancestors("t", "child", ids[5], 10) == []  # another checkpoint namespace
+    cp.put(_row("t", ids[0], ids[5]))  # put again under its descendant: the chain loops
+    assert _ids(cp.ancestors("t", "", ids[1], 5)) == [ids[1], ids[0], ids[5], ids[4], ids[3]]  # up to the limit
+    for bad in ({"limit": 0}, {"channels": [3]}, {"channels": ["x"] * 101}):
+        with pytest.raises(InvalidInputError):
+            cp.ancestors("t", "", ids[5], bad.get("limit", 5), bad.get("channels"))
 
 
 def test_a_thread_is_a_session_of_the_managers_namespace(make_manager, drive, backend):
