@@ -179,6 +179,23 @@ def test_a_libpq_key_value_string_opens_postgresql_and_no_error_shows_its_passwo
     refused.close()
 
 
+def test_one_thread_of_calls_uses_one_pooled_connection(schema):
+    # A first call that found the pool still connecting made it grow a second connection, which
+    # calls then took in turn (each on a colder server process: 1.2x PostgresSaver's put time
+    # where one connection gives 1.0x).
+    store = _store(schema)
+    try:
+        with SessionManager(store, namespace="one") as manager:
+            info = manager.create("chat")
+            for n in range(20):
+                manager.append(info.id, _msg(f"m{n}"))
+                manager.get_history(info.id)
+        stats = store._current_pool().get_stats()
+        assert stats["pool_size"] == 1 and stats.get("requests_queued", 0) == 0, stats
+    finally:
+        store.close()
+
+
 def test_schema_sql_can_be_run_by_an_administrator(schema):
     import psycopg
 

@@ -66,7 +66,9 @@ def proxy():
 
 
 def test_a_call_to_a_frozen_network_ends_with_a_store_error_within_the_statement_timeout(schema, proxy):
-    store = _store(_url(port=str(proxy.port)), schema=schema, statement_timeout=1.0, min_size=1, max_size=2)
+    # Two pooled connections, so that each frozen call runs on an open one (the first is cut by the
+    # watchdog; a new one through the frozen proxy would fail to connect, which is another error).
+    store = _store(_url(port=str(proxy.port)), schema=schema, statement_timeout=1.0, min_size=2, max_size=2)
     session = Session(store).for_session("s")
     try:
         session.append_message(msg("before"))

@@ -679,7 +679,7 @@ class PostgresStore(SqlStore):
                     raise StoreError(f"{self!r} is closed")
                 self._probe(None)
                 _PoolNoise.install()
-                self._pool = ConnectionPool(
+                pool = ConnectionPool(
                     self._conninfo,
                     **self._pool_options,
                     open=True,
@@ -687,6 +687,11 @@ class PostgresStore(SqlStore):
                     configure=self._configure,
                     name=_POOL_NAME,
                 )
+                # A first call that finds the pool still connecting makes it grow a connection, and
+                # calls then take the idle ones in turn: each on a colder server process.
+                with contextlib.suppress(PoolTimeout):
+                    pool.wait(timeout=self._connect_timeout)
+                self._pool = pool
             return self._pool
 
     def _probe(self, pool: ConnectionPool | None) -> None:
