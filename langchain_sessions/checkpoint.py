@@ -403,8 +403,7 @@ class SessionSaver(BaseCheckpointSaver[str]):
         thread_id, checkpoint_ns, start = self._delta_start(config)
         if start is _LATEST:
             latest = self.checkpoints.get(thread_id, checkpoint_ns, None)
-            start = None if latest is None else latest.parent_checkpoint_id
-            walk.skip_first = False
+            start = None if latest is None else walk.target(latest)
         page = _ANCESTORS_FIRST_PAGE
         while isinstance(start, str) and walk.remaining:
             rows = self.checkpoints.ancestors(thread_id, checkpoint_ns, start, page, sorted(walk.remaining))
@@ -421,8 +420,7 @@ class SessionSaver(BaseCheckpointSaver[str]):
         thread_id, checkpoint_ns, start = self._delta_start(config)
         if start is _LATEST:
             latest = await self.checkpoints.aget(thread_id, checkpoint_ns, None)
-            start = None if latest is None else latest.parent_checkpoint_id
-            walk.skip_first = False
+            start = None if latest is None else walk.target(latest)
         page = _ANCESTORS_FIRST_PAGE
         while isinstance(start, str) and walk.remaining:
             rows = await self.checkpoints.aancestors(thread_id, checkpoint_ns, start, page, sorted(walk.remaining))
@@ -473,6 +471,12 @@ class _DeltaWalk:
         self.walked: set[str] = set()
         self.skip_first = True
         """The first row read is the target itself, whose writes and value do not count."""
+
+    def target(self, row: CheckpointRow) -> str | None:
+        """The walk starts from ``row`` (the thread's latest, read apart): its parent."""
+        self.walked.add(row.checkpoint_id)
+        self.skip_first = False
+        return row.parent_checkpoint_id
 
     def take(self, rows: list[CheckpointRow], page: int) -> str | None:
         """Walk ``rows`` (a page of ancestors, nearest first); the id to read the next page
