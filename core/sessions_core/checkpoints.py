@@ -161,11 +161,10 @@ class Checkpoints(AsyncTwins, CheckpointsTwins):
             raise InvalidInputError(f"limit is an integer >= 1, not {limit!r}")
         if channels is not None:
             channels = list(channels)
-            if not all(isinstance(channel, str) for channel in channels):
-                raise InvalidInputError(f"channels are strings, not {channels!r}")
-            channels = [check_text(channel, "channel") for channel in channels]
-            if len(channels) > MAX_CHANNELS:
-                raise InvalidInputError(f"at most {MAX_CHANNELS} channels at a time, not {len(channels)}")
+            if len(channels) > MAX_CHANNELS or not all(isinstance(channel, str) for channel in channels):
+                raise InvalidInputError(f"channels are at most {MAX_CHANNELS} strings, not {channels!r}")
+            for channel in channels:
+                check_text(channel, "channel")
         return self.store.checkpoint_ancestors(
             self.storage_id(thread_id), checkpoint_ns, checkpoint_id, limit, channels
         )

@@ -8,6 +8,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 __all__ = ["hide_password", "is_postgres_conninfo", "url_without_password"]
 
+_URL_SCHEMES = ("postgresql://", "postgres://")
 _LIBPQ_KEY_VALUE = re.compile(r"\s*(?:host|hostaddr|port|dbname|user|password|service|sslmode)\s*=")
 """How a libpq ``key=value`` connection string starts (``"host=db dbname=app"``); no file name
 of a SQLite database does."""
@@ -20,7 +21,7 @@ _KEY_VALUE_PASSWORD = re.compile(r"(\bpassword\s*=\s*)(?:'(?:[^'\\]|\\.)*'|(?:\\
 def is_postgres_conninfo(text: str) -> bool:
     """Whether ``text`` names a PostgreSQL database: a ``postgresql://`` URL or a libpq
     ``key=value`` string, rather than a SQLite path."""
-    return text.startswith(("postgresql://", "postgres://")) or _LIBPQ_KEY_VALUE.match(text) is not None
+    return text.startswith(_URL_SCHEMES) or _LIBPQ_KEY_VALUE.match(text) is not None
 
 
 def hide_password(conninfo: str) -> str:
@@ -34,7 +35,7 @@ def hide_password(conninfo: str) -> str:
 def url_without_password(conninfo: str) -> str:
     """``conninfo`` (a URL or a libpq ``key=value`` string) as a ``postgresql://`` URL without
     its password; a URL keeps its shape, a ``key=value`` string becomes query parameters."""
-    if conninfo.startswith(("postgresql://", "postgres://")):
+    if conninfo.startswith(_URL_SCHEMES):
         scheme, netloc, path, query, fragment = urlsplit(conninfo)
         userinfo, at, hosts = netloc.rpartition("@")
         if at:
