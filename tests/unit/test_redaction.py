@@ -85,6 +85,57 @@ def test_generated_values_are_masked(kind: str) -> None:
     assert 1 - len(missed) / VALUES_PER_KIND >= 0.99, missed[:10]
 
 
+@pytest.mark.parametrize(
+    "locale",
+    ["en_GB", "en_CA", "de_DE", "fr_FR", "es_ES", "nl_NL", "pl_PL", "pt_BR", "ru_RU", "zh_CN", "ja_JP", "ko_KR"],
+)
+def test_phone_numbers_written_as_other_countries_write_them_are_masked(locale: str) -> None:
+    # A country code with "(0)", an area code after a trunk 0 then seven or eight digits, groups of
+    # two, a trunk and an area code in parentheses ("8 (066) 907-43-91"), an extension after a space.
+    fake = faker.Faker(locale)
+    fake.seed_instance(32)
+    redactor = PIIRedactor()
+    values = [fake.phone_number() for _ in range(2_000)]
+    missed = [v for v in values if redactor(f"Sure, it is {v}, as I said.") != "Sure, it is [PHONE], as I said."]
+    assert len(missed) / len(values) <= 0.01, missed[:10]
+
+
+def _numbers_that_are_no_phone_or_card() -> dict[str, list[str]]:
+    rng = random.Random(32)
+    seconds = [rng.randrange(1_000_000_000, 2_000_000_000) for _ in range(2_000)]
+    return {
+        "unix time": [str(s) for s in seconds],
+        "unix time in ms": [f"{s}{rng.randrange(1000):03d}" for s in seconds],
+        "date and time": [
+            f"2024-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d} 10:{rng.randrange(60):02d}" for _ in range(500)
+        ]
+        + [f"{rng.randrange(1, 29):02d}.{rng.randrange(1, 13):02d}.2025 09:30" for _ in range(500)],
+        "decimal": [f"{rng.random() * 1000:.9f}" for _ in range(1_000)],
+        "version": [f"{rng.randrange(10)}.{rng.randrange(100)}.{rng.randrange(10**6, 10**8)}" for _ in range(1_000)],
+        "dotted thousands": [
+            f"{rng.randrange(1, 999)}.{rng.randrange(1000):03d}.{rng.randrange(1000):03d}" for _ in range(1_000)
+        ],
+    }
+
+
+@pytest.mark.parametrize("kind", sorted(_numbers_that_are_no_phone_or_card()))
+def test_times_decimals_and_versions_are_kept(kind: str) -> None:
+    redactor = PIIRedactor()
+    values = _numbers_that_are_no_phone_or_card()[kind]
+    assert [v for v in values if redactor(f"the value is {v} here") != f"the value is {v} here"] == []
+
+
+def test_long_order_numbers_are_kept_unless_they_are_a_networks_card_number() -> None:
+    # A bare run of 12-15 digits is no phone number; it is a card only when it starts as a
+    # network's numbers do, has its length and passes Luhn (about 2% of random order numbers).
+    rng, redactor = random.Random(32), PIIRedactor()
+    values = [str(rng.randrange(10**11, 10**15)) for _ in range(5_000)]
+    masked = [v for v in values if redactor(f"order {v} shipped") != f"order {v} shipped"]
+    assert len(masked) / len(values) <= 0.03
+    assert all(redactor(f"order {v} shipped") == "order [CARD] shipped" for v in masked)
+    assert redactor("call +448081570344 now") == "call [PHONE] now"  # not '+' then a card
+
+
 @pytest.mark.skipif(not LOCOMO.is_dir(), reason=f"LoCoMo data not found at {LOCOMO}")
 def test_real_conversations_are_almost_never_altered() -> None:
     redactor = PIIRedactor()
