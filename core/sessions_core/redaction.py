@@ -195,7 +195,10 @@ DETECTORS: dict[str, _Detector] = {
     ),
     "email": _Detector(
         "EMAIL",
-        re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"),
+        re.compile(
+            r"(?<![\w%+-])(?<![\w%+-]\.)[\w%+-]++(?:\.[\w%+-]++)*+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b",
+            re.ASCII,
+        ),
         needs=_has_at,
     ),
     "iban": _Detector("IBAN", re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b"), _iban, _has_two_digits),
@@ -210,8 +213,9 @@ DETECTORS: dict[str, _Detector] = {
     "phone": _Detector(
         "PHONE",
         re.compile(
-            r"(?<![\w+])(?<!\d[.-])(?P<number>(?:\+\d{1,3}[ .-]?)?(?:\(0\)[ .-]?)?"
-            r"(?:(?:\d{1,2}[ .-]?)?\(\d{1,5}\)[ .-]?)?\d++(?:[ .-]\d++)*+)(?:\s?(?:x|ext\.?)\s?\d{1,5})?(?!\w)"
+            r"(?<![\w+])(?<!\d[ .-])(?P<number>(?:\+\d{1,3}[ .-]?)?(?:\(0\)[ .-]?)?"
+            r"(?:(?:\d{1,2}[ .-]?)?\(\d{1,5}\)[ .-]?)?\d++(?:[ .-]\d++){0,7}+)(?![ .-]\d)"
+            r"(?:\s?(?:x|ext\.?)\s?\d{1,5})?(?!\w)"
         ),
         _phone,
         _has_two_digits,
