@@ -329,7 +329,7 @@ def recall_text(message: SessionMessage) -> str:
 
 _to_json = SessionMessage.__pydantic_serializer__.to_json
 # A run of digits longer than ``int`` reads back (``sys.get_int_max_str_digits``' default).
-_OVERLONG_DIGITS = re.compile(r"\d{4301}")
+_OVERLONG_DIGITS = re.compile(r"(?<!\d)\d{4301}")  # from a run's start only: each digit of it counted once
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _LONG_TEXT = 1 << 20
 """Characters of a text part above which the json module writes the message's JSON: pydantic-core

@@ -28,7 +28,11 @@ def hide_password(conninfo: str) -> str:
     """``conninfo`` (a URL or a libpq ``key=value`` string) with its password, wherever it is
     given, replaced by ``***``: what errors, ``repr`` and logs may show."""
     if "://" in conninfo:
-        return _URL_QUERY_PASSWORD.sub(r"\1***", _URL_USER_PASSWORD.sub(r"\1***@", conninfo))
+        # A user and password end at an '@': substituted before the last, each match is found
+        # once (tried on the whole text, each '://' not followed by one rescanned the rest).
+        end = conninfo.rfind("@") + 1
+        conninfo = _URL_USER_PASSWORD.sub(r"\1***@", conninfo[:end]) + conninfo[end:]
+        return _URL_QUERY_PASSWORD.sub(r"\1***", conninfo)
     return _KEY_VALUE_PASSWORD.sub(r"\1***", conninfo)
 
 
