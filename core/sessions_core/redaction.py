@@ -51,12 +51,15 @@ _DIGIT = re.compile(r"\d")
 _CARD_LENGTHS: tuple[tuple[tuple[str, ...], range], ...] = (
     (("4",), range(13, 20, 3)),  # Visa: 13, 16, 19
     (("51", "52", "53", "54", "55", *map(str, range(2221, 2721))), range(16, 17)),  # Mastercard
+    (("2200", "2201", "2202", "2203", "2204"), range(16, 20)),  # Mir
     (("34", "37"), range(15, 16)),  # American Express
     (("2131", "1800"), range(15, 16)),  # JCB's first numbers
     (("300", "301", "302", "303", "304", "305", "35", "36", "38", "39"), range(14, 20)),  # Diners, JCB
     (("50", "0604", *map(str, range(56, 70))), range(12, 20)),  # Maestro, Discover, UnionPay
+    (("8", "9"), range(16, 17)),  # national networks: RuPay, UnionPay 81, Uzcard, Humo, Troy, Prostir
 )
-"""Payment card numbers by how they start (the networks' IIN ranges) and their lengths."""
+"""Payment card numbers by how they start (the networks' IIN ranges) and their lengths; none
+starts with 1 (a millisecond time) but JCB's 15-digit 1800, or with 7 (fuel cards)."""
 
 
 def _card(match: re.Match[str]) -> bool:

@@ -101,6 +101,16 @@ def test_phone_numbers_written_as_other_countries_write_them_are_masked(locale: 
     assert len(missed) / len(values) <= 0.01, missed[:10]
 
 
+@pytest.mark.parametrize("locale", ["ru_RU", "uk_UA", "fa_IR", "pt_PT", "zh_CN"])
+def test_card_numbers_of_national_networks_are_masked(locale: str) -> None:
+    # Mir (2200-2204), Prostir (9), UnionPay 81, Iran's Shetab banks, Portugal's and China's.
+    fake = faker.Faker(locale)
+    fake.seed_instance(32)
+    redactor = PIIRedactor()
+    values = [fake.credit_card_number() for _ in range(2_000)]
+    assert [v for v in values if v in redactor(f"Sure, it is {v}, as I said.")] == []
+
+
 def _numbers_that_are_no_phone_or_card() -> dict[str, list[str]]:
     rng = random.Random(32)
     seconds = [rng.randrange(1_000_000_000, 2_000_000_000) for _ in range(2_000)]
