@@ -103,10 +103,11 @@ _DATE = re.compile(
 def _phone(match: re.Match[str]) -> bool:
     """Whether digits are written as a phone number: with ``+`` and a country code, 8-15 digits;
     with an area code in parentheses, 9-15; in groups of two digits or more (a first of one:
-    ``1-800``), 9-12, or 15 after an ``00`` prefix; a bare run, 9-11 digits starting with the
-    trunk ``0``, or 10-11 digits but ten starting with 1 (a Unix time of 2001-2033, which no
-    national number without its trunk or country code is). Longer bare runs are order numbers
-    and millisecond times; decimals, dotted thousands and dates are none."""
+    ``1-800``), 9-12, or 15 after an ``00`` prefix, all in pairs only after a trunk ``0``; a bare
+    run, 9-11 digits starting with the trunk ``0``, or 10-11 digits but ten starting with 1 (a
+    Unix time of 2001-2033, which no national number without its trunk or country code is).
+    Longer bare runs are order numbers and millisecond times; decimals, dotted thousands and
+    dates are none."""
     number = match.group("number")
     end = match.end()
     if _in_identifier(match) or match.string[end : end + 1] == ":" or _DATE.match(number):
@@ -125,6 +126,8 @@ def _phone(match: re.Match[str]) -> bool:
     trunk = len(groups[0]) >= 2 and int(digits[0]) == 0  # an area code after the trunk 0: 020 74960729
     if any(not 2 <= len(group) <= (8 if trunk else 6) for group in groups[1:]):
         return False
+    if not trunk and all(len(group) == 2 for group in groups):
+        return False  # scores 98 87 76 65 54; a number in pairs starts with its trunk: 01 41 63 60 83
     if "." in number and not trunk and all(len(group) == 3 for group in groups[1:]):
         return False  # 389.000.000
     return 9 <= count <= (15 if digits.startswith("00") else 12)

@@ -136,6 +136,21 @@ def test_times_decimals_and_versions_are_kept(kind: str) -> None:
     assert [v for v in values if redactor(f"the value is {v} here") != f"the value is {v} here"] == []
 
 
+def test_the_numbers_of_tool_outputs_are_kept() -> None:
+    redactor = PIIRedactor()
+    kept = [
+        '{"id": 1234567890, "created_at": "2024-10-04T10:53:00Z", "size": 104857600}',
+        '{"ts": 1733500000123, "lat": 48.8566, "lon": 2.3522, "price": 1299.99}',
+        "https://example.com/orders/123456789012/items?page=2",
+        "ISBN 978-3-16-148410-0, EAN 4006381333931, GTIN 00012345600012",
+        "balance: 1 234 567,89 EUR; 1,234,567,890 views; population 67 390 000",
+        "2024-10-04 10:53:00.123456, date 04/10/2024 10:53, coords 40.7128 -74.0060",
+        "Build 20241004.1053.7, v1.2.3-rc.4+build.5678, bytes 1048576 2097152 4194304",
+        "scores 98 87 76 65 54, the years 1990 2000 2010 2020, port 5432 and 6379",
+    ]
+    assert [text for text in kept if redactor(text) != text] == []
+
+
 def test_long_order_numbers_are_kept_unless_they_are_a_networks_card_number() -> None:
     # A bare run of 12-15 digits is no phone number; it is a card only when it starts as a
     # network's numbers do, has its length and passes Luhn (about 2% of random order numbers).
