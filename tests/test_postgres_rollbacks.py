@@ -116,3 +116,53 @@ def test_concurrent_batches_of_the_same_items_never_deadlock(store, monkeypatch)
         thread.join(120)
     assert errors == [] and rolled_back == []
     assert all(items.versions(("c",), key) for key in keys)
+
+
+def test_a_deletion_that_found_no_item_leaves_the_vectors_of_one_committed_since(store, monkeypatch):
+    """A batch deletes an item another transaction is inserting (invisible, so nothing is
+    deleted); that transaction commits before the batch's next statement. The live item keeps
+    its vectors: the batch clears the vectors only of an item it deleted (it cleared them after
+    any deletion, locking a live item's vectors without the item: a deadlock with the item's
+    next writer, and the item lost its vectors)."""
+    import psycopg
+
+    from sessions_core.items import ItemPut, Items
+
+    items, schema = Items(store), store.schema
+    writer = psycopg.connect(postgres_url())
+    writer.execute(
+        f'INSERT INTO "{schema}".store_items (namespace, prefix, key, value, version, created_at, updated_at)'
+        " VALUES ('', 'c', 'x', '{}', 1, 0, 0)"
+    )
+    writer.execute(
+        f'INSERT INTO "{schema}".store_item_vectors (namespace, prefix, key, field, vector)'
+        " VALUES ('', 'c', 'x', '$', '\\x00')"
+    )
+    real_write = store._write
+
+    def committing_after_the_delete(work: Any, **options: Any) -> Any:
+        class Connection:
+            def __init__(self, conn: Any) -> None:
+                self.conn = conn
+
+            def execute(self, sql: str, params: Any = None) -> Any:
+                cursor = self.conn.execute(sql, params)
+                if sql.startswith("DELETE FROM") and ".store_items " in sql and not writer.closed:
+                    writer.commit()  # the item and its vector, committed between the two statements
+                    writer.close()
+                return cursor
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.conn, name)
+
+        return real_write(lambda conn: work(Connection(conn)), **options)
+
+    monkeypatch.setattr(store, "_write", committing_after_the_delete)
+    items.put_many([ItemPut(("c",), "x", None)])
+    assert writer.closed
+    monkeypatch.undo()
+    assert items.get_many([(("c",), "x")])[0] is not None
+    with psycopg.connect(postgres_url()) as reader:
+        assert reader.execute(
+            f'SELECT count(*) FROM "{schema}".store_item_vectors WHERE key = %s', ("x",)
+        ).fetchone() == (1,)

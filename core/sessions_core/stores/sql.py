@@ -1835,7 +1835,7 @@ class SqlStore(RecallStore, InspectableStore):
         for chunk in runs:
             if chunk[0].value is None:
                 key = {"ns": namespace, "p": chunk[0].prefix, "k": chunk[0].key}
-                statements += [(delete, key), (clear_vectors, key)]
+                statements.append((delete, key))
                 continue
             rows = [
                 (
@@ -1861,12 +1861,17 @@ class SqlStore(RecallStore, InspectableStore):
             for sql, params in statements:
                 cursor = conn.execute(sql, params)
                 if sql is delete:
+                    # Only an item this statement deleted loses its vectors: one it found absent
+                    # may have been committed since (a new statement, a new snapshot), and its
+                    # vectors are a live item's, locked here without the item (a deadlock with
+                    # its writer) and lost.
                     for (version,) in cursor.fetchall():
                         conn.execute(deleted, {**params, "version": version + 1, "now": now_us})
+                        conn.execute(clear_vectors, params)
             if vectors:
                 self._execute_many(conn, put_vector, vectors)
 
-        if len(statements) == 1 and not vectors:
+        if len(statements) == 1 and not vectors and statements[0][0] is not delete:
             self._single(work, write=True)
         else:
             self._write(work)
