@@ -795,12 +795,24 @@ def for_keys(sql: str, keys: str) -> str:
 
 # A refresh writes only an expiry that moves by at least a hundredth of the TTL (at most a
 # second): an item read again within that keeps its expiry and costs no write.
-REFRESH_ITEMS = f"""
-    UPDATE store_items SET expires_at = :now + CAST(ttl_minutes * 60000000 AS {{bigint}})
-    WHERE namespace = :ns AND prefix = :p AND key IN ({{keys}}) AND ttl_minutes IS NOT NULL AND {ITEM_LIVE}
+_REFRESHABLE = f"""namespace = :ns AND prefix = :p AND key IN ({{keys}}) AND ttl_minutes IS NOT NULL AND {ITEM_LIVE}
     AND (expires_at IS NULL OR expires_at <= :now + CAST(ttl_minutes * 60000000 AS {{bigint}})
-        - CASE WHEN ttl_minutes < 1e6 / 600000 THEN CAST(ttl_minutes * 600000 AS {{bigint}}) ELSE 1000000 END)
-"""
+        - CASE WHEN ttl_minutes < 1e6 / 600000 THEN CAST(ttl_minutes * 600000 AS {{bigint}}) ELSE 1000000 END)"""
+_REFRESH = "UPDATE store_items SET expires_at = :now + CAST(ttl_minutes * 60000000 AS {bigint}) WHERE "
+REFRESH_ITEM = _REFRESH + _REFRESHABLE
+REFRESH_ITEMS = f"{_REFRESH}seq IN (SELECT seq FROM store_items WHERE {_REFRESHABLE} ORDER BY key {{for_update}})"
+"""Refresh several items, locking their rows in key order as a put does: updated where a scan
+found them (a bitmap scan: where each row's latest version lies), concurrent refreshes of the
+same items locked them in different orders and deadlocked (PostgreSQL rolled one back after a
+second). One item's refresh is ``REFRESH_ITEM``, without the ordered subquery."""
+
+
+def refresh_sql(keys: str) -> str:
+    """``REFRESH_ITEM`` or ``REFRESH_ITEMS`` for a ``{keys}`` list of one key or several."""
+    return REFRESH_ITEMS if "," in keys else REFRESH_ITEM
+
+
+REFRESH_AND_GET_ITEM = f"WITH refreshed AS ({REFRESH_ITEM} RETURNING 1) {GET_ITEMS}"
 REFRESH_AND_GET_ITEMS = f"WITH refreshed AS ({REFRESH_ITEMS} RETURNING 1) {GET_ITEMS}"
 """``GET_ITEMS`` after ``REFRESH_ITEMS``, one statement where a ``WITH`` may write (PostgreSQL): the
 rows are read as they were before the refresh, which moves only ``expires_at``, not read."""
@@ -1896,7 +1908,7 @@ class SqlStore(RecallStore, InspectableStore):
         """``keys`` by prefix, in lists of at most ``max_list``: each list's ``{keys}`` and the
         parameters that bind it with ``:ns``, ``:p`` and ``:now``."""
         grouped: dict[str, list[str]] = {}
-        for prefix, key in keys:
+        for prefix, key in sorted(set(keys)):  # one order for every writer: a refresh locks its rows
             grouped.setdefault(prefix, []).append(key)
         for prefix, group in grouped.items():
             for start in range(0, len(group), self.max_list):
@@ -1923,7 +1935,7 @@ class SqlStore(RecallStore, InspectableStore):
 
     def refresh_items(self, namespace: str, keys: Sequence[tuple[str, str]], now_us: int) -> None:
         statements = [
-            (self.compile(for_keys(REFRESH_ITEMS, listed)), params)
+            (self.compile(for_keys(refresh_sql(listed), listed)), params)
             for listed, params in self._key_lists(namespace, keys, now_us)
         ]
 
@@ -1939,7 +1951,7 @@ class SqlStore(RecallStore, InspectableStore):
     def _refreshed(self, keys: str, params: dict[str, Any]) -> list[Any]:
         """The rows of ``GET_ITEMS`` for ``keys`` (its ``{keys}``, bound in ``params``), each item
         with a TTL refreshed first, in one transaction."""
-        refresh, get = self.compile(for_keys(REFRESH_ITEMS, keys)), self.compile(for_keys(GET_ITEMS, keys))
+        refresh, get = self.compile(for_keys(refresh_sql(keys), keys)), self.compile(for_keys(GET_ITEMS, keys))
 
         def work(conn: Any) -> list[Any]:
             conn.execute(refresh, params)
