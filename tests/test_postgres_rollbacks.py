@@ -168,11 +168,13 @@ def test_a_deletion_that_found_no_item_leaves_the_vectors_of_one_committed_since
         ).fetchone() == (1,)
 
 
-def test_concurrent_refreshes_of_the_same_items_never_deadlock(store, monkeypatch):
-    """Reads with ``refresh`` (a LangGraph store with a TTL refreshes on every read) of the
-    same items at once: a small table is scanned in its rows' physical order, which each
-    refresh changes (a new row version), so refreshes locked the rows in different orders and
-    deadlocked (three in 20 s of this). A refresh of several items locks them in key order."""
+def test_concurrent_puts_refreshes_and_sweeps_of_the_same_items_never_deadlock(store, monkeypatch):
+    """Batches putting items with a TTL, reads with ``refresh`` (a LangGraph store with a TTL
+    refreshes on every read), refreshes and expiry sweeps, all at once on the same items. A small
+    table is scanned in its rows' physical order, which each write changes (a new row version):
+    refreshes and sweeps locked rows in that order while puts lock them in key order, and they
+    deadlocked (28 rollbacks in 20 s of this, mostly a sweep against a put). Every writer of
+    several items now locks them in key order."""
     import random
     import time
 
@@ -189,25 +191,29 @@ def test_concurrent_refreshes_of_the_same_items_never_deadlock(store, monkeypatc
 
     monkeypatch.setattr(store, "_rolled_back", spy)
     items, keys = Items(store), [f"k{n:02d}" for n in range(40)]
-    items.put_many([ItemPut(("c",), key, {"v": key}, ttl_minutes=0.01) for key in keys])
+    items.put_many([ItemPut(("c",), key, {"v": key}, ttl_minutes=0.0005) for key in keys])
     with psycopg.connect(postgres_url(), autocommit=True) as admin:
         admin.execute(f'ANALYZE "{store.schema}".store_items')  # the plan a small table gets: a sequential scan
     errors: list[BaseException] = []
     deadline = time.monotonic() + 5
 
-    def reader(worker: int) -> None:
+    def work(worker: int) -> None:
         rng = random.Random(worker)
         try:
             while time.monotonic() < deadline:
-                picked = [(("c",), key) for key in rng.sample(keys, 20)]
-                if worker % 2:
-                    items.get_many(picked, refresh=True)
+                picked = rng.sample(keys, 20)
+                if worker < 2:
+                    items.put_many([ItemPut(("c",), key, {"v": worker}, ttl_minutes=0.0005) for key in picked])
+                elif worker == 2:
+                    items.sweep()
+                elif worker == 3:
+                    items.refresh([(("c",), key) for key in picked])
                 else:
-                    items.refresh(picked)
+                    items.get_many([(("c",), key) for key in picked], refresh=True)
         except BaseException as error:
             errors.append(error)
 
-    threads = [threading.Thread(target=reader, args=(worker,)) for worker in range(6)]
+    threads = [threading.Thread(target=work, args=(worker,)) for worker in range(6)]
     for thread in threads:
         thread.start()
     for thread in threads:

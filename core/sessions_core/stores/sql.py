@@ -832,12 +832,17 @@ ITEM_VERSIONS = (
     " AND key = :k"
     " ORDER BY version DESC"
 )
-SWEEP_ITEMS = "DELETE FROM store_items WHERE namespace = :ns AND expires_at <= :now RETURNING prefix, key"
-"""Remove the expired items (their rows first, as ``DELETE_ITEM``), then each one's
-versions (``CLEAR_ITEM_VERSIONS``) and vectors."""
+SWEEP_ITEMS = (
+    "DELETE FROM store_items WHERE seq IN (SELECT seq FROM store_items WHERE namespace = :ns AND expires_at <= :now"
+    " ORDER BY prefix, key {for_update}) RETURNING prefix, key"
+)
+"""Remove the expired items (their rows first, as ``DELETE_ITEM``, locked in key order as a put
+locks them: in the order a scan found them, a sweep deadlocked with batches putting the same
+keys), then each one's versions (``CLEAR_ITEM_VERSIONS``) and vectors."""
 CLEAR_ITEM_VERSIONS = f"DELETE FROM store_item_versions WHERE {ITEM_KEY}"
 REMOVE_NAMESPACE_ITEMS = (
-    "DELETE FROM store_items WHERE namespace = :ns",
+    "DELETE FROM store_items WHERE seq IN (SELECT seq FROM store_items WHERE namespace = :ns"
+    " ORDER BY prefix, key {for_update})",
     "DELETE FROM store_item_versions WHERE namespace = :ns",
     "DELETE FROM store_item_vectors WHERE namespace = :ns",
 )
