@@ -33,6 +33,20 @@ def store() -> Iterator[Any]:
             opened.close()
 
 
+@pytest.fixture
+def rolled_back(store: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The SQLSTATE of each transaction the server rolls back in ``store`` (a deadlock: 40P01)."""
+    sqlstates: list[str] = []
+    original = store._rolled_back
+
+    def spy(error: Any, rollbacks: int, *, idempotent: bool) -> int:
+        sqlstates.append(str(error.sqlstate))
+        return original(error, rollbacks, idempotent=idempotent)
+
+    monkeypatch.setattr(store, "_rolled_back", spy)
+    return sqlstates
+
+
 def _crossing(store: Any, idempotent: bool) -> tuple[list[BaseException], list[int]]:
     """Two calls at once, each updating row 1 and row 2 in its own order, both holding their
     first row before either asks for its second: the server breaks the deadlock by rolling
@@ -83,21 +97,13 @@ def test_a_deadlocked_call_that_is_not_idempotent_raises_naming_the_rollback(sto
     assert [record.getMessage() for record in caplog.records] == []
 
 
-def test_concurrent_batches_of_the_same_items_never_deadlock(store, monkeypatch):
+def test_concurrent_batches_of_the_same_items_never_deadlock(store, rolled_back):
     """Items (``SessionStore``'s) written by many batches at once, each putting and deleting the
     same keys in its own order: no transaction is ever rolled back for a deadlock (each item's
     row is locked first, in one key order), so none is run again."""
     from sessions_core.items import Items
     from sessions_core.testing.items import _batch
 
-    rolled_back: list[str] = []
-    original = store._rolled_back
-
-    def spy(error: Any, rollbacks: int, *, idempotent: bool) -> int:
-        rolled_back.append(str(error.sqlstate))
-        return original(error, rollbacks, idempotent=idempotent)
-
-    monkeypatch.setattr(store, "_rolled_back", spy)
     items, keys = Items(store), [f"k{n:02d}" for n in range(40)]
     errors: list[BaseException] = []
 
@@ -168,7 +174,7 @@ def test_a_deletion_that_found_no_item_leaves_the_vectors_of_one_committed_since
         ).fetchone() == (1,)
 
 
-def test_concurrent_puts_refreshes_and_sweeps_of_the_same_items_never_deadlock(store, monkeypatch):
+def test_concurrent_puts_refreshes_and_sweeps_of_the_same_items_never_deadlock(store, rolled_back):
     """Batches putting items with a TTL, reads with ``refresh`` (a LangGraph store with a TTL
     refreshes on every read), refreshes and expiry sweeps, all at once on the same items. A small
     table is scanned in its rows' physical order, which each write changes (a new row version):
@@ -182,14 +188,6 @@ def test_concurrent_puts_refreshes_and_sweeps_of_the_same_items_never_deadlock(s
 
     from sessions_core.items import ItemPut, Items
 
-    rolled_back: list[str] = []
-    original = store._rolled_back
-
-    def spy(error: Any, rollbacks: int, *, idempotent: bool) -> int:
-        rolled_back.append(str(error.sqlstate))
-        return original(error, rollbacks, idempotent=idempotent)
-
-    monkeypatch.setattr(store, "_rolled_back", spy)
     items, keys = Items(store), [f"k{n:02d}" for n in range(40)]
     items.put_many([ItemPut(("c",), key, {"v": key}, ttl_minutes=0.0005) for key in keys])
     with psycopg.connect(postgres_url(), autocommit=True) as admin:
