@@ -47,29 +47,39 @@ def _in_identifier(match: re.Match[str]) -> bool:
     return before or after
 
 
-_DIGIT = re.compile(r"\d")
-_CARD_LENGTHS: tuple[tuple[tuple[str, ...], range], ...] = (
-    (("4",), range(13, 20, 3)),  # Visa: 13, 16, 19
-    (("51", "52", "53", "54", "55", *map(str, range(2221, 2721))), range(16, 17)),  # Mastercard
-    (("2200", "2201", "2202", "2203", "2204"), range(16, 20)),  # Mir
-    (("34", "37"), range(15, 16)),  # American Express
-    (("2131", "1800"), range(15, 16)),  # JCB's first numbers
-    (("300", "301", "302", "303", "304", "305", "35", "36", "38", "39"), range(14, 20)),  # Diners, JCB
-    (("50", "0604", *map(str, range(56, 70))), range(12, 20)),  # Maestro, Discover, UnionPay
-    (("8", "9"), range(16, 17)),  # national networks: RuPay, UnionPay 81, Uzcard, Humo, Troy, Prostir
-)
-"""Payment card numbers by how they start (the networks' IIN ranges) and their lengths; none
-starts with 1 (a millisecond time) but JCB's 15-digit 1800, or with 7 (fuel cards)."""
+_NOT_DIGIT = re.compile(r"\D")
+
+
+def _network_length(digits: str) -> bool:
+    """Whether ASCII ``digits`` start as a payment network's card numbers do (its IIN range) and
+    are as long as that network's; none starts with 1 (a millisecond time) but JCB's 15-digit
+    1800, or with 7 (fuel cards)."""
+    count, two, four = len(digits), int(digits[:2]), int(digits[:4])
+    if digits[0] == "4":
+        return count in (13, 16, 19)  # Visa
+    if 51 <= two <= 55 or 2221 <= four <= 2720:
+        return count == 16  # Mastercard
+    if 2200 <= four <= 2204:
+        return 16 <= count <= 19  # Mir
+    if two in (34, 37) or four in (1800, 2131):
+        return count == 15  # American Express, JCB's first numbers
+    if 300 <= int(digits[:3]) <= 305 or two in (35, 36, 38, 39):
+        return 14 <= count <= 19  # Diners, JCB
+    if two == 50 or 56 <= two <= 69 or four == 604:
+        return 12 <= count <= 19  # Maestro (0604 too), Discover, UnionPay
+    return digits[0] in "89" and count == 16  # national networks: RuPay, UnionPay 81, Uzcard, Troy...
 
 
 def _card(match: re.Match[str]) -> bool:
     """A Luhn-valid number of a payment network's length for how it starts, written alone: not
     after a ``+`` (a phone number's country code), not a part of an identifier. A millisecond
     time or an order number rarely starts so, and then still fails one time in ten (Luhn)."""
-    digits = "".join(str(int(digit)) for digit in _DIGIT.findall(match.group()))  # ４ is 4
+    digits = _NOT_DIGIT.sub("", match.group())
+    if not digits.isascii():
+        digits = "".join(str(int(digit)) for digit in digits)  # ４ is 4
     start = match.start()
     return (
-        any(digits.startswith(prefixes) and len(digits) in lengths for prefixes, lengths in _CARD_LENGTHS)
+        _network_length(digits)
         and not (start and match.string[start - 1] == "+")
         and not _in_identifier(match)
         and _luhn(digits)
@@ -100,14 +110,29 @@ _DATE = re.compile(
 """A date, year first or last: what a run of digits followed by a time starts with."""
 
 
+_PHONE_WORD = re.compile(
+    r"\b(?:phone|telephone|tel|cell|mobile|fax|whatsapp|call|ring|t[eé]l[eé]phone|portable|appel\w*|telefon"
+    r"|handy|mobil|anruf\w*|ruf|tel[eé]fono|m[oó]vil|llam\w*|cellulare|chiam\w*)\b[^\d\n]{0,24}$",
+    re.IGNORECASE,
+)
+"""A word that says a phone number follows (in English, French, German, Spanish, Italian,
+Swedish), then up to 24 characters without a digit: ``call me on``, ``Tel.:``, ``ring mig på``."""
+
+
+def _after_phone_word(match: re.Match[str]) -> bool:
+    start = match.start()
+    return _PHONE_WORD.search(match.string, max(0, start - 48), start) is not None
+
+
 def _phone(match: re.Match[str]) -> bool:
     """Whether digits are written as a phone number: with ``+`` and a country code, 8-15 digits;
     with an area code in parentheses, 9-15; in groups of two digits or more (a first of one:
     ``1-800``), 9-12, or 15 after an ``00`` prefix, all in pairs only after a trunk ``0``; a bare
     run, 9-11 digits starting with the trunk ``0``, or 10-11 digits but ten starting with 1 (a
     Unix time of 2001-2033, which no national number without its trunk or country code is).
-    Longer bare runs are order numbers and millisecond times; decimals, dotted thousands and
-    dates are none."""
+    After a word that says a phone number follows (:data:`_PHONE_WORD`), a local number too: 7-9
+    digits (``call me on 9254 1224``). Longer bare runs are order numbers and millisecond times;
+    decimals, dotted thousands and dates are none."""
     number = match.group("number")
     end = match.end()
     if _in_identifier(match) or match.string[end : end + 1] == ":" or _DATE.match(number):
@@ -118,19 +143,21 @@ def _phone(match: re.Match[str]) -> bool:
     if number.startswith("+"):
         return 8 <= count <= 15
     if "(" in number:
-        return 9 <= count <= 15
-    if len(groups) == 1:
-        if int(digits[0]) == 0:
-            return 9 <= count <= 11
-        return count == 11 or (count == 10 and int(digits[0]) != 1)
-    trunk = len(groups[0]) >= 2 and int(digits[0]) == 0  # an area code after the trunk 0: 020 74960729
-    if any(not 2 <= len(group) <= (8 if trunk else 6) for group in groups[1:]):
-        return False
-    if not trunk and all(len(group) == 2 for group in groups):
-        return False  # scores 98 87 76 65 54; a number in pairs starts with its trunk: 01 41 63 60 83
-    if "." in number and not trunk and all(len(group) == 3 for group in groups[1:]):
-        return False  # 389.000.000
-    return 9 <= count <= (15 if digits.startswith("00") else 12)
+        shortest, longest = 9, 15
+    elif len(groups) == 1:
+        shortest, longest = (9, 11) if int(digits[0]) == 0 else (10, 11)
+        if count == 10 and int(digits[0]) == 1:
+            shortest = 11
+    else:
+        trunk = len(groups[0]) >= 2 and int(digits[0]) == 0  # an area code after the trunk 0: 020 74960729
+        if any(not 2 <= len(group) <= (8 if trunk else 6) for group in groups[1:]):
+            return False
+        if "." in number and not trunk and all(len(group) == 3 for group in groups[1:]):
+            return False  # 389.000.000
+        shortest, longest = 9, (15 if digits.startswith("00") else 12)
+        if not trunk and all(len(group) == 2 for group in groups):
+            shortest = 13  # scores 98 87 76 65 54; a number in pairs starts with its trunk: 01 41 63 60 83
+    return shortest <= count <= longest or (7 <= count <= 9 and count < shortest and _after_phone_word(match))
 
 
 class _Detector(NamedTuple):
