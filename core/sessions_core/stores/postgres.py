@@ -42,8 +42,6 @@ from .sql import (
     ITEM_ROW_COLUMNS,
     LARGE_ROW,
     PUT_ITEMS,
-    REFRESH_AND_GET_ITEM,
-    REFRESH_AND_GET_ITEMS,
     TABLES,
     UPDATE_MESSAGE,
     SearchScope,
@@ -51,6 +49,7 @@ from .sql import (
     for_keys,
     item_under,
     load_migrations,
+    refresh_sql,
 )
 
 try:
@@ -398,7 +397,7 @@ class PostgresStore(SqlStore):
 
     def _refreshed(self, keys: str, params: dict[str, Any]) -> list[Any]:
         # One statement in autocommit (one round trip) rather than a transaction of two.
-        sql = self.compile(for_keys(REFRESH_AND_GET_ITEMS if "," in keys else REFRESH_AND_GET_ITEM, keys))
+        sql = self.compile(for_keys(refresh_sql(keys, and_get=True), keys))
         return self._single(lambda conn: conn.execute(_query(sql), params).fetchall(), write=True)
 
     def _execute_many(self, conn: psycopg.Connection, sql: str, params: Sequence[Any]) -> None:

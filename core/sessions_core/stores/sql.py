@@ -802,20 +802,24 @@ _REFRESH = "UPDATE store_items SET expires_at = :now + CAST(ttl_minutes * 600000
 REFRESH_ITEM = _REFRESH + _REFRESHABLE
 REFRESH_ITEMS = f"{_REFRESH}seq IN (SELECT seq FROM store_items WHERE {_REFRESHABLE} ORDER BY key {{for_update}})"
 """Refresh several items, locking their rows in key order as a put does: updated where a scan
-found them (a bitmap scan: where each row's latest version lies), concurrent refreshes of the
-same items locked them in different orders and deadlocked (PostgreSQL rolled one back after a
-second). One item's refresh is ``REFRESH_ITEM``, without the ordered subquery."""
-
-
-def refresh_sql(keys: str) -> str:
-    """``REFRESH_ITEM`` or ``REFRESH_ITEMS`` for a ``{keys}`` list of one key or several."""
-    return REFRESH_ITEMS if "," in keys else REFRESH_ITEM
-
-
+found them (a small table's sequential scan: in the rows' physical order, which each write
+changes), concurrent refreshes of the same items locked them in different orders and deadlocked
+(PostgreSQL rolled one back after a second). One item's refresh is ``REFRESH_ITEM``, without the
+ordered subquery."""
 REFRESH_AND_GET_ITEM = f"WITH refreshed AS ({REFRESH_ITEM} RETURNING 1) {GET_ITEMS}"
 REFRESH_AND_GET_ITEMS = f"WITH refreshed AS ({REFRESH_ITEMS} RETURNING 1) {GET_ITEMS}"
 """``GET_ITEMS`` after ``REFRESH_ITEMS``, one statement where a ``WITH`` may write (PostgreSQL): the
 rows are read as they were before the refresh, which moves only ``expires_at``, not read."""
+
+
+def refresh_sql(keys: str, *, and_get: bool = False) -> str:
+    """The refresh of a ``{keys}`` list of one key (``REFRESH_ITEM``) or several
+    (``REFRESH_ITEMS``); ``and_get``: with ``GET_ITEMS`` in the same statement."""
+    if "," in keys:
+        return REFRESH_AND_GET_ITEMS if and_get else REFRESH_ITEMS
+    return REFRESH_AND_GET_ITEM if and_get else REFRESH_ITEM
+
+
 LIST_ITEMS = (
     f"SELECT {ITEM_COLUMNS} FROM store_items WHERE {{under}} AND {ITEM_LIVE}{{conditions}}"
     " ORDER BY updated_at DESC, seq DESC LIMIT :limit OFFSET :offset"
