@@ -651,14 +651,15 @@ COPY_CHECKPOINTS = (
     ON CONFLICT (session_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
     """,
 )
+RUN_CHECKPOINTS = "DELETE FROM checkpoints WHERE namespace = {first} AND run_id {values}"
+"""The checkpoints the runs ``{values}`` made in the namespace ``{first}`` (``run_id`` has no
+index: one scan of the checkpoints for a list of runs)."""
 RUN_WRITES = """
-    DELETE FROM checkpoint_writes WHERE EXISTS (
-        SELECT 1 FROM checkpoints c WHERE c.run_id = :run AND c.namespace = :namespace
-        AND c.session_id = checkpoint_writes.session_id AND c.checkpoint_ns = checkpoint_writes.checkpoint_ns
-        AND c.checkpoint_id = checkpoint_writes.checkpoint_id
+    DELETE FROM checkpoint_writes WHERE (session_id, checkpoint_ns, checkpoint_id) IN (
+        SELECT session_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE namespace = {first} AND run_id {values}
     )
 """
-RUN_CHECKPOINTS = "DELETE FROM checkpoints WHERE run_id = :run AND namespace = :namespace"
+"""The writes of ``RUN_CHECKPOINTS``' checkpoints, found by their key (not a scan of the writes)."""
 DELTA_SESSIONS = "SELECT DISTINCT session_id FROM checkpoints WHERE session_id {values} AND {has_delta}"
 
 
@@ -1805,10 +1806,11 @@ class SqlStore(RecallStore, InspectableStore):
 
         def work(conn: Any) -> int:
             deleted = 0
-            for run in runs:
-                params = {"run": run, "namespace": namespace}
-                conn.execute(self.compile(RUN_WRITES), params)
-                deleted += conn.execute(self.compile(RUN_CHECKPOINTS), params).rowcount
+            for start in range(0, len(runs), self.max_list):
+                fragment, listed = self._list(runs[start : start + self.max_list])
+                params = self._bind_first(namespace, listed)
+                conn.execute(self.compile(RUN_WRITES.replace("{values}", fragment)), params)
+                deleted += conn.execute(self.compile(RUN_CHECKPOINTS.replace("{values}", fragment)), params).rowcount
             return deleted
 
         return self._write(work)

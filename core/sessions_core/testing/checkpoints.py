@@ -291,6 +291,35 @@ def test_runs_and_prunes_remove_exactly_what_they_name(make_manager, drive):
     assert cp.prune(["d"], strategy="delete") == 2
 
 
+def test_many_runs_are_deleted_a_list_at_a_time_with_their_writes(make_manager, drive):
+    """Run ids beyond what one statement lists (``max_list``) and repeated ones: every listed
+    run's checkpoints and writes go, in every list, and nothing of another run or namespace."""
+    m = make_manager(namespace="a")
+    elsewhere = _checkpoints(drive, make_manager(namespace="b", store=raw(m).store))
+    cp = _checkpoints(drive, m)
+    for n in range(7):
+        cp.put(_row(f"t{n}", "1"), run_id=f"run-{n}")
+        cp.put_writes(f"t{n}", "", "1", [CheckpointWrite("task", 0, "ch", "s", b"v")])
+    elsewhere.put(_row("t0", "1"), run_id="run-0")
+    elsewhere.put_writes("t0", "", "1", [CheckpointWrite("task", 0, "ch", "s", b"kept")])
+    store = raw(m).store
+    chunked = hasattr(store, "max_list")
+    listed = store.max_list if chunked else None
+    if chunked:
+        store.max_list = 2
+    try:
+        assert cp.delete_runs(["run-0", "run-2", "run-2", "run-3", "run-5", "run-6", "none"]) == 5
+    finally:
+        if chunked:
+            store.max_list = listed
+    assert sorted(r.thread_id for r in _listed(cp)) == ["t1", "t4"]
+    assert [w.value for w in elsewhere.get("t0").writes] == [b"kept"]
+    for n in (0, 2, 3, 5, 6):
+        cp.put(_row(f"t{n}", "1"))
+        assert cp.get(f"t{n}", "", "1").writes == ()  # the run's writes went with its checkpoint
+    assert [w.value for w in cp.get("t1").writes] == [b"v"]
+
+
 def test_bad_input_is_refused_and_changes_nothing(make_manager, drive):
     m = make_manager()
     cp = _checkpoints(drive, m)
