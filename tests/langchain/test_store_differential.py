@@ -6,8 +6,10 @@ with SQL's NULL logic instead (they leave out an item without the field on ``$ne
 ``SqliteStore`` for numeric ordering filters, ``get`` and ``list_namespaces`` (``InMemoryStore``
 keeps listing a namespace whose items were all deleted, and raises on an ordering filter over a
 missing field). Labels with characters that SQL patterns treat specially (``%``, ``_``), spaces
-and non-ASCII letters. The order of unranked results is not compared (LangGraph's SQL stores order
-by an update time in seconds)."""
+and non-ASCII letters. Namespaces are listed in tuple order, as ``InMemoryStore`` lists them
+(``SqliteStore`` orders their dotted text: ``("a%",)`` before ``("a", "b")``). The order of
+unranked search results is not compared (LangGraph's SQL stores order by an update time in
+seconds)."""
 
 from __future__ import annotations
 
@@ -121,5 +123,6 @@ def test_random_operations_read_back_as_langgraphs_stores_read_them(
                 "max_depth": rng.choice([None, 1, 2]),
                 "limit": 1000,
             }
-            mine_listed = sorted(ours.list_namespaces(**options))
+            mine_listed = ours.list_namespaces(**options)
+            assert mine_listed == sorted(mine_listed), (where, options)  # tuple order, as InMemoryStore
             assert mine_listed == sorted(langgraph_sqlite.list_namespaces(**options)), (where, options)
