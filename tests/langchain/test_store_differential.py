@@ -28,7 +28,7 @@ from langchain_sessions import SessionStore
 
 from ..postgres import postgres_url, require_postgres, temporary_schema
 
-LABELS = ("a", "b", "c", "x y", "ü", "a%", "_")
+LABELS = ("a", "b", "B", "c", "x y", "ü", "a%", "_", "9", "10")
 KEYS = ("k1", "k2", "k3", "k4")
 STEPS = 300
 
