@@ -171,7 +171,7 @@ def test_the_middleware_takes_a_path(tmp_path):
     agent.invoke({"messages": [HumanMessage("Hello")]}, CONFIG)
     with SessionManager(path) as manager:
         assert [m.role for m in manager.get_history("thread-1")] == ["user", "assistant"]
-        assert [info.id for info in manager.list()] == ["thread-1"]
+        assert [info.id for info in manager.list_sessions()] == ["thread-1"]
 
 
 @pytest.mark.parametrize(
@@ -207,9 +207,9 @@ def test_table_name_keeps_histories_apart(tmp_path):
 def test_the_history_takes_a_manager_and_a_session_id():
     with SessionManager(":memory:") as manager:
         history = SessionChatMessageHistory(manager, session_id="u1")
-        assert manager.list() == []  # registered on first use
+        assert manager.list_sessions() == []  # registered on first use
         history.add_messages([HumanMessage("Hi")])
-        assert [info.id for info in manager.list()] == ["u1"]
+        assert [info.id for info in manager.list_sessions()] == ["u1"]
 
 
 @pytest.mark.parametrize(

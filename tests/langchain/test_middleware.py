@@ -217,7 +217,7 @@ def test_manager_sessions_by_context_field_with_session_search():
     search_result = out["messages"][-2]
     assert isinstance(search_result, ToolMessage) and "green kettle" in search_result.content
     assert [m.text for m in manager.get_history("bob")] == ["Hello.", "Hi Bob."]
-    assert {info.id for info in manager.list()} == {"ann", "bob"}
+    assert {info.id for info in manager.list_sessions()} == {"ann", "bob"}
     # Ann's third run (a new thread, no checkpointer) saw her first conversation.
     assert [m.text for m in model.calls[2][1:]] == [
         "I own a green kettle.",

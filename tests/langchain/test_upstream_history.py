@@ -60,7 +60,10 @@ def said(messages: list[BaseMessage]) -> list[tuple[str, Any]]:
 
 def stored(manager: SessionManager) -> dict[str, list[tuple[str, Any]]]:
     """Every session of the manager as (type, content) pairs: upstream's ``store == {...}``."""
-    return {info.id: said(SessionChatMessageHistory.from_manager(manager, info.id).messages) for info in manager.list()}
+    return {
+        info.id: said(SessionChatMessageHistory.from_manager(manager, info.id).messages)
+        for info in manager.list_sessions()
+    }
 
 
 def without_ids(value: Any) -> Any:

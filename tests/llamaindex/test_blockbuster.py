@@ -98,7 +98,7 @@ def test_session_chat_store_async_paths(db, busted):
 def test_tool_spec_async_paths(db, busted):
     manager = SessionManager(db).with_context("memory").with_context("notes", provider=StoreSearchContext())
     manager.create("chat")
-    session_id = manager.list()[0].id
+    session_id = manager.list_sessions()[0].id
     spec = SessionToolSpec(manager, session_id=session_id)
     tools = {tool.metadata.name: tool for tool in spec.to_tool_list()}
 

@@ -68,7 +68,7 @@ def test_from_manager_registers_the_session(db):
     manager = SessionManager(db, namespace="app").with_context("memory")
     memory = SessionMemory.from_manager(manager, "alice")
     memory.put(user("I love trams"))
-    assert [info.id for info in manager.list()] == ["alice"]
+    assert [info.id for info in manager.list_sessions()] == ["alice"]
     assert [hit.session_id for hit in manager.search("trams")] == ["alice"]
     assert memory.session is manager.get_session("alice")
     data = memory.to_dict()
