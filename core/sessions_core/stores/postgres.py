@@ -454,9 +454,9 @@ class PostgresStore(SqlStore):
                     self._lost(error)
                 pool = self._pool
                 dropped += 1
-                if failure is not None or dropped == 2 or pool is None:
+                if failure is not None or dropped == 2 or (pool is None and not self._owns):
                     raise failure or self._connection_failed(error) from error
-                _quietly(pool.check)
+                self._before_retry(pool)
                 continue
             except psycopg.Error as error:
                 raise self._refused(error) from error
@@ -539,7 +539,7 @@ class PostgresStore(SqlStore):
         return StoreError(f"{self!r}: {error}")
 
     def _lock_session(self, conn: psycopg.Connection, session_id: str) -> None:
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))", (session_id,))
+        conn.execute(f"SELECT {_SESSION_LOCK}", (session_id,))
 
     def _schema_version(self, conn: psycopg.Connection) -> int:
         return _version(conn, self.schema)
@@ -694,6 +694,16 @@ class PostgresStore(SqlStore):
                 self._pool = pool
             return self._pool
 
+    def _before_retry(self, pool: ConnectionPool | None) -> None:
+        """After a dropped connection, before the one retry: with the store's own pool (``None``
+        when another thread found the server gone and dropped it), say now if the server itself
+        is gone, rather than after the pool's wait for a connection; then replace the pool's
+        other dead connections."""
+        if self._owns:
+            self._probe(pool)
+        if pool is not None:
+            _quietly(pool.check)
+
     def _probe(self, pool: ConnectionPool | None) -> None:
         """Connect once, directly, to ``pool``'s server (``None``: the store's own conninfo);
         on failure drop the store's own pool and raise ``StoreError`` with the reason."""
@@ -745,17 +755,20 @@ class PostgresStore(SqlStore):
         walk: bool = False,
         idempotent: bool = True,
     ) -> T:
-        """Run ``work`` in one transaction; retry once on a dropped connection if idempotent."""
+        """Run ``work`` in one transaction; retry once on a dropped connection if idempotent
+        (so only other work checks its pooled connection first: a round trip)."""
         self._ensure_ready()
         dropped = rollbacks = 0
         while True:
             watch = _Watch()
             try:
-                with self._borrow(watch=watch) as conn:
+                with self._borrow(check=not idempotent, watch=watch) as conn:
                     with conn.transaction():
-                        if lock is not None:
+                        if lock is not None and walk:
+                            conn.execute(_LOCKED_INDEX_LOOKUPS, (lock,))  # one round trip for both
+                        elif lock is not None:
                             self._lock_session(conn, lock)
-                        if walk:
+                        elif walk:
                             _index_lookups_only(conn)
                         result = work(conn)
             except (psycopg.DataError, psycopg.errors.ProgramLimitExceeded) as error:
@@ -771,9 +784,9 @@ class PostgresStore(SqlStore):
                     self._lost(error)
                 pool = self._pool
                 dropped += 1
-                if failure is not None or dropped == 2 or not idempotent or pool is None:
+                if failure is not None or dropped == 2 or not idempotent or (pool is None and not self._owns):
                     raise failure or self._connection_failed(error) from error
-                _quietly(pool.check)  # replace the pool's other dead connections before the retry
+                self._before_retry(pool)
                 continue
             except psycopg.Error as error:
                 raise StoreError(f"{self!r}: {error}") from error
@@ -1138,6 +1151,16 @@ def _index_lookups_only(conn: psycopg.Connection) -> None:
     statistics still say "empty", and a hash join would rescan the session at every step of a
     recursive walk (depth x rows)."""
     conn.execute("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; SET LOCAL enable_seqscan = off")
+
+
+_SESSION_LOCK = "pg_advisory_xact_lock(hashtextextended(%s, 1))"
+"""The transaction's lock on the session named by the parameter (``_lock_session``)."""
+_LOCKED_INDEX_LOOKUPS = (
+    f"SELECT {_SESSION_LOCK}, set_config('enable_hashjoin', 'off', true),"
+    " set_config('enable_mergejoin', 'off', true), set_config('enable_seqscan', 'off', true)"
+)
+"""``_lock_session`` and :func:`_index_lookups_only` in one statement (``set_config(..., true)``
+is ``SET LOCAL``): a write that walks a session's path starts with one round trip, not two."""
 
 
 def _check_schema(schema: str) -> None:
