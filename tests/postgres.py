@@ -9,6 +9,8 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,3 +61,27 @@ def temporary_schema(suffix: str = "") -> Iterator[str]:
     finally:
         with psycopg.connect(postgres_url(), autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@contextmanager
+def sqlite_or_postgres(kind: str, folder: Path) -> Iterator[Any]:
+    """A store of ``kind``: ``"sqlite"``, a file in ``folder``; ``"postgres"``, a ``PostgresStore``
+    in a temporary schema (the test skips without a server). Closed afterwards."""
+    if kind == "sqlite":
+        from sessions_core import SqliteStore
+
+        store: Any = SqliteStore(folder / "ours.db")
+        try:
+            yield store
+        finally:
+            store.close()
+        return
+    require_postgres()
+    from sessions_core.stores.postgres import PostgresStore
+
+    with temporary_schema() as schema:
+        store = PostgresStore(postgres_url(), schema=schema, max_size=2)
+        try:
+            yield store
+        finally:
+            store.close()

@@ -20,7 +20,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from langchain_sessions import SessionSaver
 
-from ..postgres import postgres_url, require_postgres, temporary_schema
+from ..postgres import sqlite_or_postgres
 
 THREADS = ("t1", "t2", "ü 3")
 NAMESPACES = ("", "child:1", "a|b")
@@ -37,18 +37,8 @@ STEPS = 200
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def ours(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionSaver]:
-    if request.param == "sqlite":
-        saver = SessionSaver(tmp_path / "ours.db")
-        yield saver
-        saver.manager.close()
-        return
-    require_postgres()
-    from sessions_core.stores.postgres import PostgresStore
-
-    with temporary_schema() as schema:
-        saver = SessionSaver(PostgresStore(postgres_url(), schema=schema, max_size=2))
-        yield saver
-        saver.manager.close()
+    with sqlite_or_postgres(request.param, tmp_path) as backing:
+        yield SessionSaver(backing)
 
 
 @pytest.fixture

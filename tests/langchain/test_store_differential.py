@@ -26,7 +26,7 @@ from langgraph.store.sqlite import SqliteStore as LangGraphSqliteStore
 
 from langchain_sessions import SessionStore
 
-from ..postgres import postgres_url, require_postgres, temporary_schema
+from ..postgres import sqlite_or_postgres
 
 LABELS = ("a", "b", "B", "c", "x y", "ü", "a%", "_", "9", "10")
 KEYS = ("k1", "k2", "k3", "k4")
@@ -35,18 +35,8 @@ STEPS = 300
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def ours(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
-    if request.param == "sqlite":
-        store = SessionStore(tmp_path / "ours.db")
-        yield store
-        store.close()
-        return
-    require_postgres()
-    from sessions_core.stores.postgres import PostgresStore
-
-    with temporary_schema() as schema:
-        store = SessionStore(PostgresStore(postgres_url(), schema=schema, max_size=2))
-        yield store
-        store.close()
+    with sqlite_or_postgres(request.param, tmp_path) as backing:
+        yield SessionStore(backing)
 
 
 @pytest.fixture
