@@ -755,8 +755,9 @@ class PostgresStore(SqlStore):
         walk: bool = False,
         idempotent: bool = True,
     ) -> T:
-        """Run ``work`` in one transaction; retry once on a dropped connection if idempotent
-        (so only other work checks its pooled connection first: a round trip)."""
+        """Run ``work`` in one transaction. Idempotent work is retried once on a dropped
+        connection, so it skips the test of its pooled connection (a round trip) that other work
+        makes first."""
         self._ensure_ready()
         dropped = rollbacks = 0
         while True:
