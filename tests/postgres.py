@@ -8,7 +8,7 @@ import functools
 import os
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -70,18 +70,11 @@ def sqlite_or_postgres(kind: str, folder: Path) -> Iterator[Any]:
     if kind == "sqlite":
         from sessions_core import SqliteStore
 
-        store: Any = SqliteStore(folder / "ours.db")
-        try:
+        with closing(SqliteStore(folder / "ours.db")) as store:
             yield store
-        finally:
-            store.close()
         return
     require_postgres()
     from sessions_core.stores.postgres import PostgresStore
 
-    with temporary_schema() as schema:
-        store = PostgresStore(postgres_url(), schema=schema, max_size=2)
-        try:
-            yield store
-        finally:
-            store.close()
+    with temporary_schema() as schema, closing(PostgresStore(postgres_url(), schema=schema, max_size=2)) as pg:
+        yield pg

@@ -18,7 +18,7 @@ from sessions_core import ConflictError, InvalidInputError, InvalidTextError, Se
 from sessions_core.checkpoints import LIST_PAGE, CheckpointRow, Checkpoints, CheckpointWrite
 
 from .builders import msg
-from .harness import AsyncDriver, skip_where_unsupported
+from .harness import AsyncDriver, short_lists, skip_where_unsupported
 
 
 def raw(obj: Any) -> Any:
@@ -302,16 +302,8 @@ def test_many_runs_are_deleted_a_list_at_a_time_with_their_writes(make_manager, 
         cp.put_writes(f"t{n}", "", "1", [CheckpointWrite("task", 0, "ch", "s", b"v")])
     elsewhere.put(_row("t0", "1"), run_id="run-0")
     elsewhere.put_writes("t0", "", "1", [CheckpointWrite("task", 0, "ch", "s", b"kept")])
-    store = raw(m).store
-    chunked = hasattr(store, "max_list")
-    listed = store.max_list if chunked else None
-    if chunked:
-        store.max_list = 2
-    try:
+    with short_lists(raw(m).store, 2):
         assert cp.delete_runs(["run-0", "run-2", "run-2", "run-3", "run-5", "run-6", "none"]) == 5
-    finally:
-        if chunked:
-            store.max_list = listed
     assert sorted(r.thread_id for r in _listed(cp)) == ["t1", "t4"]
     assert [w.value for w in elsewhere.get("t0").writes] == [b"kept"]
     for n in (0, 2, 3, 5, 6):

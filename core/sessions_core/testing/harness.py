@@ -282,3 +282,18 @@ def unsupported_skips() -> Iterator[None]:
         yield
     except UnsupportedOperationError as error:
         pytest.skip(f"optional capability: {error}")
+
+
+@contextmanager
+def short_lists(store: Any, length: int) -> Iterator[None]:
+    """Within this block, a store that binds ids a list at a time (``max_list``) binds at most
+    ``length`` a statement, so that a test's few ids span several lists; others are unchanged."""
+    if not hasattr(store, "max_list"):
+        yield
+        return
+    listed = store.max_list
+    store.max_list = length
+    try:
+        yield
+    finally:
+        store.max_list = listed

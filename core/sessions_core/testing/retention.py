@@ -23,7 +23,7 @@ from sessions_core.transfer import export_session, import_records
 
 from . import recall
 from .builders import msg
-from .harness import skip_where_unsupported
+from .harness import short_lists, skip_where_unsupported
 from .recall import MIN_SCORE
 
 make_index = recall.make_index
@@ -197,17 +197,10 @@ def test_a_dry_run_counts_a_payload_shared_across_listed_chunks_once(make_manage
     store = raw(seeded["store"])
     for name in seeded["old"]:
         m.get_session(name).import_message(_file("both", SHARED_OLD_PAYLOAD), parent_id="a2", created_at=LONG_AGO)
-    chunked = hasattr(store, "max_list")
-    listed = store.max_list if chunked else None
-    if chunked:
-        store.max_list = 1
-    try:
+    with short_lists(store, 1):
         dry = m.prune(timedelta(days=30), dry_run=True)
         assert dry.counts.blobs == 2  # the old sessions' own payload and the one they share
         assert m.prune(timedelta(days=30)).counts == dry.counts
-    finally:
-        if chunked:
-            store.max_list = listed
 
 
 def test_prune_keeps_a_session_with_any_recent_activity(make_manager):
