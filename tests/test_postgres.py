@@ -380,3 +380,77 @@ def test_ranked_search_skips_what_the_statistics_call_frequent_and_ranks_alike(s
     assert [hit.id for hit in sessions[0].search("common", limit=3)] == ["m399", "m398", "m397"]
     for store in stores:
         store.close()
+
+
+def _round_trips(store, call) -> int:
+    """How many round trips ``call`` makes on the store's one pooled connection (libpq's trace:
+    each ends with the server's ReadyForQuery)."""
+    import os
+    import tempfile
+
+    import psycopg
+
+    with store._current_pool().connection() as conn:
+        pgconn = conn.pgconn
+    with tempfile.NamedTemporaryFile("r") as trace:
+        descriptor = os.open(trace.name, os.O_WRONLY)
+        pgconn.trace(descriptor)
+        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            call()
+        finally:
+            pgconn.untrace()
+            os.close(descriptor)
+        return sum("\tReadyForQuery\t" in line for line in trace)
+
+
+def test_calls_take_one_round_trip_a_statement_and_a_transaction_one_more(schema):
+    # A read of one statement runs in autocommit; one that walks the tree is pipelined after its
+    # planner settings; a transaction's BEGIN goes with its first statement.
+    store = _store(schema, max_size=1)
+    try:
+        session = Session(store).for_session("s")
+        for n in range(8):  # past psycopg's prepare threshold: no Parse of its own below
+            session.append_message(_msg(f"m{n}"))
+            session.get_history()
+            session.get_token_estimate()
+        counts = iter(range(100))
+        assert _round_trips(store, lambda: session.append_message(_msg(f"x{next(counts)}"))) == 3
+        assert _round_trips(store, session.get_history) == 3  # the leaf, the overlays, the path
+        assert _round_trips(store, session.get_token_estimate) <= 3
+        assert _round_trips(store, lambda: store.latest_leaf("s")) == 1
+    finally:
+        store.close()
+
+
+def test_planner_settings_and_locks_end_with_their_transaction(schema):
+    import psycopg
+
+    store = _store(schema, max_size=1)
+    try:
+        session = Session(store).for_session("s")
+        session.append_message(_msg("m0"))
+        seen = store._one("SELECT current_setting('enable_hashjoin')", {}, walk=True)
+        assert seen == ("off",)
+        assert store._one("SELECT current_setting('enable_hashjoin')", {}) == ("on",)
+
+        def fail(conn):
+            conn.execute(
+                store.compile(
+                    "INSERT INTO session_compactions (session_id, id, summary,"
+                    " from_message_id, to_message_id, created_at) VALUES ('s', 'c', 'x', 'm0', 'm0', 0)"
+                )
+            )
+            assert conn.execute("SELECT current_setting('enable_hashjoin')").fetchone() == ("off",)
+            raise RuntimeError("the work failed")
+
+        with pytest.raises(RuntimeError, match="the work failed"):
+            store._write(fail, lock="s", walk=True)
+        with store._current_pool().connection() as conn:
+            assert conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            assert conn.execute("SELECT current_setting('enable_hashjoin')").fetchone() == ("on",)
+        with psycopg.connect(postgres_url(), autocommit=True) as other:  # the session's lock is free
+            assert other.execute("SELECT pg_try_advisory_lock(hashtextextended('s', 1))").fetchone() == (True,)
+        assert store._all("SELECT id FROM session_compactions", {}) == []  # nothing of it stayed
+    finally:
+        store.close()

@@ -539,7 +539,30 @@ class PostgresStore(SqlStore):
         return StoreError(f"{self!r}: {error}")
 
     def _lock_session(self, conn: psycopg.Connection, session_id: str) -> None:
-        conn.execute(f"SELECT {_SESSION_LOCK}", (session_id,))
+        conn.execute(_LOCK, (session_id,))
+
+    def _one(self, sql: str, params: Any, *, walk: bool = False) -> Any:
+        return self._alone(sql, params, walk, _first_row)
+
+    def _all(self, sql: str, params: Any, *, walk: bool = False) -> list[Any]:
+        return self._alone(sql, params, walk, _all_rows)
+
+    def _alone(self, sql: str, params: Any, walk: bool, fetch: Callable[[psycopg.Cursor[Any]], T]) -> T:
+        """What ``fetch`` takes of one read statement, atomic on its own: in autocommit, one round
+        trip rather than a transaction's three. One that ``walk``s the tree follows the planner
+        settings in a pipeline, in the implicit transaction that lasts until the pipeline's sync:
+        one round trip rather than four."""
+        query = _query(self.compile(sql))
+
+        def work(conn: psycopg.Connection) -> T:
+            if not walk:
+                return fetch(conn.execute(query, params))
+            with _pipeline(conn):
+                conn.execute(_INDEX_LOOKUPS)
+                cursor = conn.execute(query, params)
+            return fetch(cursor)
+
+        return self._single(work, write=False)
 
     def _schema_version(self, conn: psycopg.Connection) -> int:
         return _version(conn, self.schema)
@@ -764,14 +787,13 @@ class PostgresStore(SqlStore):
             watch = _Watch()
             try:
                 with self._borrow(check=not idempotent, watch=watch) as conn:
-                    with conn.transaction():
-                        if lock is not None and walk:
-                            conn.execute(_LOCKED_INDEX_LOOKUPS, (lock,))  # one round trip for both
-                        elif lock is not None:
-                            self._lock_session(conn, lock)
-                        elif walk:
-                            _index_lookups_only(conn)
-                        result = work(conn)
+                    if lock is None and not walk:
+                        with conn.transaction():
+                            result = work(conn)
+                    else:
+                        prelude = _INDEX_LOOKUPS if lock is None else _LOCKED_INDEX_LOOKUPS if walk else _LOCK
+                        with _transaction(conn, prelude, None if lock is None else (lock,)):
+                            result = work(conn)
             except (psycopg.DataError, psycopg.errors.ProgramLimitExceeded) as error:
                 # A value PostgreSQL cannot hold (a NUL character in text, an id too large to
                 # index...): nothing was written, and a retry would fail the same way.
@@ -1147,21 +1169,57 @@ def _version(conn: psycopg.Connection, schema: str) -> int:
     return 0 if row is None else row[0]
 
 
-def _index_lookups_only(conn: psycopg.Connection) -> None:
-    """Keep the planner on index lookups for this transaction. Right after a table fills, its
-    statistics still say "empty", and a hash join would rescan the session at every step of a
-    recursive walk (depth x rows)."""
-    conn.execute("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; SET LOCAL enable_seqscan = off")
-
-
-_SESSION_LOCK = "pg_advisory_xact_lock(hashtextextended(%s, 1))"
-"""The transaction's lock on the session named by the parameter (``_lock_session``)."""
-_LOCKED_INDEX_LOOKUPS = (
-    f"SELECT {_SESSION_LOCK}, set_config('enable_hashjoin', 'off', true),"
-    " set_config('enable_mergejoin', 'off', true), set_config('enable_seqscan', 'off', true)"
+_INDEX_PLANS = (
+    "set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),"
+    " set_config('enable_seqscan', 'off', true)"
 )
-"""``_lock_session`` and :func:`_index_lookups_only` in one statement (``set_config(..., true)``
-is ``SET LOCAL``): a write that walks a session's path starts with one round trip, not two."""
+_INDEX_LOOKUPS = f"SELECT {_INDEX_PLANS}"
+"""Keep the planner on index lookups for this transaction (``set_config(..., true)`` is ``SET
+LOCAL``). Right after a table fills, its statistics still say "empty", and a hash join would
+rescan the session at every step of a recursive walk (depth x rows)."""
+_SESSION_LOCK = "pg_advisory_xact_lock(hashtextextended(%s, 1))"
+_LOCK = f"SELECT {_SESSION_LOCK}"
+"""The transaction's lock on the session named by the parameter (``_lock_session``)."""
+_LOCKED_INDEX_LOOKUPS = f"SELECT {_SESSION_LOCK}, {_INDEX_PLANS}"
+"""``_LOCK`` and ``_INDEX_LOOKUPS`` in one statement."""
+
+
+def _first_row(cursor: psycopg.Cursor[Any]) -> Any:
+    return cursor.fetchone()
+
+
+def _all_rows(cursor: psycopg.Cursor[Any]) -> list[Any]:
+    return cursor.fetchall()
+
+
+@contextmanager
+def _pipeline(conn: psycopg.Connection) -> Iterator[None]:
+    """``conn.pipeline()``, whose warning when it ends on a lost connection is dropped (the
+    store logs the outage once)."""
+    _QUIET.on = True
+    try:
+        with conn.pipeline():
+            yield
+    finally:
+        _QUIET.on = False
+
+
+@contextmanager
+def _transaction(conn: psycopg.Connection, prelude: LiteralString, params: tuple[Any, ...] | None) -> Iterator[None]:
+    """A transaction on an autocommit connection that starts with ``prelude``: its ``BEGIN`` and
+    the prelude pipelined, one round trip rather than two. Committed when the block ends, rolled
+    back when it raises (a broken connection is left to the pool)."""
+    try:
+        with _pipeline(conn):
+            conn.execute("BEGIN")
+            conn.execute(prelude, params)
+        yield
+    except BaseException:
+        if not conn.broken:
+            with contextlib.suppress(psycopg.Error):
+                conn.rollback()
+        raise
+    conn.commit()
 
 
 def _check_schema(schema: str) -> None:
@@ -1305,8 +1363,10 @@ _NOISE = (
     "error connecting in",
     "reconnection attempt in pool",
     "task run",
+    "error ignored terminating",
 )
-"""psycopg_pool's warnings, one per connection, about connections lost or not made."""
+"""psycopg_pool's warnings, one per connection, about connections lost or not made, and
+psycopg's about a pipeline ended on a lost connection."""
 
 
 def _quietly(call: Callable[..., T], *args: Any) -> T:
@@ -1320,8 +1380,9 @@ def _quietly(call: Callable[..., T], *args: Any) -> T:
 
 class _PoolNoise(logging.Filter):
     """Drops psycopg_pool's per-connection warnings about lost connections of the stores' own
-    pools (from their worker threads, or from the store's calls into the pool): the store logs
-    one warning per outage instead. Other pools' records pass."""
+    pools (from their worker threads, or from the store's calls into the pool), and psycopg's
+    about the stores' pipelines on them: the store logs one warning per outage instead. Other
+    pools' and connections' records pass."""
 
     installed = False
 
@@ -1330,6 +1391,7 @@ class _PoolNoise(logging.Filter):
         if not cls.installed:
             cls.installed = True
             logging.getLogger("psycopg.pool").addFilter(cls())
+            logging.getLogger("psycopg").addFilter(cls())
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno != logging.WARNING or not str(record.msg).startswith(_NOISE):

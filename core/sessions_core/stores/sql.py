@@ -1016,18 +1016,16 @@ class SqlStore(RecallStore, InspectableStore):
         return compiled
 
     def _one(self, sql: str, params: Any, *, walk: bool = False) -> Any:
+        """The first row of ONE read statement (``None``: none), atomic on its own: a dialect may
+        run it without a transaction around it (on PostgreSQL one round trip). ``walk``: it
+        walks the tree (plan it as index lookups)."""
         sql = self.compile(sql)
         return self._read(lambda conn: conn.execute(sql, params).fetchone(), walk=walk)
 
     def _all(self, sql: str, params: Any, *, walk: bool = False) -> list[Any]:
+        """The rows of ONE read statement, as :meth:`_one`."""
         sql = self.compile(sql)
         return self._read(lambda conn: conn.execute(sql, params).fetchall(), walk=walk)
-
-    def _read_one(self, sql: str, params: Any) -> list[Any]:
-        """The rows of ONE read statement, atomic on its own: no transaction around it where the
-        dialect can skip one (on PostgreSQL one round trip, see ``_single``)."""
-        sql = self.compile(sql)
-        return self._single(lambda conn: conn.execute(sql, params).fetchall(), write=False)
 
     def _execute(self, sql: str, params: Any, *, idempotent: bool = True) -> int:
         """Run one write statement; the number of rows it changed."""
@@ -1040,8 +1038,7 @@ class SqlStore(RecallStore, InspectableStore):
         uses = template.count("{values}")
         for start in range(0, len(values), self.max_list):
             fragment, params = self._list(values[start : start + self.max_list], uses)
-            sql = self.compile(template.replace("{values}", fragment))
-            rows += self._read(lambda conn, sql=sql, params=params: conn.execute(sql, params).fetchall())
+            rows += self._all(template.replace("{values}", fragment), params)
         return rows
 
     def _link_blobs(self, conn: Any, seq: int, record: MessageRecord) -> None:
@@ -1341,8 +1338,7 @@ class SqlStore(RecallStore, InspectableStore):
         if not seqs:
             return {}
         fragment, params = self._list(seqs)
-        sql = self.compile(FETCH_CONTENTS.replace("{values}", fragment))
-        return _contents(self._read(lambda conn: conn.execute(sql, params).fetchall()))
+        return _contents(self._all(FETCH_CONTENTS.replace("{values}", fragment), params))
 
     def short_path_contents(self, session_id: str, leaf_id: str, limit: int) -> dict[int, StoredContent] | None:
         rows = self._all(SHORT_PATH_CONTENTS, {"s": session_id, "leaf": leaf_id, "limit": limit}, walk=True)
@@ -1450,9 +1446,7 @@ class SqlStore(RecallStore, InspectableStore):
         unique = list(dict.fromkeys(labels))
         for start in range(0, len(unique), self.max_list):
             fragment, params = self._rows(unique[start : start + self.max_list])
-            sql = self.compile(GET_BLOCKS.replace("{rows}", fragment))
-            params = self._bind_first(session_id, params)
-            rows = self._read(lambda conn, sql=sql, p=params: conn.execute(sql, p).fetchall())
+            rows = self._all(GET_BLOCKS.replace("{rows}", fragment), self._bind_first(session_id, params))
             found.update((label, content) for label, content in rows if content is not None)
         return found
 
@@ -1566,7 +1560,7 @@ class SqlStore(RecallStore, InspectableStore):
         self._execute(REGISTER_SESSION, dict(zip(SESSION_COLUMNS, row)), idempotent=False)
 
     def get_session_row(self, namespace: str, session_id: str) -> SessionRow | None:
-        rows = self._read_one(GET_SESSION, {"ns": namespace, "id": session_id})
+        rows = self._all(GET_SESSION, {"ns": namespace, "id": session_id})
         return SessionRow(*rows[0]) if rows else None
 
     def list_session_rows(self, namespace: str) -> list[SessionRow]:
@@ -1934,14 +1928,14 @@ class SqlStore(RecallStore, InspectableStore):
         if len(keys) == 1:  # a single get, the hot path
             prefix, key = keys[0]
             params: dict[str, Any] = {"ns": namespace, "p": prefix, "k0": key, "now": now_us}
-            found = self._refreshed(":k0", params) if refresh else self._read_one(_GET_ITEM, params)
+            found = self._refreshed(":k0", params) if refresh else self._all(_GET_ITEM, params)
             return list(map(ItemRow._make, found))
         rows: list[ItemRow] = []
         for listed, params in self._key_lists(namespace, keys, now_us):
             if refresh:
                 rows += map(ItemRow._make, self._refreshed(listed, params))
             else:
-                rows += map(ItemRow._make, self._read_one(for_keys(GET_ITEMS, listed), params))
+                rows += map(ItemRow._make, self._all(for_keys(GET_ITEMS, listed), params))
         return rows
 
     def refresh_items(self, namespace: str, keys: Sequence[tuple[str, str]], now_us: int) -> None:
@@ -1977,7 +1971,7 @@ class SqlStore(RecallStore, InspectableStore):
         filters, more = self._conditions(conditions)
         sql = LIST_ITEMS.replace("{under}", where).replace("{conditions}", filters)
         params.update(more, now=now_us, limit=limit, offset=offset)
-        return [ItemRow._make(row) for row in self._read_one(sql, params)]
+        return [ItemRow._make(row) for row in self._all(sql, params)]
 
     def search_items(
         self, namespace: str, under: str, query: str, conditions: Sequence[ItemCondition], limit: int, now_us: int
@@ -2001,7 +1995,7 @@ class SqlStore(RecallStore, InspectableStore):
         rows: list[ItemRow] = []
         for listed, params in self._key_lists(namespace, keys, now_us):
             params.update(more)
-            rows += map(ItemRow._make, self._read_one(for_keys(GET_ITEMS, listed) + filters, params))
+            rows += map(ItemRow._make, self._all(for_keys(GET_ITEMS, listed) + filters, params))
         return rows
 
     def item_vectors(
@@ -2011,16 +2005,16 @@ class SqlStore(RecallStore, InspectableStore):
         filters, more = self._conditions(conditions)
         params.update(more, now=now_us)
         sql = ITEM_VECTORS.replace("{under}", where).replace("{conditions}", filters)
-        return [(prefix, key, bytes(vector)) for prefix, key, vector in self._read_one(sql, params)]
+        return [(prefix, key, bytes(vector)) for prefix, key, vector in self._all(sql, params)]
 
     def item_prefixes(self, namespace: str, under: str, now_us: int) -> list[str]:
         where, params = item_under(namespace, under)
         params["now"] = now_us
-        return [row[0] for row in self._read_one(ITEM_PREFIXES.replace("{under}", where), params)]
+        return [row[0] for row in self._all(ITEM_PREFIXES.replace("{under}", where), params)]
 
     def item_versions(self, namespace: str, prefix: str, key: str) -> list[ItemVersionRow]:
         params = {"ns": namespace, "p": prefix, "k": key}
-        return [ItemVersionRow._make(row) for row in self._read_one(ITEM_VERSIONS, params)]
+        return [ItemVersionRow._make(row) for row in self._all(ITEM_VERSIONS, params)]
 
     def sweep_items(self, namespace: str, now_us: int) -> int:
         sweep, versions, vectors = (self.compile(sql) for sql in (SWEEP_ITEMS, CLEAR_ITEM_VERSIONS, CLEAR_ITEM_VECTORS))
@@ -2222,9 +2216,7 @@ class SqlStore(RecallStore, InspectableStore):
         rows: list[Any] = []
         for start in range(0, len(values), self.max_list):
             fragment, params = self._list(values[start : start + self.max_list])
-            sql = self.compile(template.replace("{values}", fragment))
-            params = self._bind_first(first, params)
-            rows += self._read(lambda conn, sql=sql, p=params: conn.execute(sql, p).fetchall())
+            rows += self._all(template.replace("{values}", fragment), self._bind_first(first, params))
         return rows
 
     # -- inspection and transfer -----------------------------------------------------------
