@@ -943,7 +943,9 @@ class SqlStore(RecallStore, InspectableStore):
     ) -> T:
         """``work(connection)`` in one transaction. ``lock``: serialise it with the other writers
         of that session. ``idempotent``: it may be retried after a dropped connection.
-        ``one_statement``: ``work`` runs a single statement (atomic without a transaction)."""
+        ``one_statement``: ``work`` runs a single statement (atomic without a transaction); with
+        ``lock``, it fetches that statement's rows rather than reading its row count (a dialect
+        may send it with the lock and know the count only when the transaction ends)."""
 
     @abstractmethod
     def _list(self, values: Sequence[Any], uses: int = 1) -> tuple[str, Any]:
