@@ -541,26 +541,20 @@ class PostgresStore(SqlStore):
     def _lock_session(self, conn: psycopg.Connection, session_id: str) -> None:
         conn.execute(_LOCK, (session_id,))
 
-    def _one(self, sql: str, params: Any, *, walk: bool = False) -> Any:
-        return self._alone(sql, params, walk, _first_row)
-
-    def _all(self, sql: str, params: Any, *, walk: bool = False) -> list[Any]:
-        return self._alone(sql, params, walk, _all_rows)
-
-    def _alone(self, sql: str, params: Any, walk: bool, fetch: Callable[[psycopg.Cursor[Any]], T]) -> T:
-        """What ``fetch`` takes of one read statement, atomic on its own: in autocommit, one round
-        trip rather than a transaction's three. One that ``walk``s the tree follows the planner
-        settings in a pipeline, in the implicit transaction that lasts until the pipeline's sync:
-        one round trip rather than four."""
+    def _consume(self, sql: str, params: Any, consume: Callable[[Any], T], *, walk: bool = False) -> T:
+        """As ``SqlStore._consume``: in autocommit, one round trip rather than a transaction's
+        three. One that ``walk``s the tree follows the planner settings in a pipeline, in the
+        implicit transaction that lasts until the pipeline's sync: one round trip rather than
+        four."""
         query = _query(self.compile(sql))
 
         def work(conn: psycopg.Connection) -> T:
             if not walk:
-                return fetch(conn.execute(query, params))
+                return consume(conn.execute(query, params))
             with _pipeline(conn):
                 conn.execute(_INDEX_LOOKUPS)
                 cursor = conn.execute(query, params)
-            return fetch(cursor)
+            return consume(cursor)
 
         return self._single(work, write=False)
 
@@ -1190,14 +1184,6 @@ _LOCK = f"SELECT {_SESSION_LOCK}"
 """The transaction's lock on the session named by the parameter (``_lock_session``)."""
 _LOCKED_INDEX_LOOKUPS = f"SELECT {_SESSION_LOCK}, {_INDEX_PLANS}"
 """``_LOCK`` and ``_INDEX_LOOKUPS`` in one statement."""
-
-
-def _first_row(cursor: psycopg.Cursor[Any]) -> Any:
-    return cursor.fetchone()
-
-
-def _all_rows(cursor: psycopg.Cursor[Any]) -> list[Any]:
-    return cursor.fetchall()
 
 
 @contextmanager

@@ -914,7 +914,6 @@ class SqlStore(RecallStore, InspectableStore):
         self._insert_under_latest = c(INSERT_UNDER_LATEST)
         self._insert_under_parent = c(INSERT_UNDER_PARENT)
         self._link_blob = [c(sql) for sql in LINK_BLOB]
-        self._path_ids = c(PATH_IDS)
         self._put_checkpoint, self._bind_checkpoint = self._by_position(PUT_CHECKPOINT, CHECKPOINT_PARAMS)
         self._get_latest_checkpoint = c(GET_LATEST_CHECKPOINT)
         self._get_checkpoint_at = c(GET_CHECKPOINT_AT)
@@ -1017,17 +1016,20 @@ class SqlStore(RecallStore, InspectableStore):
             compiled = self._compiled[sql] = self._translate(sql)
         return compiled
 
-    def _one(self, sql: str, params: Any, *, walk: bool = False) -> Any:
-        """The first row of ONE read statement (``None``: none), atomic on its own: a dialect may
-        run it without a transaction around it (on PostgreSQL one round trip). ``walk``: it
-        walks the tree (plan it as index lookups)."""
+    def _consume(self, sql: str, params: Any, consume: Callable[[Any], T], *, walk: bool = False) -> T:
+        """What ``consume(cursor)`` makes of ONE read statement's rows, atomic on its own: a
+        dialect may run it without a transaction around it (on PostgreSQL one round trip).
+        ``walk``: it walks the tree (plan it as index lookups)."""
         sql = self.compile(sql)
-        return self._read(lambda conn: conn.execute(sql, params).fetchone(), walk=walk)
+        return self._read(lambda conn: consume(conn.execute(sql, params)), walk=walk)
+
+    def _one(self, sql: str, params: Any, *, walk: bool = False) -> Any:
+        """The first row of ONE read statement (``None``: none), as :meth:`_consume`."""
+        return self._consume(sql, params, _first_row, walk=walk)
 
     def _all(self, sql: str, params: Any, *, walk: bool = False) -> list[Any]:
-        """The rows of ONE read statement, as :meth:`_one`."""
-        sql = self.compile(sql)
-        return self._read(lambda conn: conn.execute(sql, params).fetchall(), walk=walk)
+        """The rows of ONE read statement, as :meth:`_consume`."""
+        return self._consume(sql, params, _all_rows, walk=walk)
 
     def _execute(self, sql: str, params: Any, *, idempotent: bool = True) -> int:
         """Run one write statement; the number of rows it changed."""
@@ -1310,19 +1312,16 @@ class SqlStore(RecallStore, InspectableStore):
         return [PathEntry(*row) for row in self._all(PATH, {"s": session_id, "leaf": leaf_id}, walk=True)]
 
     def path_ids(self, session_id: str, leaf_id: str) -> tuple[array, list[str]]:
-        sql, params = self._path_ids, {"s": session_id, "leaf": leaf_id}
-
-        def work(conn: Any) -> tuple[array, list[str]]:
+        def consume(cursor: Any) -> tuple[array, list[str]]:
             seqs: array = array("q")
             ids: list[str] = []
-            cursor = conn.execute(sql, params)
             while rows := cursor.fetchmany(5_000):  # Python rows a batch at a time
                 for seq, message_id in rows:
                     seqs.append(seq)
                     ids.append(message_id)
             return seqs, ids
 
-        return self._read(work, walk=True)
+        return self._consume(PATH_IDS, {"s": session_id, "leaf": leaf_id}, consume, walk=True)
 
     def span_ids(self, session_id: str, from_id: str, to_id: str) -> list[str]:
         ids = [row[0] for row in self._all(SPAN_IDS, {"s": session_id, "from": from_id, "to": to_id}, walk=True)]
@@ -1418,14 +1417,11 @@ class SqlStore(RecallStore, InspectableStore):
         return [OverlayRow(CompactionRow(*row[:5]), row[5], row[6]) for row in rows]
 
     def path_up(self, session_id: str, start_id: str, *, above: bool = False) -> tuple[array, list[str], array, bool]:
-        sql, params = self.compile(PATH_ABOVE if above else PATH_UP), {"s": session_id, "start": start_id}
-
-        def work(conn: Any) -> tuple[array, list[str], array, bool]:
+        def consume(cursor: Any) -> tuple[array, list[str], array, bool]:
             seqs: array = array("q")
             ids: list[str] = []
             tokens: array = array("q")
             root = False
-            cursor = conn.execute(sql, params)
             while rows := cursor.fetchmany(5_000):
                 if not ids:
                     root = bool(rows[0][3])
@@ -1435,7 +1431,8 @@ class SqlStore(RecallStore, InspectableStore):
                     tokens.append(row_tokens)
             return seqs, ids, tokens, root
 
-        return self._read(work, walk=True)
+        params = {"s": session_id, "start": start_id}
+        return self._consume(PATH_ABOVE if above else PATH_UP, params, consume, walk=True)
 
     # -- context blocks --------------------------------------------------------------------
 
@@ -2290,3 +2287,11 @@ def _exact_first(
         seen = {key(row) for row in rows}
         rows += [row for row in match(units) if key(row) not in seen][: limit - len(rows)]
     return rows
+
+
+def _first_row(cursor: Any) -> Any:
+    return cursor.fetchone()
+
+
+def _all_rows(cursor: Any) -> list[Any]:
+    return cursor.fetchall()
