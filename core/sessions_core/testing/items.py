@@ -152,21 +152,25 @@ def test_refresh_moves_the_expiry_of_a_read_item(make_manager, drive):
 
 
 def test_a_read_with_refresh_or_a_refresh_alone_keeps_items_with_a_ttl_alive(make_manager, drive):
+    # A TTL of 0.9 s, refreshed every 0.3 s: a round may take 0.6 s longer (a loaded machine)
+    # before a refreshed item would expire.
     items = _items(drive, make_manager())
     items.put_many(
         [
-            ItemPut(("t", "a"), "read", {"v": 1}, ttl_minutes=0.01),
+            ItemPut(("t", "a"), "read", {"v": 1}, ttl_minutes=0.015),
             ItemPut(("t", "a"), "kept", {"v": 2}),
-            ItemPut(("t", "b"), "refreshed", {"v": 3}, ttl_minutes=0.01),
-            ItemPut(("t", "b"), "left", {"v": 4}, ttl_minutes=0.01),
+            ItemPut(("t", "b"), "refreshed", {"v": 3}, ttl_minutes=0.015),
+            ItemPut(("t", "b"), "left", {"v": 4}, ttl_minutes=0.015),
         ]
     )
+    left_put = time.monotonic()
     items.refresh([])
     for _ in range(3):
         time.sleep(0.3)
         found = items.get_many([(("t", "a"), "read"), (("t", "a"), "kept"), (("t", "b"), "missing")], refresh=True)
         assert [None if item is None else item.value["v"] for item in found] == [1, 2, None]
         items.refresh([(("t", "b"), "refreshed"), (("t", "c"), "missing")])
+    time.sleep(max(0.0, left_put + 1.0 - time.monotonic()))
     assert items.get(("t", "b"), "left") is None  # expired while the others were read or refreshed
     assert items.get(("t", "b"), "refreshed").value == {"v": 3}
     assert [version.version for version in items.versions(("t", "a"), "read")] == [1]  # a refresh is no version
