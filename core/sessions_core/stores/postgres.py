@@ -788,14 +788,16 @@ class PostgresStore(SqlStore):
                     if lock is None and not walk:
                         with conn.transaction():
                             result = work(conn)
-                    elif lock is not None and one_statement:
-                        with _pipeline(conn):
-                            conn.execute(_LOCKED_INDEX_LOOKUPS if walk else _LOCK, (lock,))
-                            result = work(conn)
                     else:
                         prelude = _INDEX_LOOKUPS if lock is None else _LOCKED_INDEX_LOOKUPS if walk else _LOCK
-                        with _transaction(conn, prelude, None if lock is None else (lock,)):
-                            result = work(conn)
+                        params = None if lock is None else (lock,)
+                        if lock is not None and one_statement:
+                            with _pipeline(conn):
+                                conn.execute(prelude, params)
+                                result = work(conn)
+                        else:
+                            with _transaction(conn, prelude, params):
+                                result = work(conn)
             except (psycopg.DataError, psycopg.errors.ProgramLimitExceeded) as error:
                 # A value PostgreSQL cannot hold (a NUL character in text, an id too large to
                 # index...): nothing was written, and a retry would fail the same way.
