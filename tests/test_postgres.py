@@ -418,9 +418,42 @@ def test_calls_take_one_round_trip_a_statement_and_a_transaction_one_more(schema
             session.get_token_estimate()
         counts = iter(range(100))
         assert _round_trips(store, lambda: session.append_message(_msg(f"x{next(counts)}"))) == 2
+        for n in range(8):
+            session.append_messages([_msg(f"b{n}-{k}") for k in range(3)])
+        assert _round_trips(store, lambda: session.append_messages([_msg(f"y{n}") for n in range(3)])) == 2
         assert _round_trips(store, session.get_history) == 3  # the leaf, the overlays, the path
         assert _round_trips(store, session.get_token_estimate) <= 3
         assert _round_trips(store, lambda: store.latest_leaf("s")) == 1
+    finally:
+        store.close()
+
+
+def test_a_batch_sent_with_its_lock_is_stored_whole_or_not_at_all(schema):
+    # A batch of small messages is pipelined after its session's lock, in the protocol's implicit
+    # transaction: a row refused by the server takes the rows before it away with it.
+    import psycopg
+    from psycopg import sql
+
+    store = _store(schema, max_size=1)
+    try:
+        session = Session(store).for_session("s")
+        session.append_message(_msg("m0"))
+        with psycopg.connect(postgres_url(), autocommit=True) as admin:
+            admin.execute(
+                sql.SQL(
+                    "CREATE FUNCTION {schema}.refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$"
+                    " BEGIN IF NEW.id = 'bad' THEN RAISE EXCEPTION 'refused: %', NEW.id; END IF; RETURN NEW; END $$;"
+                    " CREATE TRIGGER refuse_bad BEFORE INSERT ON {schema}.session_messages"
+                    " FOR EACH ROW EXECUTE FUNCTION {schema}.refuse_bad()"
+                ).format(schema=sql.Identifier(schema))
+            )
+        with pytest.raises(StoreError, match="refused: bad"):
+            session.append_messages([_msg("a"), _msg("b"), _msg("bad")])
+        assert [m.id for m in session.get_history()] == ["m0"]
+        with psycopg.connect(postgres_url(), autocommit=True) as other:  # the session's lock is free
+            assert other.execute("SELECT pg_try_advisory_lock(hashtextextended('s', 1))").fetchone() == (True,)
+        session.append_messages([_msg("a"), _msg("b")])
+        assert [m.id for m in session.get_history()] == ["m0", "a", "b"]
     finally:
         store.close()
 

@@ -382,7 +382,7 @@ class PostgresStore(SqlStore):
         idempotent: bool = True,
         one_statement: bool = False,
     ) -> T:
-        return self._run(work, lock=lock, walk=walk, idempotent=idempotent, one_statement=one_statement)
+        return self._run(work, lock=lock, walk=walk, idempotent=idempotent, pipelined=one_statement)
 
     def _list(self, values: Sequence[Any], uses: int = 1) -> tuple[str, dict[str, list[Any]]]:
         return "= ANY(:values)", {"values": list(values)}
@@ -771,14 +771,14 @@ class PostgresStore(SqlStore):
         lock: str | None = None,
         walk: bool = False,
         idempotent: bool = True,
-        one_statement: bool = False,
+        pipelined: bool = False,
     ) -> T:
         """Run ``work`` in one transaction. Idempotent work is retried once on a dropped
         connection, so it skips the test of its pooled connection (a round trip) that other work
-        makes first. The ``lock`` (and planner settings) go with the ``BEGIN``; a
-        ``one_statement`` work that takes a ``lock`` goes with them too, in the transaction the
-        protocol keeps until the pipeline's sync: two round trips (its rows, the commit) instead
-        of three."""
+        makes first. The ``lock`` (and planner settings) go with the ``BEGIN``; ``pipelined``
+        work that takes a ``lock`` goes with them too, in the one transaction the protocol keeps
+        until the pipeline's sync: two round trips (its rows, the commit) instead of three. Such
+        work fetches rows and never reads a row count (known only at the sync)."""
         self._ensure_ready()
         dropped = rollbacks = 0
         while True:
@@ -791,7 +791,7 @@ class PostgresStore(SqlStore):
                     else:
                         prelude = _INDEX_LOOKUPS if lock is None else _LOCKED_INDEX_LOOKUPS if walk else _LOCK
                         params = None if lock is None else (lock,)
-                        if lock is not None and one_statement:
+                        if lock is not None and pipelined:
                             with _pipeline(conn):
                                 conn.execute(prelude, params)
                                 result = work(conn)
@@ -903,6 +903,7 @@ class PostgresStore(SqlStore):
             return []
         for record in records:
             self._refuse_nul(record)
+        small = all(len(record.content) <= LARGE_ROW and not record.blobs for record in records)
 
         def work(conn: psycopg.Connection) -> list[Inserted | None]:
             # Each message over LARGE_ROW is inserted on its own; the others in runs between them.
@@ -921,7 +922,9 @@ class PostgresStore(SqlStore):
                 results += self._insert_run(conn, session_id, run, parent)
             return results
 
-        return self._write(work, lock=session_id, walk=True)
+        # Small messages without attachments are sent with the session's lock: every row is
+        # fetched, no row count is read.
+        return self._run(work, lock=session_id, walk=True, pipelined=small)
 
     def _insert_run(
         self,
@@ -930,7 +933,8 @@ class PostgresStore(SqlStore):
         records: Sequence[MessageRecord],
         parent_id: str | None | _Latest,
     ) -> list[Inserted | None]:
-        """Insert a chain of records under ``parent_id``, pipelined."""
+        """Insert a chain of records under ``parent_id``, pipelined: all are sent before the
+        first row is read."""
         first = {**records[0].insert_params(session_id), "terms": tsvector_literal(records[0].text)}
         if isinstance(parent_id, _Latest):
             first_sql = self._insert_under_latest
@@ -942,7 +946,8 @@ class PostgresStore(SqlStore):
             for previous, record in zip(records, records[1:])
         ]
 
-        rows = [conn.execute(_query(first_sql), first).fetchone()]
+        head = conn.execute(_query(first_sql), first)
+        rows: list[Any] = []
         if rest:
             # Pipelined: one round trip for the chain; each statement sees the rows the
             # previous ones inserted (same transaction), so depths and totals chain up.
@@ -958,6 +963,7 @@ class PostgresStore(SqlStore):
                             break
             finally:
                 conn.prepare_threshold = threshold
+        rows.insert(0, head.fetchone())
         results: list[Inserted | None] = []
         for record, row in zip(records, rows, strict=True):
             if row is None:
