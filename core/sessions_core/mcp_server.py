@@ -413,7 +413,8 @@ class MemoryServer:
         if not self._file_labels:
             return True
         args = arguments or {}
-        if name in (LOAD_CONTEXT, UNLOAD_CONTEXT) or args.get("label") in self._file_labels:
+        label = args.get("label")
+        if name in (LOAD_CONTEXT, UNLOAD_CONTEXT) or (isinstance(label, str) and label in self._file_labels):
             return False
         return not (name in _CONTEXT_TOOLS and self._reads_block(name, args))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sessions_core.mcp_server import MemoryServer
@@ -52,18 +52,44 @@ def client(memory_dir, connect):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.sampled_from(TOOLS) | text, args=arguments)
+@example(name="\ud800", args={})
+@example(name="set_context", args={"label": {"a": 1}, "content": "x"})
 def test_no_tool_arguments_crash_the_server(client, name: str, args: dict[str, Any]):
     from mcp import MCPError
+    from mcp.types import INTERNAL_ERROR
 
     try:
         result = client("call_tool", name, args)
     except MCPError as error:  # an unknown tool, or arguments the protocol itself refuses
         assert error.error.code < 0
+        assert error.error.code != INTERNAL_ERROR, error  # never the server failing
+    except UnicodeEncodeError:
+        # The SDK's client cannot send a tool name that is no UTF-8 (a lone surrogate): it
+        # puts the name in a header first. Nothing reached the server.
+        assert not _utf8(name)
     else:
         text = result.content[0].text
         assert isinstance(text, str)
         if result.is_error:
             assert text.startswith("Error:")
+    assert client.text(*PROBE).startswith("Written to memory.")
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("label", [{"a": 1}, ["memory"], 3, None])
+def test_a_label_of_the_wrong_type_is_an_error_result(client, label):
+    # Not an internal error of the server: a label is looked up among the skill blocks' labels
+    # before the call is run, and a dict or a list is no label.
+    result = client("call_tool", "set_context", {"label": label, "content": "x"})
+    assert result.is_error
+    assert result.content[0].text.startswith("Error: invalid arguments for set_context")
     assert client.text(*PROBE).startswith("Written to memory.")
 
 
