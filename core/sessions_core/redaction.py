@@ -102,6 +102,19 @@ def _ip(match: re.Match[str]) -> bool:
     return True
 
 
+_VERSION_WORD = re.compile(
+    r"\b(?:version|ver|v|release|build|firmware|patch|versi[oó]n|versione|vers[aã]o|révision)\.?:?\s*$", re.IGNORECASE
+)
+"""A word that says a version number follows: ``version 1.2.3.4``, ``build: 10.0.0.1``."""
+
+
+def _ipv4(match: re.Match[str]) -> bool:
+    """A valid IPv4 address, unless it follows a word that says it is a version number (four
+    parts in range are both)."""
+    start = match.start()
+    return _ip(match) and _VERSION_WORD.search(match.string, max(0, start - 16), start) is None
+
+
 _DIGIT_RUN = re.compile(r"\d+")
 _DATE = re.compile(
     r"(?:(?:19|20)\d\d([-./])(?:0?[1-9]|1[0-2])\1(?:0?[1-9]|[12]\d|3[01])"
@@ -242,7 +255,7 @@ DETECTORS: dict[str, _Detector] = {
         _ip,
         _has_colon,
     ),
-    "ipv4": _Detector("IPV4", re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b"), _ip, _has_digit_dot_digit),
+    "ipv4": _Detector("IPV4", re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b"), _ipv4, _has_digit_dot_digit),
     "phone": _Detector(
         "PHONE",
         re.compile(

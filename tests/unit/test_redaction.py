@@ -220,6 +220,22 @@ def test_the_cheap_tests_before_each_pattern_skip_no_value(text: str, expected: 
     assert PIIRedactor()(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("upgrade to version 1.2.3.4 today", "upgrade to version 1.2.3.4 today"),
+        ("Release: 2.4.1.0 is out", "Release: 2.4.1.0 is out"),
+        ("firmware v. 4.2.0.1", "firmware v. 4.2.0.1"),
+        ("build 10.0.0.1, server 10.0.0.1", "build 10.0.0.1, server [IPV4]"),
+        ("la versión 3.1.4.1", "la versión 3.1.4.1"),
+        ("the server at 10.0.0.1 runs version 1.2", "the server at [IPV4] runs version 1.2"),
+        ("a version of it lives at 10.0.0.1", "a version of it lives at [IPV4]"),
+    ],
+)
+def test_four_numbers_after_a_version_word_are_a_version(text: str, expected: str) -> None:
+    assert PIIRedactor()(text) == expected
+
+
 def test_a_number_failing_its_checksum_is_kept() -> None:
     text = "card 4111 1111 1111 1112, iban GB82WEST12345698765433"
     assert PIIRedactor().redact(text) == Redaction(text, {})
