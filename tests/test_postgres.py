@@ -407,8 +407,8 @@ def _round_trips(store, call) -> int:
 
 def test_calls_take_one_round_trip_a_statement_and_a_transaction_one_more(schema):
     # A read of one statement runs in autocommit; one that walks the tree is pipelined after its
-    # planner settings; a transaction's BEGIN goes with its first statement, and an append
-    # goes with its session's lock (its row, then the commit).
+    # planner settings; a transaction's BEGIN goes with its first statement, and an append (a
+    # batch, a block write) goes with its session's lock and the commit: one round trip.
     store = _store(schema, max_size=1)
     try:
         session = Session(store).for_session("s")
@@ -417,10 +417,11 @@ def test_calls_take_one_round_trip_a_statement_and_a_transaction_one_more(schema
             session.get_history()
             session.get_token_estimate()
         counts = iter(range(100))
-        assert _round_trips(store, lambda: session.append_message(_msg(f"x{next(counts)}"))) == 2
+        assert _round_trips(store, lambda: session.append_message(_msg(f"x{next(counts)}"))) == 1
         for n in range(8):
             session.append_messages([_msg(f"b{n}-{k}") for k in range(3)])
-        assert _round_trips(store, lambda: session.append_messages([_msg(f"y{n}") for n in range(3)])) == 2
+        assert _round_trips(store, lambda: session.append_messages([_msg(f"y{n}") for n in range(3)])) == 1
+        assert _round_trips(store, lambda: store.set_block("s", "memory", f"fact {next(counts)}")) == 1
         assert _round_trips(store, session.get_history) == 3  # the leaf, the overlays, the path
         assert _round_trips(store, session.get_token_estimate) <= 3
         assert _round_trips(store, lambda: store.latest_leaf("s")) == 1

@@ -384,6 +384,20 @@ class PostgresStore(SqlStore):
     ) -> T:
         return self._run(work, lock=lock, walk=walk, idempotent=idempotent, pipelined=one_statement)
 
+    def _locked_rows(self, sql: str, params: Any, consume: Callable[[Any], T], *, lock: str, walk: bool = False) -> T:
+        def send(conn: psycopg.Connection) -> Callable[[], T]:
+            cursor = conn.execute(_query(sql), params)
+            return lambda: consume(cursor)
+
+        return self._sent_then_read(send, lock=lock, walk=walk)
+
+    def _sent_then_read(
+        self, send: Callable[[psycopg.Connection], Callable[[], T]], *, lock: str, walk: bool = False
+    ) -> T:
+        """One round trip: the ``lock`` (and planner settings), the statements ``send`` queues
+        and the commit go together; what ``send`` returns reads their rows once all are back."""
+        return cast(T, self._run(send, lock=lock, walk=walk, pipelined=True, read_after_sync=True))
+
     def _list(self, values: Sequence[Any], uses: int = 1) -> tuple[str, dict[str, list[Any]]]:
         return "= ANY(:values)", {"values": list(values)}
 
@@ -772,13 +786,17 @@ class PostgresStore(SqlStore):
         walk: bool = False,
         idempotent: bool = True,
         pipelined: bool = False,
+        read_after_sync: bool = False,
     ) -> T:
         """Run ``work`` in one transaction. Idempotent work is retried once on a dropped
         connection, so it skips the test of its pooled connection (a round trip) that other work
         makes first. The ``lock`` (and planner settings) go with the ``BEGIN``; ``pipelined``
         work that takes a ``lock`` goes with them too, in the one transaction the protocol keeps
         until the pipeline's sync: two round trips (its rows, the commit) instead of three. Such
-        work fetches rows and never reads a row count (known only at the sync)."""
+        work fetches rows and never reads a row count (known only at the sync). With
+        ``read_after_sync`` it fetches nothing: it returns what reads its rows, called after the
+        sync, so that the statements and the commit take one round trip. ``pipelined`` work
+        without a lock or the planner's settings is ONE statement, run in autocommit."""
         self._ensure_ready()
         dropped = rollbacks = 0
         while True:
@@ -786,8 +804,11 @@ class PostgresStore(SqlStore):
             try:
                 with self._borrow(check=not idempotent, watch=watch) as conn:
                     if lock is None and not walk:
-                        with conn.transaction():
+                        if pipelined:  # one statement: atomic on its own
                             result = work(conn)
+                        else:
+                            with conn.transaction():
+                                result = work(conn)
                     else:
                         prelude = _INDEX_LOOKUPS if lock is None else _LOCKED_INDEX_LOOKUPS if walk else _LOCK
                         params = None if lock is None else (lock,)
@@ -795,6 +816,8 @@ class PostgresStore(SqlStore):
                             with _pipeline(conn):
                                 conn.execute(prelude, params)
                                 result = work(conn)
+                            if read_after_sync:
+                                result = result()  # type: ignore[operator]  # what work returned reads the rows
                         else:
                             with _transaction(conn, prelude, params):
                                 result = work(conn)
@@ -903,7 +926,14 @@ class PostgresStore(SqlStore):
             return []
         for record in records:
             self._refuse_nul(record)
-        small = all(len(record.content) <= LARGE_ROW and not record.blobs for record in records)
+        if all(len(record.content) <= LARGE_ROW and not record.blobs for record in records):
+            # Small messages without attachments: sent with the session's lock and the commit,
+            # one round trip, their rows read once all are back.
+            def send(conn: psycopg.Connection) -> Callable[[], list[Inserted | None]]:
+                cursors = self._send_run(conn, session_id, records, parent_id)
+                return lambda: _inserted([cursor.fetchone() for cursor in cursors])
+
+            return self._sent_then_read(send, lock=session_id, walk=True)
 
         def work(conn: psycopg.Connection) -> list[Inserted | None]:
             # Each message over LARGE_ROW is inserted on its own; the others in runs between them.
@@ -922,19 +952,13 @@ class PostgresStore(SqlStore):
                 results += self._insert_run(conn, session_id, run, parent)
             return results
 
-        # Small messages without attachments are sent with the session's lock: every row is
-        # fetched, no row count is read.
-        return self._run(work, lock=session_id, walk=True, pipelined=small)
+        return self._write(work, lock=session_id, walk=True)
 
-    def _insert_run(
-        self,
-        conn: psycopg.Connection,
-        session_id: str,
-        records: Sequence[MessageRecord],
-        parent_id: str | None | _Latest,
-    ) -> list[Inserted | None]:
-        """Insert a chain of records under ``parent_id``, pipelined: all are sent before the
-        first row is read."""
+    def _chain(
+        self, session_id: str, records: Sequence[MessageRecord], parent_id: str | None | _Latest
+    ) -> tuple[str, dict[str, Any], list[dict[str, Any]]]:
+        """The statement and parameters of a chain's first record under ``parent_id``, and the
+        parameters of each next one (``INSERT_UNDER_PARENT``, under the record before)."""
         first = {**records[0].insert_params(session_id), "terms": tsvector_literal(records[0].text)}
         if isinstance(parent_id, _Latest):
             first_sql = self._insert_under_latest
@@ -945,7 +969,35 @@ class PostgresStore(SqlStore):
             {**record.insert_params(session_id), "terms": tsvector_literal(record.text), "parent": previous.id}
             for previous, record in zip(records, records[1:])
         ]
+        return first_sql, first, rest
 
+    def _send_run(
+        self,
+        conn: psycopg.Connection,
+        session_id: str,
+        records: Sequence[MessageRecord],
+        parent_id: str | None | _Latest,
+    ) -> list[psycopg.Cursor[Any]]:
+        """Queue a chain of records under ``parent_id`` in the connection's pipeline; their
+        cursors, whose rows arrive at the sync. Each statement sees the rows the ones before
+        inserted (one transaction), so depths and totals chain up."""
+        first_sql, first, rest = self._chain(session_id, records, parent_id)
+        cursors = [conn.execute(_query(first_sql), first)]
+        rest_sql = _query(self.compile(INSERT_UNDER_PARENT))
+        # Not prepared: the generic plan of the chain's statement rescans the session (below).
+        cursors += [conn.execute(rest_sql, params, prepare=False) for params in rest]
+        return cursors
+
+    def _insert_run(
+        self,
+        conn: psycopg.Connection,
+        session_id: str,
+        records: Sequence[MessageRecord],
+        parent_id: str | None | _Latest,
+    ) -> list[Inserted | None]:
+        """Insert a chain of records under ``parent_id`` in the current transaction, the chain
+        after the first pipelined (one round trip)."""
+        first_sql, first, rest = self._chain(session_id, records, parent_id)
         head = conn.execute(_query(first_sql), first)
         rows: list[Any] = []
         if rest:
@@ -964,14 +1016,10 @@ class PostgresStore(SqlStore):
             finally:
                 conn.prepare_threshold = threshold
         rows.insert(0, head.fetchone())
-        results: list[Inserted | None] = []
         for record, row in zip(records, rows, strict=True):
-            if row is None:
-                results.append(None)
-                continue
-            self._link_blobs(conn, row[4], record)
-            results.append(Inserted(row[0], PathTotals(*row[1:4])))
-        return results
+            if row is not None:
+                self._link_blobs(conn, row[4], record)
+        return _inserted(rows)
 
     def _insert_large(
         self, conn: psycopg.Connection, session_id: str, record: MessageRecord, parent_id: str | None | _Latest
@@ -1222,6 +1270,11 @@ def _transaction(conn: psycopg.Connection, prelude: LiteralString, params: tuple
                 conn.rollback()
         raise
     conn.commit()
+
+
+def _inserted(rows: Sequence[Any]) -> list[Inserted | None]:
+    """What each insert's row says (``None``: nothing inserted, an id already stored)."""
+    return [None if row is None else Inserted(row[0], PathTotals(*row[1:4])) for row in rows]
 
 
 def _check_schema(schema: str) -> None:

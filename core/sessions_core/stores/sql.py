@@ -1031,6 +1031,11 @@ class SqlStore(RecallStore, InspectableStore):
         """The rows of ONE read statement, as :meth:`_consume`."""
         return self._consume(sql, params, _all_rows, walk=walk)
 
+    def _locked_rows(self, sql: str, params: Any, consume: Callable[[Any], T], *, lock: str, walk: bool = False) -> T:
+        """Run ONE compiled write statement under ``lock`` (``_write``'s) and ``consume`` its
+        cursor: its rows, never its row count (a dialect may read them only after the commit)."""
+        return self._write(lambda conn: consume(conn.execute(sql, params)), lock=lock, walk=walk, one_statement=True)
+
     def _execute(self, sql: str, params: Any, *, idempotent: bool = True) -> int:
         """Run one write statement; the number of rows it changed."""
         sql = self.compile(sql)
@@ -1223,11 +1228,14 @@ class SqlStore(RecallStore, InspectableStore):
 
         def work(conn: Any) -> Any:
             row = conn.execute(sql, params).fetchone()
-            if row is not None and record.blobs:
+            if row is not None:
                 self._link_blobs(conn, row[4], record)
             return row
 
-        row = self._write(work, lock=session_id, walk=True, one_statement=not record.blobs)
+        if record.blobs:
+            row = self._write(work, lock=session_id, walk=True)
+        else:
+            row = self._locked_rows(sql, params, _first_row, lock=session_id, walk=True)
         return None if row is None else Inserted(row[0], PathTotals(row[1], row[2], row[3]))
 
     def update_message(self, session_id: str, record: MessageRecord) -> bool:
@@ -1483,27 +1491,30 @@ class SqlStore(RecallStore, InspectableStore):
         block_sql = SET_BLOCK if version is None else AT_VERSION[False]
         entry_sql = SET_SEARCH_ENTRY if version is None else AT_VERSION[True]
 
+        if key is None:
+            sql, statement_params = self.compile(block_sql), params
+        else:
+            sql = self.compile(entry_sql)
+            statement_params = {
+                **params,
+                "created": now if created_at_us is None else created_at_us,
+                "updated": now,
+                "terms": self._terms(content),
+            }
+        given = params["version"] if key is None else None
+
+        def version_of(cursor: Any) -> int:
+            return given if given is not None else cursor.fetchone()[0]
+
+        if keep is None:
+            return self._locked_rows(sql, statement_params, version_of, lock=session_id)
+
         def work(conn: Any) -> int:
-            if key is None and params["version"] is not None:
-                conn.execute(self.compile(block_sql), params)
-                version = params["version"]
-            elif key is None:
-                version = conn.execute(self.compile(block_sql), params).fetchone()[0]
-            else:
-                version = conn.execute(
-                    self.compile(entry_sql),
-                    {
-                        **params,
-                        "created": now if created_at_us is None else created_at_us,
-                        "updated": now,
-                        "terms": self._terms(content),
-                    },
-                ).fetchone()[0]
-            if keep is not None:
-                conn.execute(self.compile(TRIM_BLOCK_VERSIONS), {**params, "oldest": version - max(1, keep)})
+            version = version_of(conn.execute(sql, statement_params))
+            conn.execute(self.compile(TRIM_BLOCK_VERSIONS), {**params, "oldest": version - max(1, keep)})
             return version
 
-        return self._write(work, lock=session_id, one_statement=keep is None)
+        return self._write(work, lock=session_id)
 
     def block_version_rows(self, session_id: str) -> list[tuple[str, str, BlockVersionRow]]:
         rows = self._all(ALL_BLOCK_VERSIONS, {"s": session_id})
