@@ -43,6 +43,7 @@ value = st.recursive(
 arguments = st.dictionaries(st.sampled_from(NAMES) | text, value, max_size=5)
 
 PROBE = ("set_context", {"label": "memory", "content": "still alive"})
+NAMESPACED_PROBE = ("set_context", {"session_id": "probe", "label": "memory", "content": "still alive"})
 
 
 @pytest.fixture
@@ -50,13 +51,23 @@ def client(memory_dir, connect):
     return connect(stdio(memory_dir))
 
 
+@pytest.fixture(params=["one session", "a namespace"])
+def any_client(request, memory_dir, connect):
+    """A server of one session, or of a namespace's sessions (each call names its session)."""
+    if request.param == "one session":
+        return connect(stdio(memory_dir)), PROBE
+    return connect(stdio(memory_dir, "--namespace", "team")), NAMESPACED_PROBE
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.sampled_from(TOOLS) | text, args=arguments)
 @example(name="\ud800", args={})
 @example(name="set_context", args={"label": {"a": 1}, "content": "x"})
-def test_no_tool_arguments_crash_the_server(client, name: str, args: dict[str, Any]):
+def test_no_tool_arguments_crash_the_server(any_client, name: str, args: dict[str, Any]):
     from mcp import MCPError
     from mcp.types import INTERNAL_ERROR
+
+    client, probe = any_client
 
     try:
         result = client("call_tool", name, args)
@@ -72,7 +83,7 @@ def test_no_tool_arguments_crash_the_server(client, name: str, args: dict[str, A
         assert isinstance(text, str)
         if result.is_error:
             assert text.startswith("Error:")
-    assert client.text(*PROBE).startswith("Written to memory.")
+    assert client.text(*probe).startswith("Written to memory.")
 
 
 def _utf8(text: str) -> bool:
