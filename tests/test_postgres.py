@@ -451,6 +451,9 @@ def test_a_batch_sent_with_its_lock_is_stored_whole_or_not_at_all(schema):
         with pytest.raises(StoreError, match="refused: bad"):
             session.append_messages([_msg("a"), _msg("b"), _msg("bad")])
         assert [m.id for m in session.get_history()] == ["m0"]
+        with pytest.raises(StoreError, match="refused: bad"):  # one message, sent the same way
+            session.append_message(_msg("bad"))
+        assert [m.id for m in session.get_history()] == ["m0"]
         with psycopg.connect(postgres_url(), autocommit=True) as other:  # the session's lock is free
             assert other.execute("SELECT pg_try_advisory_lock(hashtextextended('s', 1))").fetchone() == (True,)
         session.append_messages([_msg("a"), _msg("b")])
