@@ -148,3 +148,25 @@ def test_a_factory_gives_one_session_per_id(tmp_path):
     for _ in range(2):
         tool.invoke({"label": "memory", "content": "x"}, {"configurable": {"thread_id": "a"}})
     assert made == ["", "a"]
+
+
+def test_malformed_tool_arguments_in_an_agent_are_an_error_for_the_model_and_the_run_goes_on():
+    # A model that sends a label of the wrong type, then none at all: create_agent's tool node
+    # gives each back as an error ToolMessage (the model can correct itself), nothing is stored,
+    # and the next call with good arguments writes the block.
+    manager = SessionManager(":memory:").with_context("memory")
+    model = ScriptedChatModel(
+        responses=[
+            call("set_context", {"label": {"name": "memory"}, "content": "likes tea"}, "c1"),
+            call("set_context", {"content": "likes tea"}, "c2"),
+            call("set_context", {"label": "memory", "content": "likes tea"}, "c3"),
+            AIMessage("noted"),
+        ]
+    )
+    agent = create_agent(model, tools=SessionToolkit(manager).get_tools())
+    result = agent.invoke({"messages": [HumanMessage("remember tea")]}, {"configurable": {"thread_id": "th"}})
+    tool_messages = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert [m.status for m in tool_messages] == ["error", "error", "success"]
+    assert "label" in tool_messages[0].content and "label" in tool_messages[1].content
+    assert result["messages"][-1].content == "noted"
+    assert manager.get_session("th").get_context_block("memory").content == "likes tea"

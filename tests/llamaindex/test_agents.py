@@ -288,3 +288,27 @@ def test_agent_compacts_with_its_own_llm_and_keeps_tool_pairs_whole(session, cap
     results = {m.additional_kwargs["tool_call_id"] for m in last_input if m.role == MessageRole.TOOL}
     assert calls == results  # no call without its result, no orphan result
     assert len(memory.get_all()) == 8 * 4  # every original message kept
+
+
+def test_malformed_tool_arguments_are_an_error_for_the_model_and_the_run_goes_on(session):
+    # A label of the wrong type, then none: each comes back to the model as an error tool
+    # output (LlamaIndex's FunctionTool), nothing is stored, and the corrected call writes.
+    llm = ScriptedLLM(
+        [
+            tool_call("set_context", {"label": {"name": "memory"}, "content": "User likes tea."}),
+            tool_call("set_context", {"content": "User likes tea."}),
+            tool_call("set_context", {"label": "memory", "content": "User likes tea."}),
+            "Noted.",
+        ]
+    )
+    agent = FunctionAgent(tools=SessionToolSpec(session).to_tool_list(), llm=llm)
+    result = run_agent(agent, user_msg="remember tea", memory=SessionMemory(session=session).bind(agent))
+    assert str(result) == "Noted."
+    outputs = [call.messages[-1] for call in llm.calls[1:]]  # what the model saw after each call
+    assert [o.role for o in outputs] == [MessageRole.TOOL] * 3
+    assert [str(o.content) for o in outputs[:2]] == [
+        'Error: invalid arguments for set_context: "label" must be string, got object',
+        'Error: invalid arguments for set_context: missing required field "label"',
+    ]
+    assert str(outputs[2].content).startswith("Written to memory.")
+    assert session.get_context_block("memory").content == "User likes tea."
