@@ -382,7 +382,7 @@ class PostgresStore(SqlStore):
         idempotent: bool = True,
         one_statement: bool = False,
     ) -> T:
-        return self._run(work, lock=lock, walk=walk, idempotent=idempotent, pipelined=one_statement)
+        return self._run(work, lock=lock, walk=walk, idempotent=idempotent, one_statement=one_statement)
 
     def _locked_rows(self, sql: str, params: Any, consume: Callable[[Any], T], *, lock: str, walk: bool = False) -> T:
         def send(conn: psycopg.Connection) -> Callable[[], T]:
@@ -396,7 +396,7 @@ class PostgresStore(SqlStore):
     ) -> T:
         """One round trip: the ``lock`` (and planner settings), the statements ``send`` queues
         and the commit go together; what ``send`` returns reads their rows once all are back."""
-        return cast(T, self._run(send, lock=lock, walk=walk, pipelined=True, read_after_sync=True))
+        return cast(T, self._run(send, lock=lock, walk=walk, read_after_sync=True))
 
     def _list(self, values: Sequence[Any], uses: int = 1) -> tuple[str, dict[str, list[Any]]]:
         return "= ANY(:values)", {"values": list(values)}
@@ -785,26 +785,24 @@ class PostgresStore(SqlStore):
         lock: str | None = None,
         walk: bool = False,
         idempotent: bool = True,
-        pipelined: bool = False,
+        one_statement: bool = False,
         read_after_sync: bool = False,
     ) -> T:
         """Run ``work`` in one transaction. Idempotent work is retried once on a dropped
         connection, so it skips the test of its pooled connection (a round trip) that other work
-        makes first. The ``lock`` (and planner settings) go with the ``BEGIN``; ``pipelined``
-        work that takes a ``lock`` goes with them too, in the one transaction the protocol keeps
-        until the pipeline's sync: two round trips (its rows, the commit) instead of three. Such
-        work fetches rows and never reads a row count (known only at the sync). With
-        ``read_after_sync`` it fetches nothing: it returns what reads its rows, called after the
-        sync, so that the statements and the commit take one round trip. ``pipelined`` work
-        without a lock or the planner's settings is ONE statement, run in autocommit."""
+        makes first. The ``lock`` (and planner settings) go with the ``BEGIN``.
+        ``one_statement`` work without a lock or the planner's settings runs in autocommit.
+        ``read_after_sync`` work only queues its statements and returns what reads their rows:
+        the prelude, the statements and the commit go in one pipeline (the one transaction the
+        protocol keeps until its sync), one round trip, and the rows are read after it."""
         self._ensure_ready()
         dropped = rollbacks = 0
         while True:
             watch = _Watch()
             try:
                 with self._borrow(check=not idempotent, watch=watch) as conn:
-                    if lock is None and not walk:
-                        if pipelined:  # one statement: atomic on its own
+                    if lock is None and not walk and not read_after_sync:
+                        if one_statement:  # atomic on its own
                             result = work(conn)
                         else:
                             with conn.transaction():
@@ -812,12 +810,11 @@ class PostgresStore(SqlStore):
                     else:
                         prelude = _INDEX_LOOKUPS if lock is None else _LOCKED_INDEX_LOOKUPS if walk else _LOCK
                         params = None if lock is None else (lock,)
-                        if lock is not None and pipelined:
+                        if read_after_sync:
                             with _pipeline(conn):
                                 conn.execute(prelude, params)
-                                result = work(conn)
-                            if read_after_sync:
-                                result = result()  # type: ignore[operator]  # what work returned reads the rows
+                                read = work(conn)
+                            result = read()  # type: ignore[operator]  # work returned what reads its rows
                         else:
                             with _transaction(conn, prelude, params):
                                 result = work(conn)
