@@ -160,10 +160,12 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
     # -- writes ----------------------------------------------------------------------------
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Append ``messages`` in order; ids already stored are skipped."""
+        """Append ``messages`` in order under the latest message, in one transaction: all of
+        them or none; ids already stored are skipped."""
         self._register()
-        for message in self._prepare(messages):
-            self.session.append_message(message)
+        prepared = self._prepare(messages)
+        if prepared:
+            self.session.append_messages(prepared, stored="skip")
         self._maybe_compact()
 
     aadd_messages = async_twin(add_messages, prefer_async=True)

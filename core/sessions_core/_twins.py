@@ -16,7 +16,7 @@ from .stores.base import LATEST
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
     from datetime import datetime, timedelta
-    from typing import Any
+    from typing import Any, Literal
 
     from .compaction import CompactResult
     from .context import ContextBlock
@@ -317,7 +317,12 @@ class SessionTwins(RecallOwnerTwins, StoreOwnerTwins):
         ...
 
     async def aappend_messages(
-        self, messages: Iterable[MessageInput], parent_id: str | None | _Latest = LATEST, *, source: str | None = None
+        self,
+        messages: Iterable[MessageInput],
+        parent_id: str | None | _Latest = LATEST,
+        *,
+        source: str | None = None,
+        stored: Literal["continue", "skip"] = "continue",
     ) -> list[AppendResult]:
         """Async twin of :meth:`Session.append_messages`."""
         ...

@@ -267,10 +267,16 @@ def plan_to(store: Store, session_id: str, leaf: str, overlays: Sequence[Overlay
 
 
 def _any_stored(store: Store, session_id: str, message_ids: list[str]) -> bool:
-    stored_ids = getattr(store, "stored_message_ids", None)
-    if stored_ids is not None:
-        return bool(stored_ids(session_id, message_ids))
-    return any(store.get_message(session_id, message_id) is not None for message_id in message_ids)
+    return bool(stored_ids(store, session_id, message_ids))
+
+
+def stored_ids(store: Store, session_id: str, message_ids: Sequence[str]) -> set[str]:
+    """Which of ``message_ids`` the session holds: one query on a store that answers it
+    (``stored_message_ids``), a read per id on one that does not."""
+    answer = getattr(store, "stored_message_ids", None)
+    if answer is not None:
+        return set(answer(session_id, message_ids))
+    return {message_id for message_id in message_ids if store.get_message(session_id, message_id) is not None}
 
 
 class VisiblePath(NamedTuple):

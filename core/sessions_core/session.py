@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import reads
 from ._async import io
@@ -265,18 +265,23 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
         parent_id: str | None | _Latest = LATEST,
         *,
         source: str | None = None,
+        stored: Literal["continue", "skip"] = "continue",
     ) -> list[AppendResult]:
         """Store messages as a chain in one transaction: the first under ``parent_id`` (default:
         the latest leaf; ``None``: a new root), each next one under the previous one.
 
         Returns one ``AppendResult`` per message, as ``append_message`` would. Every message is
         validated first: a malformed one raises ``MessageValidationError`` and nothing is stored.
-        An id already stored is not stored again and the chain continues from it; ``compaction_``
-        ids are skipped. Subscribers get the events ``append_message`` sends, after the batch is
-        stored; the automatic compaction check runs once, after the batch.
+        An id already stored is not stored again and, with ``stored="continue"``, the chain
+        continues from it; with ``stored="skip"`` it is left out of the chain (the new messages
+        follow one another, as ``append_message`` one by one under the latest leaf would store
+        them). ``compaction_`` ids are skipped. Subscribers get the events ``append_message``
+        sends, after the batch is stored; the automatic compaction check runs once, after the batch.
         """
         if isinstance(messages, (SessionMessage, Mapping, str, bytes)):
             raise TypeError("append_messages takes a list of messages (append_message takes one)")
+        if stored not in ("continue", "skip"):
+            raise ValueError(f'stored is "continue" or "skip", not {stored!r}')
         batch: list[tuple[SessionMessage, MessageRecord | None]] = []
         for index, message in enumerate(messages):
             try:
@@ -284,18 +289,35 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
             except MessageValidationError as error:
                 raise MessageValidationError(f"messages[{index}]: {error}") from None
         records = [record for _, record in batch if record is not None]
+        skipped = self._stored_before(records) if stored == "skip" else set()
+        if skipped:
+            records = [record for record in records if id(record) not in skipped]
         if records:
             self._require_parent(parent_id, records[0].id)
             self._recall_before_write()
         outcomes = iter(self.store.insert_messages(self.session_id, records, parent_id) if records else [])
         results = [
-            AppendResult(False, parsed) if record is None else self._appended(parsed, record, next(outcomes))
+            AppendResult(False, parsed)
+            if record is None
+            else self._appended(parsed, record, None if id(record) in skipped else next(outcomes))
             for parsed, record in batch
         ]
         last = next((r.message.id for r in reversed(results) if r.inserted), None)
         if last is not None:
             self._after_append(last)
         return results
+
+    def _stored_before(self, records: list[MessageRecord]) -> set[int]:
+        """The records (by ``id()``) of messages the session holds, or that an earlier record of
+        the batch has the id of. (A message another writer stores between this read and the insert is
+        not stored again either; the chain continues from it.)"""
+        held = reads.stored_ids(self.store, self.session_id, [record.id for record in records]) if records else set()
+        skipped: set[int] = set()
+        for record in records:
+            if record.id in held:
+                skipped.add(id(record))
+            held.add(record.id)
+        return skipped
 
     def _prepare(self, message: MessageInput, source: str | None) -> tuple[SessionMessage, MessageRecord | None]:
         """The validated message, with its creation time, and the record to store (``None`` for

@@ -4,6 +4,7 @@ RunnableWithMessageHistory."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import warnings
 
 import pytest
@@ -14,7 +15,7 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
 from langchain_sessions import SessionChatMessageHistory
-from sessions_core import InvalidInputError, Session, SessionManager
+from sessions_core import InvalidInputError, Session, SessionManager, StoreError
 
 from .helpers import ScriptedChatModel
 
@@ -109,6 +110,39 @@ def test_ids_are_given_and_stored_ids_skipped():
     history.hard_clear()
     assert history.messages == [] and history.session.search("q2") == []
     asyncio.run(history.ahard_clear())
+
+
+def test_an_add_is_stored_whole_or_not_at_all(tmp_path):
+    """``add_messages`` is one transaction: an exchange the database refuses halfway leaves
+    nothing, and the same add succeeds once the database takes it."""
+    path = tmp_path / "history.db"
+    history = SessionChatMessageHistory(Session(str(path)).for_session("s"))
+    history.add_messages([HumanMessage("q1"), AIMessage("a1")])
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON session_messages WHEN new.id = 'ai-2'"
+            " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+        )
+    exchange = [HumanMessage("q2", id="human-2"), AIMessage("a2", id="ai-2")]
+    with pytest.raises(StoreError, match="refused by the test"):
+        history.add_messages(exchange)
+    assert [m.text for m in history.messages] == ["q1", "a1"]
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TRIGGER refuse")
+    history.add_messages(exchange)
+    assert [m.text for m in history.messages] == ["q1", "a1", "q2", "a2"]
+
+
+def test_messages_added_again_after_clear_leave_the_new_ones_on_the_new_branch():
+    """After ``clear()`` the stored messages sent again (a caller re-sending its whole list) are
+    skipped, and what is new goes on the new branch, not after the old messages."""
+    history = SessionChatMessageHistory(Session(":memory:").for_session("s"))
+    history.add_messages([HumanMessage("q1", id="h1"), AIMessage("a1", id="a1")])
+    old = history.messages
+    history.clear()
+    history.add_messages([*old, HumanMessage("q2", id="h2"), AIMessage("a2", id="a2")])
+    assert [m.text for m in history.messages] == ["q2", "a2"]
+    assert [m.text for m in history.session.get_history("a1")] == ["q1", "a1"]
 
 
 def test_one_message_object_sent_every_turn_is_stored_every_turn():

@@ -78,6 +78,48 @@ def test_existing_ids_are_skipped_and_the_chain_continues_from_them(make_session
     assert s.get_path_length("n1") == 4
 
 
+def test_stored_skip_leaves_stored_ids_out_of_the_chain(make_session):
+    s = make_session()
+    s.append_messages([msg("m0"), msg("m1"), msg("m2")])
+    results = s.append_messages(
+        [msg("m1", "changed"), msg("n0"), msg("m0"), msg("n0", "again"), msg("n1")], stored="skip"
+    )
+    assert [(r.inserted, r.message.id) for r in results] == [
+        (False, "m1"),
+        (True, "n0"),
+        (False, "m0"),
+        (False, "n0"),
+        (True, "n1"),
+    ]
+    assert results[0].message == s.get_message("m1") and results[3].message.text == "message n0"
+    assert ids(s.get_history()) == ["m0", "m1", "m2", "n0", "n1"]  # under the latest leaf, not m1
+    assert ids(s.get_branches("m1")) == ["m2"]
+    assert s.get_latest_leaf().id == "n1" and s.get_path_length() == 5
+
+
+def test_stored_skip_stores_what_appending_one_by_one_stores(make_session):
+    one, batch = make_session("one"), make_session("batch")
+    for s in (one, batch):
+        s.append_messages([msg("a0"), msg("a1")])
+        s.append_messages([msg("b0")], None)  # a new root: the latest leaf moves away from a1
+    again = [msg("a0"), msg("a1"), msg("c0"), msg("a1"), msg("c1")]
+    for message in again:
+        one.append_message(message)
+    results = batch.append_messages(again, stored="skip")
+    assert [r.inserted for r in results] == [False, False, True, False, True]
+    assert ids(batch.get_history()) == ids(one.get_history()) == ["b0", "c0", "c1"]
+    assert ids(batch.get_history("a1")) == ["a0", "a1"]
+    only_stored = batch.append_messages([msg("a0"), msg("c1")], stored="skip")
+    assert [r.inserted for r in only_stored] == [False, False]
+    assert ids(batch.get_history()) == ["b0", "c0", "c1"]
+    under = batch.append_messages([msg("c0"), msg("d0")], parent_id="a0", stored="skip")
+    assert [r.inserted for r in under] == [False, True]
+    assert ids(batch.get_history("d0")) == ["a0", "d0"]
+    with pytest.raises(ValueError, match="stored"):
+        batch.append_messages([msg("e0")], stored="replace")  # type: ignore[arg-type]
+    assert batch.get_message("e0") is None
+
+
 def test_a_malformed_message_in_the_middle_stores_nothing(make_session):
     s = make_session()
     s.append_message(msg("m0"))
