@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
@@ -78,3 +78,25 @@ def sqlite_or_postgres(kind: str, folder: Path) -> Iterator[Any]:
 
     with temporary_schema() as schema, closing(PostgresStore(postgres_url(), schema=schema, max_size=2)) as pg:
         yield pg
+
+
+def round_trips(store: Any, call: Callable[[], object]) -> int:
+    """How many round trips ``call`` makes on the store's one pooled connection: in libpq's
+    trace, how many times the client's messages are followed by the server's."""
+    import tempfile
+
+    import psycopg
+
+    with store._current_pool().connection() as conn:
+        pgconn = conn.pgconn
+    with tempfile.NamedTemporaryFile("r") as trace:
+        descriptor = os.open(trace.name, os.O_WRONLY)
+        pgconn.trace(descriptor)
+        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            call()
+        finally:
+            pgconn.untrace()
+            os.close(descriptor)
+        senders = [line[0] for line in trace]
+        return sum(first == "F" and then == "B" for first, then in zip(senders, senders[1:]))

@@ -9,7 +9,7 @@ import pytest
 
 from sessions_core import Session, SessionManager, StoreError
 
-from .postgres import postgres_url, require_postgres, temporary_schema
+from .postgres import postgres_url, require_postgres, round_trips, temporary_schema
 
 
 @pytest.fixture
@@ -212,7 +212,7 @@ def test_schema_sql_can_be_run_by_an_administrator(schema):
 
 
 @pytest.mark.parametrize("suffix", ["$$x", "$body$", "$$body$body_1$$"])
-def test_a_schema_name_holding_dollar_quotes_sets_up_and_round_trips(suffix):
+def test_a_schema_name_holding_dollar_quotes_sets_up_andround_trips(suffix):
     """A ``$$`` (or the tag the loader would pick first) in the schema name does not end the
     migrations' function bodies early: setup, every trigger and ``schema_sql`` work (issue 36)."""
     require_postgres()
@@ -382,29 +382,6 @@ def test_ranked_search_skips_what_the_statistics_call_frequent_and_ranks_alike(s
         store.close()
 
 
-def _round_trips(store, call) -> int:
-    """How many round trips ``call`` makes on the store's one pooled connection: in libpq's
-    trace, how many times the client's messages are followed by the server's."""
-    import os
-    import tempfile
-
-    import psycopg
-
-    with store._current_pool().connection() as conn:
-        pgconn = conn.pgconn
-    with tempfile.NamedTemporaryFile("r") as trace:
-        descriptor = os.open(trace.name, os.O_WRONLY)
-        pgconn.trace(descriptor)
-        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
-        try:
-            call()
-        finally:
-            pgconn.untrace()
-            os.close(descriptor)
-        senders = [line[0] for line in trace]
-        return sum(first == "F" and then == "B" for first, then in zip(senders, senders[1:]))
-
-
 def test_calls_take_one_round_trip_a_statement_and_a_transaction_one_more(schema):
     # A read of one statement runs in autocommit; one that walks the tree is pipelined after its
     # planner settings; a transaction's BEGIN goes with its first statement, and an append (a
@@ -417,14 +394,15 @@ def test_calls_take_one_round_trip_a_statement_and_a_transaction_one_more(schema
             session.get_history()
             session.get_token_estimate()
         counts = iter(range(100))
-        assert _round_trips(store, lambda: session.append_message(_msg(f"x{next(counts)}"))) == 1
+        assert round_trips(store, lambda: session.append_message(_msg(f"x{next(counts)}"))) == 1
         for n in range(8):
             session.append_messages([_msg(f"b{n}-{k}") for k in range(3)])
-        assert _round_trips(store, lambda: session.append_messages([_msg(f"y{n}") for n in range(3)])) == 1
-        assert _round_trips(store, lambda: store.set_block("s", "memory", f"fact {next(counts)}")) == 1
-        assert _round_trips(store, session.get_history) == 3  # the leaf, the overlays, the path
-        assert _round_trips(store, session.get_token_estimate) <= 3
-        assert _round_trips(store, lambda: store.latest_leaf("s")) == 1
+        assert round_trips(store, lambda: session.append_messages([_msg(f"y{n}") for n in range(3)])) == 1
+        assert round_trips(store, lambda: store.set_block("s", "memory", f"fact {next(counts)}")) == 1
+        assert round_trips(store, session.get_history) == 3  # the leaf, the overlays, the path
+        assert round_trips(store, session.get_token_estimate) == 2  # the overlays, the leaf with its totals
+        assert round_trips(store, session.get_path_length) == 1
+        assert round_trips(store, lambda: store.latest_leaf("s")) == 1
     finally:
         store.close()
 

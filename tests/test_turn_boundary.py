@@ -125,3 +125,62 @@ def test_the_memory_keeps_no_per_session_state_of_its_own():
     memory = SessionMemory(session=Session(":memory:").for_session("t"))
     assert set(memory.__pydantic_private__ or {}) == {"_handle", "_counter", "_prompt_count"}
     assert isinstance(memory._handle.turns, TurnService)
+
+
+@pytest.fixture
+def pg_store():
+    from sessions_core.stores.postgres import PostgresStore
+
+    from .postgres import postgres_url, require_postgres, temporary_schema
+
+    require_postgres()
+    with temporary_schema() as schema:
+        store = PostgresStore(postgres_url(), schema=schema, max_size=1)
+        yield store
+        store.close()
+
+
+def test_a_turn_on_postgresql_stores_each_message_in_one_round_trip(pg_store):
+    """A message stored under one the turn service stored or read is sent with no read of its
+    parent first, and the latest leaf is read with its depth: a LangChain turn with a tool call
+    and its result takes 8 round trips (11 before), one without tools 5 (6), a LlamaIndex
+    ``FunctionAgent`` turn 6 (9)."""
+    from langchain_core.tools import tool
+
+    from .postgres import round_trips
+
+    @tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}"
+
+    def replies(turns):
+        for n in range(turns):
+            call = {"name": "weather", "args": {"city": "Paris"}, "id": f"call-{n}"}
+            yield AIMessage("", id=f"ask-{n}", tool_calls=[call])
+            yield AIMessage("It is sunny.", id=f"answer-{n}")
+
+    session = Session(pg_store).for_session("tools")
+    model = ScriptedChatModel(responses=list(replies(10)))
+    agent = create_agent(model, tools=[weather], middleware=[SessionMemoryMiddleware(session, compact_at=None)])
+    plain = _agent(Session(pg_store).for_session("plain"), [f"reply {n}" for n in range(10)])
+    for n in range(9):  # past psycopg's prepare threshold
+        agent.invoke({"messages": [HumanMessage(f"q{n}", id=f"q-{n}")]})
+        plain.invoke({"messages": [HumanMessage(f"q{n}", id=f"p-{n}")]}, {"configurable": {"thread_id": "plain"}})
+    tool_turn = round_trips(pg_store, lambda: agent.invoke({"messages": [HumanMessage("again", id="q-last")]}))
+    thread = {"configurable": {"thread_id": "plain"}}
+    plain_turn = round_trips(pg_store, lambda: plain.invoke({"messages": [HumanMessage("again", id="p-last")]}, thread))
+    assert [m.id for m in session.get_history()][-4:] == ["q-last", "ask-9", session.get_history()[-2].id, "answer-9"]
+    assert session.get_history()[-2].role == "tool"
+
+    llama_session = Session(pg_store).for_session("llama")
+    llama, memory = _function_agent(llama_session, [f"reply {n}" for n in range(10)])
+
+    async def turn(text):
+        return await llama.run(user_msg=text, memory=memory)
+
+    for n in range(9):
+        asyncio.run(turn(f"q{n}"))
+    llama_turn = round_trips(pg_store, lambda: asyncio.run(turn("again")))
+    assert [m.parts[0].text for m in llama_session.get_history()][-2:] == ["again", "reply 9"]
+    assert (tool_turn, plain_turn, llama_turn) == (8, 5, 6)

@@ -235,10 +235,18 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
         stored. ``source="client"`` strips the reserved metadata keys and enforces
         ``max_message_bytes``.
         """
+        return self._append(message, parent_id, source, check_parent=True)
+
+    def _append(
+        self, message: MessageInput, parent_id: str | None | _Latest, source: str | None, *, check_parent: bool
+    ) -> AppendResult:
+        """:meth:`append_message`; ``check_parent=False`` when the caller knows ``parent_id`` is
+        a stored message of this session (a read fewer)."""
         parsed, record = self._prepare(message, source)
         if record is None:
             return AppendResult(False, parsed)
-        self._require_parent(parent_id, record.id)
+        if check_parent:
+            self._require_parent(parent_id, record.id)
         self._recall_before_write()
         result = self._appended(parsed, record, self.store.insert_message(self.session_id, record, parent_id))
         if result.inserted:
@@ -281,7 +289,7 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
         if isinstance(messages, (SessionMessage, Mapping, str, bytes)):
             raise TypeError("append_messages takes a list of messages (append_message takes one)")
         if stored not in ("continue", "skip"):
-            raise ValueError(f'stored is "continue" or "skip", not {stored!r}')
+            raise InvalidInputError(f'stored is "continue" or "skip", not {stored!r}')
         batch: list[tuple[SessionMessage, MessageRecord | None]] = []
         for index, message in enumerate(messages):
             try:
@@ -612,8 +620,7 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
     def get_token_estimate(self, leaf_id: str | None = None) -> int:
         """Tokens of the branch as the model sees it: the history with overlays applied (from
         the stored per-message estimates, no content read) plus the system prompt."""
-        leaf = reads.leaf_or_latest(self.store, self.session_id, leaf_id)
-        history = self._history_tokens(leaf) if leaf else 0
+        history = reads.history_tokens(self.store, self.session_id, leaf_id, self._compaction.count)
         return history + self._prompt_tokens()
 
     @io

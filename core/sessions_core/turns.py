@@ -298,13 +298,13 @@ class TurnService:
             prompt = self.run_prompt(session_id)
             limit = budget(prompt)
             session = turns.session
-            leaf = session.get_latest_leaf()
-            depth = session.get_path_length(leaf.id) if leaf is not None else 0
+            latest = session.store.latest_leaf_totals(session.session_id)
+            leaf, depth = (latest[0], latest[1].depth) if latest is not None else (None, 0)
             last = turns.window
             if (
                 last is not None
                 and leaf is not None
-                and last.leaf == leaf.id
+                and last.leaf == leaf
                 and last.depth == depth
                 and limit <= last.budget
                 and last.count is count
@@ -314,16 +314,14 @@ class TurnService:
                     newest_first = itertools.chain(newest_first, [_OLDER])
                 return prompt, recent_window(newest_first, _counting(count, last.counts), limit)
             read = _Exhausted(
-                m
-                for m in session.history(leaf.id if leaf else None, newest_first=True)
-                if not (m.role == "system" and is_marker(m))
+                m for m in session.history(leaf, newest_first=True) if not (m.role == "system" and is_marker(m))
             )
             counts: dict[str, int] = {}
             window = recent_window(read, _counting(count, counts), limit)
             # Complete: read to the branch's start with nothing left out (a window searching back
             # for its user message may read to the start and still leave older messages out).
             complete = read.exhausted and read.given == len(window)
-            turns.window = None if leaf is None else _Window(leaf.id, depth, limit, window, complete, counts, count)
+            turns.window = None if leaf is None else _Window(leaf, depth, limit, window, complete, counts, count)
             return prompt, window
 
     def append(
@@ -417,7 +415,9 @@ class TurnService:
             if message is None or message.id.startswith(COMPACTION_ID_PREFIX):
                 parent_of_unstored[item.id] = parent
                 continue
-            result = turns.session.append_message(message, parent)
+            # A parent this service stored or read needs no check (a read) before the insert.
+            known_parent = not isinstance(parent, str) or parent in turns.known
+            result = turns.session._append(message, parent, None, check_parent=not known_parent)
             with self._lock:
                 turns.known.add(item.id)
             manager = self.target if isinstance(self.target, SessionManager) else None

@@ -589,6 +589,13 @@ class ReadPlanner(RequiredStore):
         row = self.latest_leaf(session_id)
         return row.id if row is not None else None
 
+    def latest_leaf_totals(self, session_id: str) -> tuple[str, PathTotals] | None:
+        """The id of the latest leaf and its :meth:`path_totals` (a store can read both in one
+        statement); ``None`` for an empty session."""
+        leaf = self.latest_leaf_id(session_id)
+        totals = None if leaf is None else self.path_totals(session_id, leaf)
+        return None if leaf is None or totals is None else (leaf, totals)
+
     def path_ids(self, session_id: str, leaf_id: str) -> tuple[array, list[str]]:
         """The path root -> ``leaf_id`` as row keys (an ``array('q')``) and ids, in order: what
         a read needs, without a tuple per message (a 100,000-message path: ~7 MB, not ~25)."""

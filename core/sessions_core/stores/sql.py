@@ -164,6 +164,7 @@ GET_MESSAGE = f"SELECT {ROW} FROM session_messages WHERE session_id = :s AND id 
 GET_LATEST_LEAF = f"SELECT {ROW} FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})"
 CHILDREN = f"SELECT {ROW} FROM session_messages WHERE session_id = :s AND parent_id = :id ORDER BY created_at, seq"
 PATH_TOTALS = f"SELECT {POSITION} FROM session_messages WHERE session_id = :s AND id = :id"
+LATEST_LEAF_TOTALS = f"SELECT id, {POSITION} FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})"
 FETCH_CONTENTS = f"SELECT seq, created_at, {MESSAGE_JSON} FROM session_messages WHERE seq {{values}}"
 STORED_IDS = "SELECT id FROM session_messages WHERE session_id = {first} AND id {values}"
 GET_BLOBS = "SELECT digest, data FROM blobs WHERE digest {values}"
@@ -1342,6 +1343,10 @@ class SqlStore(RecallStore, InspectableStore):
     def path_totals(self, session_id: str, leaf_id: str) -> PathTotals | None:
         row = self._one(PATH_TOTALS, {"s": session_id, "id": leaf_id})
         return None if row is None else PathTotals(*row)
+
+    def latest_leaf_totals(self, session_id: str) -> tuple[str, PathTotals] | None:
+        row = self._one(LATEST_LEAF_TOTALS, {"s": session_id}, walk=True)
+        return None if row is None else (row[0], PathTotals(*row[1:]))
 
     def fetch_contents(self, seqs: Sequence[int]) -> dict[int, StoredContent]:
         if not seqs:

@@ -37,7 +37,7 @@ from .sql import (
     ITEM_COMPARISONS,
     ITEM_ROW_COLUMNS,
     LARGE_ROW,
-    LATEST_LEAF,
+    LATEST_LEAF_TOTALS,
     MESSAGE_COLUMNS,
     NAMESPACE_STORAGE_IDS,
     POSITION,
@@ -91,7 +91,6 @@ _UPDATE_LARGE_ROW = (
 _MATCHED_TEXT = "CAST(coalesce(m.large_text, m.text_content) AS TEXT)"  # MESSAGE_TEXT of a search hit ``m``
 _POSITIONS = f"SELECT id, {POSITION} FROM session_messages"
 _POSITION_OF = f"{_POSITIONS} WHERE session_id = ? AND id = ?"
-_POSITION_OF_LATEST_LEAF = f"SELECT id, {POSITION} FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})"
 _FTS_SOURCES = {
     "session_messages": "search_terms, session_token",
     "search_entries": "search_terms",
@@ -854,7 +853,7 @@ class SqliteStore(SqlStore):
             known = {row[0]: row[1:] for row in self._rows_for_ids(conn, _POSITIONS, session_id, ids)}
             parent: tuple[Any, ...] | None
             if parent_id is LATEST:
-                parent = conn.execute(_POSITION_OF_LATEST_LEAF, {"s": session_id}).fetchone()
+                parent = conn.execute(LATEST_LEAF_TOTALS, {"s": session_id}).fetchone()
             elif parent_id is None:
                 parent = None
             else:
