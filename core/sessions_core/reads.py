@@ -357,15 +357,15 @@ async def ahistory(
 def history_list(store: Store, session_id: str, leaf_id: str | None, *, raw: bool = False) -> list[SessionMessage]:
     """The whole path as a list: a short path with no overlays in one statement, any other as
     :func:`history` reads it (with cycle collection held off when it is long)."""
-    leaf = leaf_or_latest(store, session_id, leaf_id)
-    if leaf is None:
-        return []
     overlays = [] if raw else store.overlays(session_id)
     if not overlays:
-        rows = store.short_path_contents(session_id, leaf, store.fetch_chunk_rows)
+        rows = store.short_path_contents(session_id, leaf_id or None, store.fetch_chunk_rows)
         if rows is not None:
             messages, with_references = parse_rows(rows, rows, hide_markers=not raw)
             return restore_some(store, messages, with_references)
+    leaf = leaf_or_latest(store, session_id, leaf_id)
+    if leaf is None:
+        return []
     read_plan = plan_to(store, session_id, leaf, overlays, raw)
     with gc_paused() if len(read_plan.seqs) >= PAUSE_FROM_ROWS else nullcontext():
         messages: list[SessionMessage] = []

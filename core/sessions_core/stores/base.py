@@ -623,10 +623,15 @@ class ReadPlanner(RequiredStore):
             return None
         return PathTotals(len(path), sum(e.tokens for e in path), sum(e.size for e in path))
 
-    def short_path_contents(self, session_id: str, leaf_id: str, limit: int) -> dict[int, StoredContent] | None:
-        """:meth:`RequiredStore.fetch_contents` of the whole path to ``leaf_id``, root first (keyed by
-        seq), when it holds at most ``limit`` rows; ``None`` when it holds more. A store can read
-        it in one statement."""
+    def short_path_contents(self, session_id: str, leaf_id: str | None, limit: int) -> dict[int, StoredContent] | None:
+        """:meth:`RequiredStore.fetch_contents` of the whole path to ``leaf_id`` (``None``: the
+        latest leaf), root first (keyed by seq), when it holds at most ``limit`` rows; ``None``
+        when it holds more (or, maybe, when there is no such leaf). A store can read it in one
+        statement."""
+        if leaf_id is None:
+            leaf_id = self.latest_leaf_id(session_id)
+            if leaf_id is None:
+                return None
         seqs, _ = self.path_ids(session_id, leaf_id)
         if len(seqs) > limit:
             return None

@@ -205,6 +205,7 @@ SHORT_PATH_CONTENTS = f"""
 """
 """The path to ``:leaf`` with each row's contents, root first, when it holds at most ``:limit``
 rows; no rows when it holds more (the walk stops one row past ``:limit``, and no content is read)."""
+SHORT_LATEST_PATH_CONTENTS = SHORT_PATH_CONTENTS.replace("id = :leaf", f"id = ({LATEST_LEAF})")
 
 SPAN_IDS = """
     WITH RECURSIVE span(id, parent_id) AS (
@@ -1354,8 +1355,11 @@ class SqlStore(RecallStore, InspectableStore):
         fragment, params = self._list(seqs)
         return _contents(self._all(FETCH_CONTENTS.replace("{values}", fragment), params))
 
-    def short_path_contents(self, session_id: str, leaf_id: str, limit: int) -> dict[int, StoredContent] | None:
-        rows = self._all(SHORT_PATH_CONTENTS, {"s": session_id, "leaf": leaf_id, "limit": limit}, walk=True)
+    def short_path_contents(self, session_id: str, leaf_id: str | None, limit: int) -> dict[int, StoredContent] | None:
+        if leaf_id is None:
+            rows = self._all(SHORT_LATEST_PATH_CONTENTS, {"s": session_id, "limit": limit}, walk=True)
+        else:
+            rows = self._all(SHORT_PATH_CONTENTS, {"s": session_id, "leaf": leaf_id, "limit": limit}, walk=True)
         if not rows:  # longer, or no such leaf
             return None
         return _contents(rows)
