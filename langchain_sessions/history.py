@@ -165,7 +165,9 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
         self._register()
         prepared = self._prepare(messages)
         if prepared:
-            self.session.append_messages(prepared, stored="skip")
+            # Ids of ours are new: only an id the caller set can be stored already (a read).
+            given = any(message.id for message in messages)
+            self.session.append_messages(prepared, stored="skip" if given else "continue")
         self._maybe_compact()
 
     aadd_messages = async_twin(add_messages, prefer_async=True)

@@ -184,3 +184,22 @@ def test_a_turn_on_postgresql_stores_each_message_in_one_round_trip(pg_store):
     llama_turn = round_trips(pg_store, lambda: asyncio.run(turn("again")))
     assert [m.parts[0].text for m in llama_session.get_history()][-2:] == ["again", "reply 9"]
     assert (tool_turn, plain_turn, llama_turn) == (8, 5, 6)
+
+
+def test_a_chat_history_exchange_on_postgresql_is_one_transaction_of_few_round_trips(pg_store):
+    """``SessionChatMessageHistory`` on PostgreSQL: reading the history takes 2 round trips, an
+    exchange whose answer carries the model's id 2 (which ids are stored, then the insert, in
+    one transaction), messages without ids 1."""
+    from langchain_sessions import SessionChatMessageHistory
+
+    from .postgres import round_trips
+
+    history = SessionChatMessageHistory(Session(pg_store).for_session("chat"))
+    for n in range(9):  # past psycopg's prepare threshold
+        history.add_messages([HumanMessage(f"q{n}"), AIMessage(f"a{n}", id=f"run-{n}")])
+        assert len(history.messages) == 2 * (n + 1)
+    assert round_trips(pg_store, lambda: history.messages) == 2
+    exchange = [HumanMessage("q9"), AIMessage("a9", id="run-9")]
+    assert round_trips(pg_store, lambda: history.add_messages(exchange)) == 2
+    assert round_trips(pg_store, lambda: history.add_messages([HumanMessage("q10"), AIMessage("a10")])) == 1
+    assert [m.text for m in history.messages][-4:] == ["q9", "a9", "q10", "a10"]
