@@ -359,7 +359,11 @@ def history_list(store: Store, session_id: str, leaf_id: str | None, *, raw: boo
     :func:`history` reads it (with cycle collection held off when it is long)."""
     overlays = [] if raw else store.overlays(session_id)
     if not overlays:
-        rows = store.short_path_contents(session_id, leaf_id or None, store.fetch_chunk_rows)
+        limit = store.fetch_chunk_rows
+        if leaf_id:
+            rows = store.short_path_contents(session_id, leaf_id, limit)
+        else:
+            rows = store.short_latest_path_contents(session_id, limit)
         if rows is not None:
             messages, with_references = parse_rows(rows, rows, hide_markers=not raw)
             return restore_some(store, messages, with_references)

@@ -623,20 +623,21 @@ class ReadPlanner(RequiredStore):
             return None
         return PathTotals(len(path), sum(e.tokens for e in path), sum(e.size for e in path))
 
-    def short_path_contents(self, session_id: str, leaf_id: str | None, limit: int) -> dict[int, StoredContent] | None:
-        """:meth:`RequiredStore.fetch_contents` of the whole path to ``leaf_id`` (``None``: the
-        latest leaf), root first (keyed by seq), when it holds at most ``limit`` rows; ``None``
-        when it holds more (or, maybe, when there is no such leaf). A store can read it in one
-        statement."""
-        if leaf_id is None:
-            leaf_id = self.latest_leaf_id(session_id)
-            if leaf_id is None:
-                return None
+    def short_path_contents(self, session_id: str, leaf_id: str, limit: int) -> dict[int, StoredContent] | None:
+        """:meth:`RequiredStore.fetch_contents` of the whole path to ``leaf_id``, root first (keyed by
+        seq), when it holds at most ``limit`` rows; ``None`` when it holds more. A store can read
+        it in one statement."""
         seqs, _ = self.path_ids(session_id, leaf_id)
         if len(seqs) > limit:
             return None
         rows = self.fetch_contents(seqs)
         return {seq: rows[seq] for seq in seqs if seq in rows}
+
+    def short_latest_path_contents(self, session_id: str, limit: int) -> dict[int, StoredContent] | None:
+        """:meth:`short_path_contents` of the latest leaf; ``None`` also for an empty session
+        (a store can find the leaf in the statement that reads its path)."""
+        leaf_id = self.latest_leaf_id(session_id)
+        return None if leaf_id is None else self.short_path_contents(session_id, leaf_id, limit)
 
     def add_compaction_unless(
         self,

@@ -1355,14 +1355,13 @@ class SqlStore(RecallStore, InspectableStore):
         fragment, params = self._list(seqs)
         return _contents(self._all(FETCH_CONTENTS.replace("{values}", fragment), params))
 
-    def short_path_contents(self, session_id: str, leaf_id: str | None, limit: int) -> dict[int, StoredContent] | None:
-        if leaf_id is None:
-            rows = self._all(SHORT_LATEST_PATH_CONTENTS, {"s": session_id, "limit": limit}, walk=True)
-        else:
-            rows = self._all(SHORT_PATH_CONTENTS, {"s": session_id, "leaf": leaf_id, "limit": limit}, walk=True)
-        if not rows:  # longer, or no such leaf
-            return None
-        return _contents(rows)
+    def short_path_contents(self, session_id: str, leaf_id: str, limit: int) -> dict[int, StoredContent] | None:
+        rows = self._all(SHORT_PATH_CONTENTS, {"s": session_id, "leaf": leaf_id, "limit": limit}, walk=True)
+        return _contents(rows) if rows else None  # no rows: longer, or no such leaf
+
+    def short_latest_path_contents(self, session_id: str, limit: int) -> dict[int, StoredContent] | None:
+        rows = self._all(SHORT_LATEST_PATH_CONTENTS, {"s": session_id, "limit": limit}, walk=True)
+        return _contents(rows) if rows else None
 
     def stored_message_ids(self, session_id: str, ids: Sequence[str]) -> set[str]:
         return {row[0] for row in self._select_first(STORED_IDS, session_id, list(dict.fromkeys(ids)))}

@@ -186,17 +186,20 @@ def test_latest_leaf_ties_go_to_the_latest_insert(make_session):
     assert s.get_latest_leaf().id == "b"
 
 
-def test_the_latest_leaf_is_read_with_its_totals(make_session):
+def test_the_latest_leaf_is_read_with_its_totals_and_its_path(make_session):
     s = make_session()
     raw = getattr(s, "session", s)  # the store's answer, under either mode's session
     store, key = raw.store, raw.session_id
-    assert store.latest_leaf_totals(key) is None
+    assert store.latest_leaf_totals(key) is None and store.short_latest_path_contents(key, 10) is None
     assert s.get_path_length() == 0 and s.get_token_estimate() == 0
     chain(s, "m0", "m1", "m2")
     s.append_message(msg("b1", "a longer branch message"), parent_id="m0")
     leaf, totals = store.latest_leaf_totals(key)
     assert leaf == s.get_latest_leaf().id == "b1"
     assert totals == store.path_totals(key, "b1") and totals.depth == 2
+    latest_path = store.short_latest_path_contents(key, 10)
+    assert latest_path == store.short_path_contents(key, "b1", 10) and len(latest_path) == 2
+    assert store.short_latest_path_contents(key, 1) is None  # longer than the limit
     assert s.get_path_length() == 2 and s.get_token_estimate() == s.get_token_estimate("b1") == totals.tokens
     s.delete_messages(["b1"])
     assert store.latest_leaf_totals(key)[0] == "m2"
