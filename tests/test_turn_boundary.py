@@ -203,3 +203,20 @@ def test_a_chat_history_exchange_on_postgresql_is_one_transaction_of_few_round_t
     assert round_trips(pg_store, lambda: history.add_messages(exchange)) == 2
     assert round_trips(pg_store, lambda: history.add_messages([HumanMessage("q10"), AIMessage("a10")])) == 1
     assert [m.text for m in history.messages][-4:] == ["q9", "a9", "q10", "a10"]
+
+
+def test_a_llamaindex_chat_store_reads_its_messages_in_one_round_trip(pg_store):
+    """``SessionChatStore.get_messages`` on PostgreSQL: the path from the latest leaf, with its
+    contents, in the statement that finds the leaf."""
+    from llama_index.core.llms import ChatMessage
+
+    from llamaindex_sessions import SessionChatStore
+
+    from .postgres import round_trips
+
+    chat_store = SessionChatStore(SessionManager(pg_store))
+    for n in range(9):  # past psycopg's prepare threshold
+        chat_store.add_message("k", ChatMessage(role="user", content=f"q{n}"))
+        assert len(chat_store.get_messages("k")) == n + 1
+    assert round_trips(pg_store, lambda: chat_store.get_messages("k")) == 1
+    assert [m.content for m in chat_store.get_messages("k")][-2:] == ["q7", "q8"]

@@ -50,7 +50,7 @@ def without_markers(messages: Iterable[SessionMessage]) -> list[SessionMessage]:
 def raw_history(session: Session, leaf_id: str | None = None) -> list[SessionMessage]:
     """The stored path root -> ``leaf_id`` (default: the latest leaf) without compaction
     overlays and without head markers: every original message, as written."""
-    return without_markers(session.history(leaf_id, raw=True))
+    return without_markers(session.get_history(leaf_id, raw=True))
 
 
 def soft_reset(session: Session) -> SessionMessage:
