@@ -354,10 +354,21 @@ async def ahistory(
             yield message
 
 
-def history_list(store: Store, session_id: str, leaf_id: str | None, *, raw: bool = False) -> list[SessionMessage]:
+def history_list(
+    store: Store,
+    session_id: str,
+    leaf_id: str | None,
+    *,
+    raw: bool = False,
+    overlays: Sequence[OverlayRow] | None = None,
+) -> list[SessionMessage]:
     """The whole path as a list: a short path with no overlays in one statement, any other as
-    :func:`history` reads it (with cycle collection held off when it is long)."""
-    overlays = [] if raw else store.overlays(session_id)
+    :func:`history` reads it (with cycle collection held off when it is long). ``overlays``:
+    the session's, read by the caller (else read here)."""
+    if raw:
+        overlays = []
+    elif overlays is None:
+        overlays = store.overlays(session_id)
     if not overlays:
         limit = store.fetch_chunk_rows
         if leaf_id:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from . import reads
 from .branching import ensure_session
 from .compaction import CompactResult
 from .errors import CompactionError
@@ -28,7 +29,7 @@ from .messages import COMPACTION_ID_PREFIX, SessionMessage, is_marker
 from .models import AppendResult, Compaction, SessionEvent
 from .overlays import Segment, plan_overlays, summary_id
 from .session import Session
-from .stores.base import _Latest
+from .stores.base import OverlayRow, _Latest
 from .text import check_cache_size
 from .tools import Tool
 from .window import recent_window
@@ -238,13 +239,17 @@ class TurnService:
         self._store(session_id, turns, incoming)
         if new_run or turns.run is None:  # a run resumed in another process did not start here
             self._start(session_id, turns)
-        before = None
+        session = turns.session
+        before, overlays = None, None
         if read_before is not None:
             before = None if new_run else turns.before.get(read_before)
             if before is None:
-                before = self._read_before(turns, read_before)
+                overlays = session.store.overlays(session.session_id)  # for the read and the view
+                before = self._read_before(turns, read_before, overlays)
         assert turns.run is not None
-        return CallView(turns.run, before, turns.session.get_compactions())
+        if overlays is None:
+            return CallView(turns.run, before, session.get_compactions())
+        return CallView(turns.run, before, [reads.compaction(overlay.compaction) for overlay in overlays])
 
     def after_call(self, session_id: str, incoming: Sequence[Incoming]) -> None:
         """After a model call or a tool call: store what of ``incoming`` is new."""
@@ -393,8 +398,9 @@ class TurnService:
         turns.run = Run(prompt, tools)
         turns.failed = False
 
-    def _read_before(self, turns: _Turns, first_id: str) -> StoredBranch:
-        history = turns.session.get_history(first_id)
+    def _read_before(self, turns: _Turns, first_id: str, overlays: Sequence[OverlayRow]) -> StoredBranch:
+        session = turns.session
+        history = reads.history_list(session.store, session.session_id, first_id, overlays=overlays)
         branch = StoredBranch([m for m in history if m.id != first_id])
         with self._lock:
             turns.known.update(m.id for m in branch.messages if not m.id.startswith(COMPACTION_ID_PREFIX))
