@@ -150,8 +150,7 @@ class SessionChatStore(BaseChatStore):
                 messages.insert(idx, message)
                 self.set_messages(key, messages)
                 return
-            ensure_session(self.manager, key)
-            self.manager.append(key, from_chat_messages([message])[0])
+            self.manager.append(key, from_chat_messages([message])[0], register=True)
 
     def delete_messages(self, key: str) -> list[ChatMessage] | None:
         """Start an empty branch and return the messages it hides (``None`` if there were none)."""

@@ -220,3 +220,26 @@ def test_a_llamaindex_chat_store_reads_its_messages_in_one_round_trip(pg_store):
         assert len(chat_store.get_messages("k")) == n + 1
     assert round_trips(pg_store, lambda: chat_store.get_messages("k")) == 1
     assert [m.content for m in chat_store.get_messages("k")][-2:] == ["q7", "q8"]
+
+
+def test_a_llamaindex_chat_store_adds_a_message_without_reading_the_registry(pg_store):
+    """``SessionChatStore.add_message`` on PostgreSQL: the append and the registry's touch, 2
+    round trips (3 before: the registry read first); a key the registry does not hold (never
+    written, or deleted since) is registered by the add that finds it missing."""
+    from llama_index.core.llms import ChatMessage
+
+    from llamaindex_sessions import SessionChatStore
+
+    from .postgres import round_trips
+
+    manager = SessionManager(pg_store)
+    chat_store = SessionChatStore(manager)
+    for n in range(9):  # past psycopg's prepare threshold
+        chat_store.add_message("k", ChatMessage(role="user", content=f"q{n}"))
+    assert round_trips(pg_store, lambda: chat_store.add_message("k", ChatMessage(role="user", content="q9"))) == 2
+    assert [m.content for m in chat_store.get_messages("k")][-2:] == ["q8", "q9"]
+    assert manager.delete("k")
+    chat_store.add_message("k", ChatMessage(role="user", content="again"))
+    assert manager.get("k") is not None
+    assert [m.content for m in chat_store.get_messages("k")] == ["again"]
+    assert chat_store.get_keys() == ["k"]

@@ -224,7 +224,14 @@ class SessionManagerTwins(RecallOwnerTwins, StoreOwnerTwins):
         """Async twin of :meth:`SessionManager.erase_namespace`."""
         ...
 
-    async def aappend(self, session_id: str, message: MessageInput, parent_id: str | None | _Latest = LATEST) -> str:
+    async def aappend(
+        self,
+        session_id: str,
+        message: MessageInput,
+        parent_id: str | None | _Latest = LATEST,
+        *,
+        register: bool = False,
+    ) -> str:
         """Async twin of :meth:`SessionManager.append`."""
         ...
 

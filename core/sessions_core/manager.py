@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ._async import io, run_in_thread
 from ._time import from_us, now_us
 from .autocompact import TokenCounter
+from .branching import ensure_session
 from .compaction import CompactResult
 from .errors import InvalidInputError
 from .feed import ChangeFeed
@@ -237,12 +238,14 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
             return f"{self.namespace}:{session_id}"
         return f":{session_id}" if ":" in session_id else session_id
 
-    def _touch(self, session_id: str) -> None:
-        self.store.update_session_row(self.namespace, session_id, SessionChanges(updated_at_us=now_us()))
+    def _touch(self, session_id: str) -> bool:
+        """Mark the session active now (and prune when retention is due); whether it is registered."""
+        registered = self.store.update_session_row(self.namespace, session_id, SessionChanges(updated_at_us=now_us()))
         if self._retention is not None:
             pruned = self._retention.after_write(self.store, self._recall)
             if pruned is not None:
                 self._dropped(pruned.session_ids)
+        return registered
 
     # -- registry --------------------------------------------------------------------------
 
@@ -393,10 +396,20 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
     # -- messages --------------------------------------------------------------------------
 
     @io
-    def append(self, session_id: str, message: MessageInput, parent_id: str | None | _Latest = LATEST) -> str:
-        """Append to a session (default: under its latest leaf) and return the message id."""
+    def append(
+        self,
+        session_id: str,
+        message: MessageInput,
+        parent_id: str | None | _Latest = LATEST,
+        *,
+        register: bool = False,
+    ) -> str:
+        """Append to a session (default: under its latest leaf) and return the message id.
+        ``register``: register the session under its id (named by it) when the registry does not
+        hold it, found by the registry update that follows the append (no read before it)."""
         result = self.get_session(session_id).append_message(message, parent_id)
-        self._touch(session_id)
+        if not self._touch(session_id) and register:
+            ensure_session(self, session_id)
         return result.message.id
 
     @io

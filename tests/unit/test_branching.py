@@ -110,6 +110,19 @@ def test_ensure_session_registers_a_chosen_id():
         assert [hit.session_id for hit in manager.search("hello")] == ["alice"]
 
 
+def test_append_registers_the_session_only_when_asked():
+    with SessionManager(namespace="app") as manager:
+        manager.append("bob", msg("u1", "kept, unregistered"))
+        assert manager.get("bob") is None
+        manager.append("bob", msg("u2", "and now registered"), register=True)
+        info = manager.get("bob")
+        assert info is not None and (info.id, info.name) == ("bob", "bob")
+        manager.append("bob", msg("u3", "touched, not registered again"), register=True)
+        again = manager.get("bob")
+        assert again is not None and (again.created_at, again.name) == (info.created_at, "bob")
+        assert [m.id for m in manager.get_history("bob")] == ["u1", "u2", "u3"]
+
+
 def test_session_history_reads_never_show_head_markers():
     from sessions_core import Session
     from sessions_core.branching import soft_reset
