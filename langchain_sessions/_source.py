@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
-from sessions_core import Session, SessionManager, SessionsError, Tool
+from sessions_core import Session, SessionEvent, SessionManager, SessionsError, Tool
 from sessions_core.integration import async_twin, ensure_session
 
 SessionSourceLike = Session | SessionManager | Callable[[str], Session] | str | os.PathLike
@@ -29,6 +31,11 @@ def _opened(target: Any) -> Any:
     if isinstance(target, (str, os.PathLike)):
         return SessionManager(target)
     return target
+
+
+def _forget_cleared(registered: set[str], event: SessionEvent) -> None:
+    if event.type == "clear":
+        registered.discard(event.session_id)
 
 
 class SessionSource:
@@ -70,6 +77,9 @@ class SessionSource:
         self._sessions: dict[str, Session] = {}
         self._registered: set[str] = set()
         self._lock = threading.Lock()
+        if isinstance(target, SessionManager):
+            # A session deleted (erased, pruned, cleared) through the manager is registered again by its next run.
+            weakref.finalize(self, target.subscribe(partial(_forget_cleared, self._registered)))
 
     @property
     def manager(self) -> SessionManager | None:

@@ -243,3 +243,22 @@ def test_a_llamaindex_chat_store_adds_a_message_without_reading_the_registry(pg_
     assert manager.get("k") is not None
     assert [m.content for m in chat_store.get_messages("k")] == ["again"]
     assert chat_store.get_keys() == ["k"]
+
+
+def test_a_thread_deleted_through_the_manager_is_registered_again_by_its_next_turn():
+    """The middleware resolves (and registers) a manager's session once; deleting it through
+    the manager makes the next turn of that thread register it again, store what it says, and
+    leaves no subscription behind on the session it dropped."""
+    manager = SessionManager()
+    agent = _agent(manager, ["one", "two"])
+    thread = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [HumanMessage("hi")]}, thread)
+    old = manager.get_session("t")
+    listening = len(old._feed._subscribers)
+    assert manager.get("t") is not None
+    assert manager.delete("t")
+    assert len(old._feed._subscribers) == listening - 1
+    agent.invoke({"messages": [HumanMessage("hi again")]}, thread)
+    assert manager.get("t") is not None
+    assert [m.parts[0].text for m in manager.get_history("t")] == ["hi again", "two"]
+    assert [info.id for info in manager.list_sessions()] == ["t"]

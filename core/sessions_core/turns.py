@@ -15,9 +15,11 @@ import itertools
 import logging
 import sys
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
 from . import reads
@@ -126,6 +128,13 @@ class _Exhausted:
         return item
 
 
+def _forget_cleared(service: weakref.ref[TurnService], event: SessionEvent) -> None:
+    """A manager's ``clear`` (its session deleted or cleared): the service forgets the session."""
+    live = service()
+    if live is not None and event.type == "clear":
+        live._forget(event.session_id)
+
+
 _OLDER = object()  # stands for the messages older than a cached window: never fits a budget
 
 
@@ -138,6 +147,7 @@ class _Turns:
     before: dict[str, StoredBranch] = field(default_factory=dict)
     stale: bool = False
     """The history was written since the run started: the next read starts a new run."""
+    unsubscribe: Callable[[], None] | None = None
     window: _Window | None = None
     writing: bool = False
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -171,6 +181,10 @@ class TurnService:
         self._cache_size = cache_size
         self._lock = threading.RLock()
         self._sessions: OrderedDict[str, _Turns] = OrderedDict()
+        if isinstance(target, SessionManager):
+            # A session deleted (erased, pruned, cleared) through the manager is resolved, and so
+            # registered, again by its next turn.
+            weakref.finalize(self, target.subscribe(partial(_forget_cleared, weakref.ref(self))))
 
     def _resolve(self, session_id: str) -> Session:
         target = self.target
@@ -195,7 +209,7 @@ class TurnService:
             turns = self._sessions.get(session_id)
             if turns is None:
                 turns = self._sessions[session_id] = _Turns(session)
-                session.subscribe(lambda event: self._follow(turns, event))
+                turns.unsubscribe = session.subscribe(lambda event: self._follow(turns, event))
                 if self._compaction is not None:
                     session.on_compaction(self._compaction)
                 while len(self._sessions) > self._cache_size:
@@ -215,6 +229,12 @@ class TurnService:
             else:
                 turns.known.difference_update(event.message_ids or ())
             turns.before.clear()
+
+    def _forget(self, session_id: str) -> None:
+        with self._lock:
+            turns = self._sessions.pop(session_id, None)
+        if turns is not None and turns.unsubscribe is not None:
+            turns.unsubscribe()
 
     def session(self, session_id: str) -> Session:
         """The session of ``session_id`` (resolved once while it is cached)."""
