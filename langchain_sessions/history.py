@@ -6,7 +6,9 @@ import logging
 import os
 import threading
 import uuid
+import weakref
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
@@ -16,6 +18,7 @@ from sessions_core import (
     CompactionError,
     InvalidInputError,
     Session,
+    SessionEvent,
     SessionManager,
     SessionMessage,
     create_compact_function,
@@ -28,6 +31,11 @@ from .summarizer import as_summarize
 __all__ = ["SessionChatMessageHistory"]
 
 logger = logging.getLogger("langchain_sessions")
+
+
+def _forget_cleared(session_id: str, registered: threading.Event, event: SessionEvent) -> None:
+    if event.type == "clear" and event.session_id == session_id:
+        registered.clear()
 
 
 class SessionChatMessageHistory(BaseChatMessageHistory):
@@ -81,7 +89,8 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
                 "compact_after needs a summarizer: pass summarizer=a chat model or a function str -> str"
             )
         self._owned: SessionManager | None = None
-        self._unregistered: tuple[SessionManager, str] | None = None
+        self._registration: tuple[SessionManager, str] | None = None
+        self._registered = threading.Event()
         store = _store_spec(session, connection, connection_string)
         if store is not None:
             self._owned = session = SessionManager(store, namespace=_namespace(table_name))
@@ -94,7 +103,9 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
                 raise InvalidInputError(
                     "pass session_id=... (the conversation's id) with a SessionManager or a connection"
                 )
-            self._unregistered = (session, session_id)
+            self._registration = (session, session_id)
+            # Deleted (erased, pruned, cleared) through the manager: registered again at next use.
+            weakref.finalize(self, session.subscribe(partial(_forget_cleared, session_id, self._registered)))
             session = session.get_session(session_id)
         elif not isinstance(session, Session):
             raise TypeError(
@@ -128,12 +139,12 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
 
     def _register(self) -> None:
         """Register a manager's session in its registry, once, at first use."""
-        if self._unregistered is None:
+        if self._registration is None or self._registered.is_set():
             return
         with self._lock:
-            if self._unregistered is not None:
-                ensure_session(*self._unregistered)
-                self._unregistered = None
+            if not self._registered.is_set():
+                ensure_session(*self._registration)
+                self._registered.set()
 
     def close(self) -> None:
         """Close the store if this history opened it (from ``connection=``)."""

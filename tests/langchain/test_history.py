@@ -133,6 +133,18 @@ def test_an_add_is_stored_whole_or_not_at_all(tmp_path):
     assert [m.text for m in history.messages] == ["q1", "a1", "q2", "a2"]
 
 
+def test_a_history_whose_session_was_deleted_registers_it_again_at_next_use():
+    manager = SessionManager()
+    history = SessionChatMessageHistory.from_manager(manager, "u1")
+    other = SessionChatMessageHistory.from_manager(manager, "u2")
+    history.add_messages([HumanMessage("first")])
+    other.add_messages([HumanMessage("elsewhere")])
+    assert manager.delete("u1")
+    history.add_messages([HumanMessage("second")])
+    assert {info.id for info in manager.list_sessions()} == {"u1", "u2"}
+    assert [m.text for m in history.messages] == ["second"]
+
+
 def test_messages_added_again_after_clear_leave_the_new_ones_on_the_new_branch():
     """After ``clear()`` the stored messages sent again (a caller re-sending its whole list) are
     skipped, and what is new goes on the new branch, not after the old messages."""
