@@ -6,9 +6,7 @@ import logging
 import os
 import threading
 import uuid
-import weakref
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
@@ -18,12 +16,11 @@ from sessions_core import (
     CompactionError,
     InvalidInputError,
     Session,
-    SessionEvent,
     SessionManager,
     SessionMessage,
     create_compact_function,
 )
-from sessions_core.integration import async_twin, ensure_session, run_in_thread, soft_reset
+from sessions_core.integration import Registration, async_twin, run_in_thread, soft_reset
 
 from .conversion import is_summary, to_langchain_messages, to_session_message
 from .summarizer import as_summarize
@@ -31,11 +28,6 @@ from .summarizer import as_summarize
 __all__ = ["SessionChatMessageHistory"]
 
 logger = logging.getLogger("langchain_sessions")
-
-
-def _forget_cleared(session_id: str, registered: threading.Event, event: SessionEvent) -> None:
-    if event.type == "clear" and event.session_id == session_id:
-        registered.clear()
 
 
 class SessionChatMessageHistory(BaseChatMessageHistory):
@@ -89,8 +81,7 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
                 "compact_after needs a summarizer: pass summarizer=a chat model or a function str -> str"
             )
         self._owned: SessionManager | None = None
-        self._registration: tuple[SessionManager, str] | None = None
-        self._registered = threading.Event()
+        self._registration: Registration | None = None
         store = _store_spec(session, connection, connection_string)
         if store is not None:
             self._owned = session = SessionManager(store, namespace=_namespace(table_name))
@@ -103,9 +94,7 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
                 raise InvalidInputError(
                     "pass session_id=... (the conversation's id) with a SessionManager or a connection"
                 )
-            self._registration = (session, session_id)
-            # Deleted (erased, pruned, cleared) through the manager: registered again at next use.
-            weakref.finalize(self, session.subscribe(partial(_forget_cleared, session_id, self._registered)))
+            self._registration = Registration(session, session_id)
             session = session.get_session(session_id)
         elif not isinstance(session, Session):
             raise TypeError(
@@ -138,13 +127,10 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
         return cls(manager, session_id=session_id, **options)
 
     def _register(self) -> None:
-        """Register a manager's session in its registry, once, at first use."""
-        if self._registration is None or self._registered.is_set():
-            return
-        with self._lock:
-            if not self._registered.is_set():
-                ensure_session(*self._registration)
-                self._registered.set()
+        """Register a manager's session in its registry at first use (and again after the manager
+        deleted it)."""
+        if self._registration is not None:
+            self._registration.ensure()
 
     def close(self) -> None:
         """Close the store if this history opened it (from ``connection=``)."""

@@ -28,9 +28,9 @@ from sessions_core import (
     create_compact_function,
 )
 from sessions_core.integration import (
+    Registration,
     TurnService,
     async_twin,
-    ensure_session,
     message_counter,
     raw_history,
     set_active_history,
@@ -54,7 +54,7 @@ class _Handle:
     (the run's prompt, the cached window), the LLM that writes compaction summaries, and
     whether the handle opened the session (and its store)."""
 
-    __slots__ = ("session", "turns", "llm", "owns", "compaction_installed", "__weakref__")
+    __slots__ = ("session", "turns", "llm", "owns", "compaction_installed", "registration", "__weakref__")
 
     def __init__(self, session: Session, owns: bool) -> None:
         self.session = session
@@ -62,6 +62,12 @@ class _Handle:
         self.llm: Any = None
         self.owns = owns
         self.compaction_installed = False
+        self.registration: Registration | None = None
+        """A manager's session: registered again by the next write after the manager deleted it."""
+
+    def register(self) -> None:
+        if self.registration is not None:
+            self.registration.ensure()
 
     def resolve_llm(self) -> Any:
         if self.llm is not None:
@@ -220,7 +226,7 @@ class SessionMemory(BaseMemory):
     ) -> None:
         rebuilt = session is None and "handle" in data  # from a serialised pointer
         _refuse_unknown(data, type(self).model_fields)
-        session = _as_session(session, data)
+        session, registration = _as_session(session, data)
         if session is not None:
             data.setdefault("session_id", session.session_id)
             data.setdefault("blocks", _block_specs(session))
@@ -235,6 +241,8 @@ class SessionMemory(BaseMemory):
             if handle is None:
                 handle = self._open(session, rebuilt, key)
                 _handles[self.handle] = handle
+        if registration is not None and handle.registration is None:
+            handle.registration = registration
         self._handle = handle
         # The pointer names the store as store_url does: an absolute path, a URL without password.
         self.store = store_url(handle.session.store)
@@ -470,6 +478,7 @@ class SessionMemory(BaseMemory):
         calls, the tool results, the answer), each once. When the batch ends with an assistant
         message (a turn is complete) the branch is compacted if over the threshold."""
         converted = from_chat_messages(messages)
+        self._handle.register()
         self._handle.turns.append(
             self.session.session_id, converted, compact_over=self._threshold() if self.compaction else None
         )
@@ -480,6 +489,7 @@ class SessionMemory(BaseMemory):
         equal). A leading system message equal to this memory's rendered context is ignored, so
         passing back what ``get`` returned is safe."""
         messages = list(messages)
+        self._handle.register()
         turns, session_id = self._handle.turns, self.session.session_id
         if (
             messages
@@ -553,19 +563,21 @@ def _refuse_unknown(data: dict[str, Any], fields: Iterable[str]) -> None:
     )
 
 
-def _as_session(session: Any, data: dict[str, Any]) -> Session | None:
-    """The ``Session`` passed as ``session``; a path or URL becomes ``store`` (opened later)."""
+def _as_session(session: Any, data: dict[str, Any]) -> tuple[Session | None, Registration | None]:
+    """The ``Session`` passed as ``session``, with a manager's registration of it; a path or URL
+    becomes ``store`` (opened later)."""
     if session is None or isinstance(session, Session):
-        return session
+        return session, None
     if isinstance(session, (str, Path)):
         data["store"] = str(session)
-        return None
+        return None, None
     if isinstance(session, SessionManager):
         session_id = data.pop("session_id", None)  # the manager's id; the pointer keeps the storage id
         if not session_id:
             raise InvalidInputError("SessionMemory over a SessionManager needs session_id= (which of its sessions)")
-        ensure_session(session, session_id)
-        return session.get_session(session_id)
+        registration = Registration(session, session_id)
+        registration.ensure()
+        return session.get_session(session_id), registration
     raise TypeError(
         f"session must be a Session, a SessionManager (with session_id=), a SQLite path or a postgresql:// URL,"
         f" not {type(session).__name__}"

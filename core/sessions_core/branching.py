@@ -12,8 +12,11 @@ raw reads drop them with :func:`without_markers`.
 
 from __future__ import annotations
 
+import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 from ._async import run_in_thread
@@ -152,6 +155,33 @@ def ensure_session(manager: Any, session_id: str, *, name: str | None = None) ->
         if manager.get(session_id) is None:  # not a concurrent registration of the same id
             raise
     return manager.get(session_id)
+
+
+class Registration:
+    """A manager's session registered under ``session_id`` at its first :meth:`ensure`, and
+    again at the first one after the manager deleted it (erased, pruned or cleared it: its
+    ``clear`` event). Registers nothing until asked."""
+
+    def __init__(self, manager: Any, session_id: str) -> None:
+        self.manager = manager
+        self.session_id = session_id
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        weakref.finalize(self, manager.subscribe(partial(_forget_registered, session_id, self._done)))
+
+    def ensure(self) -> None:
+        """Register the session unless this object did since the manager last cleared it."""
+        if self._done.is_set():
+            return
+        with self._lock:
+            if not self._done.is_set():
+                ensure_session(self.manager, self.session_id)
+                self._done.set()
+
+
+def _forget_registered(session_id: str, done: threading.Event, event: Any) -> None:
+    if event.type == "clear" and event.session_id == session_id:
+        done.clear()
 
 
 async def araw_history(session: Session, leaf_id: str | None = None) -> list[SessionMessage]:

@@ -6,7 +6,8 @@ framework-neutral and behaves the same for every adapter:
 
 - async: ``run_in_thread`` (blocking code off the event loop, async callbacks back on it),
   ``async_twin`` (the ``a``-prefixed twin of a blocking method) and ``prefer_async``;
-- branches: ``ensure_session`` (a manager's session under a chosen id), ``soft_reset``,
+- branches: ``ensure_session`` (a manager's session under a chosen id) and ``Registration``
+  (the same at first use, and again after the manager deleted it), ``soft_reset``,
   ``set_active_history``, ``raw_history``, ``is_marker``;
 - overlays: ``plan_overlays``, ``summary_message``, ``summary_id``, ``is_summary_id``;
 - reads: ``recent_window`` (the newest messages within a token budget, starting at a user turn)
@@ -25,7 +26,7 @@ framework-neutral and behaves the same for every adapter:
 """
 
 from ._async import async_twin, prefer_async, run_in_thread
-from .branching import ensure_session, raw_history, set_active_history, soft_reset
+from .branching import Registration, ensure_session, raw_history, set_active_history, soft_reset
 from .checkpoints import CheckpointRow, Checkpoints, CheckpointWrite
 from .items import FILTER_OPERATORS, ItemPut, Items, ItemVersion, StoredItem
 from .messages import COMPACTION_ID_PREFIX, file_data_text, is_marker, is_tool_ui_type
@@ -54,6 +55,7 @@ __all__ = [
     "CheckpointWrite",
     "Checkpoints",
     "Incoming",
+    "Registration",
     "Run",
     "StoredBranch",
     "TurnService",

@@ -537,6 +537,21 @@ def test_a_path_url_or_manager_is_accepted_where_a_session_is(db):
     assert roles_and_text(by_manager_path.get_all()) == [("user", "hello")]
 
 
+def test_a_memory_over_a_manager_registers_its_session_again_after_the_manager_deleted_it():
+    from sessions_core import SessionManager
+
+    manager = SessionManager()
+    memory = SessionMemory(manager, session_id="u1")
+    memory.put(user("hello"))
+    assert manager.delete("u1")
+    assert manager.get("u1") is None
+    memory.put(user("again"))
+    assert manager.get("u1") is not None
+    assert roles_and_text(memory.get_all()) == [("user", "again")]
+    memory.set([user("set anew")])
+    assert [info.id for info in manager.list_sessions()] == ["u1"]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "says"),
     [
