@@ -405,6 +405,9 @@ def test_calls_take_one_round_trip_a_statement_and_a_transaction_one_more(schema
         assert round_trips(store, session.get_token_estimate) == 2  # the overlays, the leaf with its totals
         assert round_trips(store, session.get_path_length) == 1
         assert round_trips(store, lambda: store.latest_leaf("s")) == 1
+        empty = Session(store).for_session("empty")
+        assert round_trips(store, empty.get_history) == 2 and empty.get_history() == []
+        assert round_trips(store, lambda: empty.get_history(raw=True)) == 1
     finally:
         store.close()
 

@@ -634,10 +634,11 @@ class ReadPlanner(RequiredStore):
         return {seq: rows[seq] for seq in seqs if seq in rows}
 
     def short_latest_path_contents(self, session_id: str, limit: int) -> dict[int, StoredContent] | None:
-        """:meth:`short_path_contents` of the latest leaf; ``None`` also for an empty session
-        (a store can find the leaf in the statement that reads its path)."""
+        """:meth:`short_path_contents` of the latest leaf (a store can find the leaf in the
+        statement that reads its path); for an empty session ``{}``, or ``None`` when the store
+        cannot tell it from a long path."""
         leaf_id = self.latest_leaf_id(session_id)
-        return None if leaf_id is None else self.short_path_contents(session_id, leaf_id, limit)
+        return {} if leaf_id is None else self.short_path_contents(session_id, leaf_id, limit)
 
     def add_compaction_unless(
         self,

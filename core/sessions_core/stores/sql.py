@@ -205,7 +205,24 @@ SHORT_PATH_CONTENTS = f"""
 """
 """The path to ``:leaf`` with each row's contents, root first, when it holds at most ``:limit``
 rows; no rows when it holds more (the walk stops one row past ``:limit``, and no content is read)."""
-SHORT_LATEST_PATH_CONTENTS = SHORT_PATH_CONTENTS.replace("id = :leaf", f"id = ({LATEST_LEAF})")
+SHORT_LATEST_PATH_CONTENTS = f"""
+    WITH RECURSIVE path(seq, parent_id, n) AS (
+        SELECT seq, parent_id, 0 FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})
+        UNION ALL
+        SELECT m.seq, m.parent_id, path.n + 1
+        FROM path JOIN session_messages m ON m.session_id = :s AND m.id = path.parent_id
+        WHERE path.n < :limit
+    )
+    SELECT seq, created_at, content FROM (
+        SELECT m.seq, m.created_at, {MESSAGE_JSON} AS content, path.n
+        FROM path JOIN session_messages m ON m.seq = path.seq
+        WHERE (SELECT count(*) FROM path) <= :limit
+        UNION ALL
+        SELECT -1, 0, '', -1 WHERE (SELECT count(*) FROM path) > :limit
+    ) AS found ORDER BY n DESC
+"""
+"""``SHORT_PATH_CONTENTS`` of the latest leaf, and when the path holds more than ``:limit`` rows
+one row of ``seq`` -1 instead: no rows is an empty session."""
 
 SPAN_IDS = """
     WITH RECURSIVE span(id, parent_id) AS (
@@ -1361,7 +1378,7 @@ class SqlStore(RecallStore, InspectableStore):
 
     def short_latest_path_contents(self, session_id: str, limit: int) -> dict[int, StoredContent] | None:
         rows = self._all(SHORT_LATEST_PATH_CONTENTS, {"s": session_id, "limit": limit}, walk=True)
-        return _contents(rows) if rows else None
+        return None if rows and rows[-1][0] == -1 else _contents(rows)
 
     def stored_message_ids(self, session_id: str, ids: Sequence[str]) -> set[str]:
         return {row[0] for row in self._select_first(STORED_IDS, session_id, list(dict.fromkeys(ids)))}

@@ -190,7 +190,7 @@ def test_the_latest_leaf_is_read_with_its_totals_and_its_path(make_session):
     s = make_session()
     raw = getattr(s, "session", s)  # the store's answer, under either mode's session
     store, key = raw.store, raw.session_id
-    assert store.latest_leaf_totals(key) is None and store.short_latest_path_contents(key, 10) is None
+    assert store.latest_leaf_totals(key) is None and not store.short_latest_path_contents(key, 10)
     assert s.get_path_length() == 0 and s.get_token_estimate() == 0
     chain(s, "m0", "m1", "m2")
     s.append_message(msg("b1", "a longer branch message"), parent_id="m0")
