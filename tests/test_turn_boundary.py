@@ -142,9 +142,9 @@ def pg_store():
 
 def test_a_turn_on_postgresql_stores_each_message_in_one_round_trip(pg_store):
     """A message stored under one the turn service stored or read is sent with no read of its
-    parent first, the overlays read for the stored branch serve the model's view, and the
-    latest leaf is read with its depth: a LangChain turn with a tool call and its result takes
-    7 round trips (11 before), one without tools 4 (6), a LlamaIndex ``FunctionAgent`` turn 6 (9)."""
+    parent first, the overlays read with the stored branch (pipelined) serve the model's view,
+    and the latest leaf is read with its depth: a LangChain turn with a tool call and its result
+    takes 6 round trips (11 before), one without tools 3 (6), a LlamaIndex ``FunctionAgent`` turn 6 (9)."""
     from langchain_core.tools import tool
 
     from .postgres import round_trips
@@ -183,11 +183,11 @@ def test_a_turn_on_postgresql_stores_each_message_in_one_round_trip(pg_store):
         asyncio.run(turn(f"q{n}"))
     llama_turn = round_trips(pg_store, lambda: asyncio.run(turn("again")))
     assert [m.parts[0].text for m in llama_session.get_history()][-2:] == ["again", "reply 9"]
-    assert (tool_turn, plain_turn, llama_turn) == (7, 4, 6)
+    assert (tool_turn, plain_turn, llama_turn) == (6, 3, 6)
 
 
 def test_a_chat_history_exchange_on_postgresql_is_one_transaction_of_few_round_trips(pg_store):
-    """``SessionChatMessageHistory`` on PostgreSQL: reading the history takes 2 round trips, an
+    """``SessionChatMessageHistory`` on PostgreSQL: reading the history takes 1 round trip, an
     exchange whose answer carries the model's id 2 (which ids are stored, then the insert, in
     one transaction), messages without ids 1."""
     from langchain_sessions import SessionChatMessageHistory
@@ -198,7 +198,7 @@ def test_a_chat_history_exchange_on_postgresql_is_one_transaction_of_few_round_t
     for n in range(9):  # past psycopg's prepare threshold
         history.add_messages([HumanMessage(f"q{n}"), AIMessage(f"a{n}", id=f"run-{n}")])
         assert len(history.messages) == 2 * (n + 1)
-    assert round_trips(pg_store, lambda: history.messages) == 2
+    assert round_trips(pg_store, lambda: history.messages) == 1
     exchange = [HumanMessage("q9"), AIMessage("a9", id="run-9")]
     assert round_trips(pg_store, lambda: history.add_messages(exchange)) == 2
     assert round_trips(pg_store, lambda: history.add_messages([HumanMessage("q10"), AIMessage("a10")])) == 1

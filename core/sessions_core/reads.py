@@ -354,30 +354,40 @@ async def ahistory(
             yield message
 
 
-def history_list(
+def history_list(store: Store, session_id: str, leaf_id: str | None, *, raw: bool = False) -> list[SessionMessage]:
+    """The whole path as a list: a short path with no overlays read with them at once, any
+    other as :func:`history` reads it (with cycle collection held off when it is long)."""
+    if not raw:
+        return history_and_overlays(store, session_id, leaf_id)[0]
+    limit = store.fetch_chunk_rows
+    if leaf_id:
+        rows = store.short_path_contents(session_id, leaf_id, limit)
+    else:
+        rows = store.short_latest_path_contents(session_id, limit)
+    return _listed(store, session_id, leaf_id, [], rows, raw=True)
+
+
+def history_and_overlays(
+    store: Store, session_id: str, leaf_id: str | None
+) -> tuple[list[SessionMessage], list[OverlayRow]]:
+    """:func:`history_list`, with the session's overlays it read."""
+    overlays, rows = store.overlays_and_short_path(session_id, leaf_id or None, store.fetch_chunk_rows)
+    return _listed(store, session_id, leaf_id, overlays, rows, raw=False), overlays
+
+
+def _listed(
     store: Store,
     session_id: str,
     leaf_id: str | None,
+    overlays: Sequence[OverlayRow],
+    rows: Mapping[int, StoredContent] | None,
     *,
-    raw: bool = False,
-    overlays: Sequence[OverlayRow] | None = None,
+    raw: bool,
 ) -> list[SessionMessage]:
-    """The whole path as a list: a short path with no overlays in one statement, any other as
-    :func:`history` reads it (with cycle collection held off when it is long). ``overlays``:
-    the session's, read by the caller (else read here)."""
-    if raw:
-        overlays = []
-    elif overlays is None:
-        overlays = store.overlays(session_id)
-    if not overlays:
-        limit = store.fetch_chunk_rows
-        if leaf_id:
-            rows = store.short_path_contents(session_id, leaf_id, limit)
-        else:
-            rows = store.short_latest_path_contents(session_id, limit)
-        if rows is not None:
-            messages, with_references = parse_rows(rows, rows, hide_markers=not raw)
-            return restore_some(store, messages, with_references)
+    """The path from ``rows`` (a short path's contents) when there are no overlays, else read."""
+    if not overlays and rows is not None:
+        messages, with_references = parse_rows(rows, rows, hide_markers=not raw)
+        return restore_some(store, messages, with_references)
     leaf = leaf_or_latest(store, session_id, leaf_id)
     if leaf is None:
         return []

@@ -264,8 +264,7 @@ class TurnService:
         if read_before is not None:
             before = None if new_run else turns.before.get(read_before)
             if before is None:
-                overlays = session.store.overlays(session.session_id)  # for the read and the view
-                before = self._read_before(turns, read_before, overlays)
+                before, overlays = self._read_before(turns, read_before)
         assert turns.run is not None
         if overlays is None:
             return CallView(turns.run, before, session.get_compactions())
@@ -418,14 +417,15 @@ class TurnService:
         turns.run = Run(prompt, tools)
         turns.failed = False
 
-    def _read_before(self, turns: _Turns, first_id: str, overlays: Sequence[OverlayRow]) -> StoredBranch:
+    def _read_before(self, turns: _Turns, first_id: str) -> tuple[StoredBranch, list[OverlayRow]]:
+        """The stored branch before ``first_id``, and the session's overlays (read with it)."""
         session = turns.session
-        history = reads.history_list(session.store, session.session_id, first_id, overlays=overlays)
+        history, overlays = reads.history_and_overlays(session.store, session.session_id, first_id)
         branch = StoredBranch([m for m in history if m.id != first_id])
         with self._lock:
             turns.known.update(m.id for m in branch.messages if not m.id.startswith(COMPACTION_ID_PREFIX))
             turns.before[first_id] = branch
-        return branch
+        return branch, overlays
 
     def _store(self, session_id: str, turns: _Turns, incoming: Sequence[Incoming]) -> None:
         # A message that is not stored (it cannot be converted, or is a compaction summary echoed

@@ -432,10 +432,10 @@ def test_a_run_reads_the_stored_branch_once_and_a_checkpointed_thread_not_again(
         )
     walked: list[int] = []  # the length of each path walked, in chunks or (a short one) in one statement
     store = session.store
-    path_ids, short_path_contents = store.path_ids, store.short_path_contents
+    path_ids, with_overlays = store.path_ids, store.overlays_and_short_path
     store.path_ids = lambda *a, **k: (lambda r: walked.append(len(r[1])) or r)(path_ids(*a, **k))
-    store.short_path_contents = lambda *a, **k: (lambda r: r if r is None else walked.append(len(r)) or r)(
-        short_path_contents(*a, **k)
+    store.overlays_and_short_path = lambda *a, **k: (lambda r: r if r[1] is None else walked.append(len(r[1])) or r)(
+        with_overlays(*a, **k)
     )
     try:
         for checkpointer in (None, InMemorySaver()):
@@ -464,7 +464,7 @@ def test_a_run_reads_the_stored_branch_once_and_a_checkpointed_thread_not_again(
             else:  # the branch before the thread: as long as it was
                 assert walked[1] == walked[0]
     finally:
-        store.path_ids, store.short_path_contents = path_ids, short_path_contents
+        store.path_ids, store.overlays_and_short_path = path_ids, with_overlays
 
 
 def test_a_block_the_model_overwrote_is_restored_and_the_next_run_shows_it(session):

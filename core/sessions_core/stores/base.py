@@ -661,6 +661,19 @@ class ReadPlanner(RequiredStore):
         keeps them (this default keeps none: reads then walk whole paths)."""
         return [OverlayRow(row, None, None) for row in self.get_compactions(session_id)]
 
+    def overlays_and_short_path(
+        self, session_id: str, leaf_id: str | None, limit: int
+    ) -> tuple[list[OverlayRow], dict[int, StoredContent] | None]:
+        """:meth:`overlays` and, when there are none, :meth:`short_path_contents` of ``leaf_id``
+        (``None``: :meth:`short_latest_path_contents`); ``None`` for the path when there are
+        overlays. A store can read both at once (then also reading a path it will not use)."""
+        overlays = self.overlays(session_id)
+        if overlays:
+            return overlays, None
+        if leaf_id is None:
+            return [], self.short_latest_path_contents(session_id, limit)
+        return [], self.short_path_contents(session_id, leaf_id, limit)
+
     def with_overlays(self, session_ids: Sequence[str]) -> set[str]:
         """Which of ``session_ids`` hold a compaction overlay (one query for many sessions)."""
         return {session_id for session_id in session_ids if self.get_compactions(session_id)}

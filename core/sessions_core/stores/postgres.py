@@ -572,6 +572,18 @@ class PostgresStore(SqlStore):
 
         return self._single(work, write=False)
 
+    def _all_together(self, reads: Sequence[tuple[str, Any]], *, walk: bool = False) -> list[list[Any]]:
+        queries: list[tuple[LiteralString, Any]] = [(_query(self.compile(sql)), params) for sql, params in reads]
+
+        def work(conn: psycopg.Connection) -> list[list[Any]]:
+            with _pipeline(conn):
+                if walk:
+                    conn.execute(_INDEX_LOOKUPS)
+                cursors = [conn.execute(query, params) for query, params in queries]
+            return [cursor.fetchall() for cursor in cursors]
+
+        return self._single(work, write=False)
+
     def _schema_version(self, conn: psycopg.Connection) -> int:
         return _version(conn, self.schema)
 

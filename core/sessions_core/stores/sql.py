@@ -912,6 +912,16 @@ def _contents(rows: list[Any]) -> dict[int, StoredContent]:
     return dict(zip(map(_first, rows), map(_stored_content, map(_after_first, rows))))
 
 
+def _latest_contents(rows: list[Any]) -> dict[int, StoredContent] | None:
+    """``SHORT_LATEST_PATH_CONTENTS``'s rows as :func:`_contents`; ``None`` for its marker of a long path."""
+    return None if rows and rows[-1][0] == -1 else _contents(rows)
+
+
+def _overlay(row: Any) -> OverlayRow:
+    """A ``GET_OVERLAYS`` row."""
+    return OverlayRow(CompactionRow(*row[:5]), row[5], row[6])
+
+
 def _byte_key(key: tuple[str, str, str]) -> tuple[bytes, ...]:
     """A checkpoint's key as the database orders it (by UTF-8 bytes)."""
     return tuple(part.encode("utf-8") for part in key)
@@ -1049,6 +1059,12 @@ class SqlStore(RecallStore, InspectableStore):
     def _all(self, sql: str, params: Any, *, walk: bool = False) -> list[Any]:
         """The rows of ONE read statement, as :meth:`_consume`."""
         return self._consume(sql, params, _all_rows, walk=walk)
+
+    def _all_together(self, reads: Sequence[tuple[str, Any]], *, walk: bool = False) -> list[list[Any]]:
+        """The rows of several read statements, each atomic on its own (not together), sent at
+        once where the dialect can (on PostgreSQL one pipeline: one round trip)."""
+        compiled = [(self.compile(sql), params) for sql, params in reads]
+        return self._read(lambda conn: [conn.execute(sql, params).fetchall() for sql, params in compiled], walk=walk)
 
     def _locked_rows(self, sql: str, params: Any, consume: Callable[[Any], T], *, lock: str, walk: bool = False) -> T:
         """Run ONE compiled write statement under ``lock`` (``_write``'s) and ``consume`` its
@@ -1378,7 +1394,21 @@ class SqlStore(RecallStore, InspectableStore):
 
     def short_latest_path_contents(self, session_id: str, limit: int) -> dict[int, StoredContent] | None:
         rows = self._all(SHORT_LATEST_PATH_CONTENTS, {"s": session_id, "limit": limit}, walk=True)
-        return None if rows and rows[-1][0] == -1 else _contents(rows)
+        return _latest_contents(rows)
+
+    def overlays_and_short_path(
+        self, session_id: str, leaf_id: str | None, limit: int
+    ) -> tuple[list[OverlayRow], dict[int, StoredContent] | None]:
+        if leaf_id is None:
+            path = (SHORT_LATEST_PATH_CONTENTS, {"s": session_id, "limit": limit})
+        else:
+            path = (SHORT_PATH_CONTENTS, {"s": session_id, "leaf": leaf_id, "limit": limit})
+        overlay_rows, path_rows = self._all_together([(GET_OVERLAYS, {"s": session_id}), path], walk=True)
+        if overlay_rows:
+            return [_overlay(row) for row in overlay_rows], None
+        if leaf_id is None:
+            return [], _latest_contents(path_rows)
+        return [], _contents(path_rows) if path_rows else None
 
     def stored_message_ids(self, session_id: str, ids: Sequence[str]) -> set[str]:
         return {row[0] for row in self._select_first(STORED_IDS, session_id, list(dict.fromkeys(ids)))}
@@ -1446,8 +1476,7 @@ class SqlStore(RecallStore, InspectableStore):
         return {row[0] for row in self._select_in(WITH_OVERLAYS, list(dict.fromkeys(session_ids)))}
 
     def overlays(self, session_id: str) -> list[OverlayRow]:
-        rows = self._all(GET_OVERLAYS, {"s": session_id})
-        return [OverlayRow(CompactionRow(*row[:5]), row[5], row[6]) for row in rows]
+        return [_overlay(row) for row in self._all(GET_OVERLAYS, {"s": session_id})]
 
     def path_up(self, session_id: str, start_id: str, *, above: bool = False) -> tuple[array, list[str], array, bool]:
         def consume(cursor: Any) -> tuple[array, list[str], array, bool]:

@@ -206,6 +206,25 @@ def test_the_latest_leaf_is_read_with_its_totals_and_its_path(make_session):
     assert s.get_path_length() == 3 and s.get_token_estimate() == store.path_totals(key, "m2").tokens
 
 
+def test_the_overlays_are_read_with_a_short_path(make_session):
+    """``overlays_and_short_path``: no overlays and the path's contents (of the latest leaf or
+    a given one; ``None`` when longer than the limit); with overlays, them and no path."""
+    s = make_session()
+    raw = getattr(s, "session", s)
+    store, key = raw.store, raw.session_id
+    assert store.overlays_and_short_path(key, None, 10)[0] == [] and not store.overlays_and_short_path(key, None, 10)[1]
+    chain(s, "m0", "m1", "m2", "m3")
+    assert store.overlays_and_short_path(key, None, 10) == ([], store.short_path_contents(key, "m3", 10))
+    assert store.overlays_and_short_path(key, "m1", 10) == ([], store.short_path_contents(key, "m1", 10))
+    assert store.overlays_and_short_path(key, None, 3) == ([], None)
+    missing = store.overlays_and_short_path(key, "missing", 10)
+    assert missing[0] == [] and not missing[1]  # no rows, or None: get_history("missing") reads on
+    s.add_compaction("summary", "m1", "m2")
+    overlays, path = store.overlays_and_short_path(key, None, 10)
+    assert [o.compaction.summary for o in overlays] == ["summary"] and path is None
+    assert [m.id for m in s.get_history()][0] == "m0" and len(s.get_history()) == 3
+
+
 def test_import_keeps_the_given_time(make_session):
     s = make_session()
     moment = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=timezone.utc)
