@@ -52,15 +52,33 @@ def require_postgres() -> None:
 @contextmanager
 def temporary_schema(suffix: str = "") -> Iterator[str]:
     """A fresh schema name (ending with ``suffix``), dropped (with everything in it) afterwards."""
-    import psycopg
-    from psycopg import sql
-
     name = f"test_{uuid.uuid4().hex[:12]}{suffix}"
     try:
         yield name
     finally:
-        with psycopg.connect(postgres_url(), autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+        drop_schema(name)
+
+
+def drop_schema(name: str) -> None:
+    """Drop a test's schema with everything in it. A connection a failed test left holding a lock
+    in it (a transaction never ended) is ended after 20 s of waiting, rather than the drop waiting
+    for it forever."""
+    import psycopg
+    from psycopg import sql
+
+    drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
+    with psycopg.connect(postgres_url(), autocommit=True, connect_timeout=10) as conn:
+        conn.execute("SET lock_timeout = '20s'")
+        try:
+            conn.execute(drop)
+        except psycopg.errors.LockNotAvailable:
+            conn.execute(
+                "SELECT pg_terminate_backend(l.pid) FROM pg_locks l"
+                " JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE n.nspname = %s AND l.pid <> pg_backend_pid()",
+                (name,),
+            )
+            conn.execute(drop)
 
 
 @contextmanager

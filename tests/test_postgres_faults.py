@@ -308,14 +308,12 @@ def odd_prefix():
     require_postgres()
     import uuid
 
-    import psycopg
-    from psycopg import sql
+    from .postgres import drop_schema
 
     prefix = f"odd{uuid.uuid4().hex[:8]}_"
     yield prefix
-    with psycopg.connect(postgres_url(), autocommit=True) as conn:
-        for name in _schemas_like(prefix):
-            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
+    for name in _schemas_like(prefix):
+        drop_schema(name)
 
 
 @pytest.mark.parametrize("suffix", ODD_SCHEMA_NAMES)
