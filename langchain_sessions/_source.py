@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from collections.abc import Callable, Mapping
-from functools import partial
 from typing import Any
 
-from sessions_core import Session, SessionEvent, SessionManager, SessionsError, Tool
-from sessions_core.integration import async_twin, ensure_session
+from sessions_core import Session, SessionManager, SessionsError, Tool
+from sessions_core.integration import Registration, async_twin
 
 SessionSourceLike = Session | SessionManager | Callable[[str], Session] | str | os.PathLike
 
@@ -31,11 +29,6 @@ def _opened(target: Any) -> Any:
     if isinstance(target, (str, os.PathLike)):
         return SessionManager(target)
     return target
-
-
-def _forget_cleared(registered: set[str], event: SessionEvent) -> None:
-    if event.type == "clear":
-        registered.discard(event.session_id)
 
 
 class SessionSource:
@@ -75,11 +68,8 @@ class SessionSource:
         self.context_key = context_key
         self.default_session_id = default_session_id
         self._sessions: dict[str, Session] = {}
-        self._registered: set[str] = set()
+        self._registrations: dict[str, Registration] = {}
         self._lock = threading.Lock()
-        if isinstance(target, SessionManager):
-            # A session deleted (erased, pruned, cleared) through the manager is registered again by its next run.
-            weakref.finalize(self, target.subscribe(partial(_forget_cleared, self._registered)))
 
     @property
     def manager(self) -> SessionManager | None:
@@ -113,9 +103,11 @@ class SessionSource:
         if isinstance(target, Session):
             return target
         if isinstance(target, SessionManager):
-            if session_id not in self._registered:
-                ensure_session(target, session_id)
-                self._registered.add(session_id)
+            with self._lock:
+                registration = self._registrations.get(session_id)
+                if registration is None:
+                    registration = self._registrations[session_id] = Registration(target, session_id)
+            registration.ensure()  # again after the manager deleted it
             return target.get_session(session_id)
         with self._lock:
             session = self._sessions.get(session_id)

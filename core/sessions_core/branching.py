@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-import weakref
 from collections.abc import Callable, Iterable, Sequence
-from functools import partial
 from typing import Any
 
 from ._async import run_in_thread
@@ -159,29 +157,25 @@ def ensure_session(manager: Any, session_id: str, *, name: str | None = None) ->
 
 class Registration:
     """A manager's session registered under ``session_id`` at its first :meth:`ensure`, and
-    again at the first one after the manager deleted it (erased, pruned or cleared it: its
-    ``clear`` event). Registers nothing until asked."""
+    checked again at the first one after the manager published a ``clear`` (a session deleted,
+    erased, pruned or cleared: registered again if it was this one). Registers nothing until
+    asked; keeps no subscription (a history per user may live long)."""
 
     def __init__(self, manager: Any, session_id: str) -> None:
         self.manager = manager
         self.session_id = session_id
-        self._done = threading.Event()
+        self._checked_at: int | None = None  # the manager's clear count when last registered
         self._lock = threading.Lock()
-        weakref.finalize(self, manager.subscribe(partial(_forget_registered, session_id, self._done)))
 
     def ensure(self) -> None:
-        """Register the session unless this object did since the manager last cleared it."""
-        if self._done.is_set():
+        """Register the session unless this object did since the manager last cleared one."""
+        clears = self.manager._clears
+        if self._checked_at == clears:
             return
         with self._lock:
-            if not self._done.is_set():
+            if self._checked_at != clears:
                 ensure_session(self.manager, self.session_id)
-                self._done.set()
-
-
-def _forget_registered(session_id: str, done: threading.Event, event: Any) -> None:
-    if event.type == "clear" and event.session_id == session_id:
-        done.clear()
+                self._checked_at = clears
 
 
 async def araw_history(session: Session, leaf_id: str | None = None) -> list[SessionMessage]:

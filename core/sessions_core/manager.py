@@ -136,6 +136,9 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
         self._cache_size = cache_size
         self._lock = threading.RLock()
         self._feed = ChangeFeed()
+        self._clears = 0
+        """How many ``clear`` events this manager has published (a session deleted, erased,
+        pruned or cleared): a changed count tells a ``Registration`` to check its session again."""
         self._recall: SemanticRecall | None = None
         self._retention = None if retention is None else Retention(retention, namespace)
         if self._retention is not None:
@@ -325,7 +328,7 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
             if self._recall is not None:
                 self._recall.forget(self.storage_id(session_id))
                 self._recall.notify()
-            self._feed.publish(SessionEvent("clear", session_id))
+            self._publish(SessionEvent("clear", session_id))
         return deleted
 
     @io
@@ -366,12 +369,17 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
             self._dropped(ids)
         return replace(result, session_ids=ids)
 
+    def _publish(self, event: SessionEvent) -> None:
+        if event.type == "clear":
+            self._clears += 1
+        self._feed.publish(event)
+
     def _dropped(self, session_ids: Iterable[str]) -> None:
         """Sessions of this manager were removed: forget their handles and report ``clear``."""
         for session_id in session_ids:
             with self._lock:
                 self._sessions.pop(session_id, None)
-            self._feed.publish(SessionEvent("clear", session_id))
+            self._publish(SessionEvent("clear", session_id))
 
     def get_session(self, session_id: str) -> Session:
         """The session with this id, configured by the builder methods (the ``cache_size``
@@ -386,7 +394,7 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
                 for step in self._setup:
                     step(session)
                 session.subscribe(
-                    lambda event, session_id=session_id: self._feed.publish(replace(event, session_id=session_id))
+                    lambda event, session_id=session_id: self._publish(replace(event, session_id=session_id))
                 )
                 self._sessions[session_id] = session
                 if len(self._sessions) > self._cache_size:

@@ -123,6 +123,23 @@ def test_append_registers_the_session_only_when_asked():
         assert [m.id for m in manager.get_history("bob")] == ["u1", "u2", "u3"]
 
 
+def test_a_registration_registers_at_first_use_and_again_after_a_delete():
+    from sessions_core.integration import Registration
+
+    with SessionManager() as manager:
+        listening = len(manager._feed._subscribers)
+        registrations = [Registration(manager, f"s{n}") for n in range(100)]
+        assert len(manager._feed._subscribers) == listening  # none kept: a history may live long
+        assert manager.list_sessions() == []  # nothing until asked
+        registrations[0].ensure()
+        registrations[1].ensure()
+        assert sorted(info.id for info in manager.list_sessions()) == ["s0", "s1"]
+        assert manager.delete("s0")
+        registrations[1].ensure()  # checked again (another session went), still there
+        registrations[0].ensure()
+        assert sorted(info.id for info in manager.list_sessions()) == ["s0", "s1"]
+
+
 def test_session_history_reads_never_show_head_markers():
     from sessions_core import Session
     from sessions_core.branching import soft_reset
