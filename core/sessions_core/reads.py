@@ -428,16 +428,12 @@ def history_tokens(store: Store, session_id: str, leaf_id: str | None, count: Me
     """Tokens of the path to ``leaf_id`` (``None``: the latest leaf) with overlays applied,
     from the stored per-message estimates (no content read); an overlay counts as its summary
     message."""
-    rows = store.overlays(session_id)
-    if not rows:  # the leaf row carries the running total of its path
-        if not leaf_id:
-            latest = store.latest_leaf_totals(session_id)
-            return latest[1].tokens if latest is not None else 0
-        totals = store.path_totals(session_id, leaf_id)
-        return totals.tokens if totals is not None else 0
-    leaf_id = leaf_id or store.latest_leaf_id(session_id)
-    if leaf_id is None:
+    rows, leaf = store.overlays_and_totals(session_id, leaf_id or None)
+    if leaf is None:
         return 0
+    if not rows:  # the leaf row carries the running total of its path
+        return leaf[1].tokens
+    leaf_id = leaf[0]
     visible = visible_path(store, session_id, leaf_id, rows)
     if visible is not None:
         summaries = [segment.overlay for segment in visible.segments if segment.overlay is not None]

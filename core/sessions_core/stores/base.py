@@ -674,6 +674,17 @@ class ReadPlanner(RequiredStore):
             return [], self.short_latest_path_contents(session_id, limit)
         return [], self.short_path_contents(session_id, leaf_id, limit)
 
+    def overlays_and_totals(
+        self, session_id: str, leaf_id: str | None
+    ) -> tuple[list[OverlayRow], tuple[str, PathTotals] | None]:
+        """:meth:`overlays`, and the leaf ``leaf_id`` (``None``: the latest) with its
+        :meth:`path_totals` (``None``: no such leaf). A store can read both at once."""
+        overlays = self.overlays(session_id)
+        if leaf_id is None:
+            return overlays, self.latest_leaf_totals(session_id)
+        totals = self.path_totals(session_id, leaf_id)
+        return overlays, None if totals is None else (leaf_id, totals)
+
     def with_overlays(self, session_ids: Sequence[str]) -> set[str]:
         """Which of ``session_ids`` hold a compaction overlay (one query for many sessions)."""
         return {session_id for session_id in session_ids if self.get_compactions(session_id)}

@@ -164,7 +164,8 @@ GET_MESSAGE = f"SELECT {ROW} FROM session_messages WHERE session_id = :s AND id 
 GET_LATEST_LEAF = f"SELECT {ROW} FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})"
 CHILDREN = f"SELECT {ROW} FROM session_messages WHERE session_id = :s AND parent_id = :id ORDER BY created_at, seq"
 PATH_TOTALS = f"SELECT {POSITION} FROM session_messages WHERE session_id = :s AND id = :id"
-LATEST_LEAF_TOTALS = f"SELECT id, {POSITION} FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})"
+LEAF_TOTALS = f"SELECT id, {POSITION} FROM session_messages WHERE session_id = :s AND id = :id"
+LATEST_LEAF_TOTALS = LEAF_TOTALS.replace(":id", f"({LATEST_LEAF})")
 FETCH_CONTENTS = f"SELECT seq, created_at, {MESSAGE_JSON} FROM session_messages WHERE seq {{values}}"
 STORED_IDS = "SELECT id FROM session_messages WHERE session_id = {first} AND id {values}"
 GET_BLOBS = "SELECT digest, data FROM blobs WHERE digest {values}"
@@ -1381,6 +1382,17 @@ class SqlStore(RecallStore, InspectableStore):
     def latest_leaf_totals(self, session_id: str) -> tuple[str, PathTotals] | None:
         row = self._one(LATEST_LEAF_TOTALS, {"s": session_id}, walk=True)
         return None if row is None else (row[0], PathTotals(*row[1:]))
+
+    def overlays_and_totals(
+        self, session_id: str, leaf_id: str | None
+    ) -> tuple[list[OverlayRow], tuple[str, PathTotals] | None]:
+        if leaf_id is None:
+            leaf = (LATEST_LEAF_TOTALS, {"s": session_id})
+        else:
+            leaf = (LEAF_TOTALS, {"s": session_id, "id": leaf_id})
+        overlay_rows, leaf_rows = self._all_together([(GET_OVERLAYS, {"s": session_id}), leaf], walk=True)
+        totals = (leaf_rows[0][0], PathTotals(*leaf_rows[0][1:])) if leaf_rows else None
+        return [_overlay(row) for row in overlay_rows], totals
 
     def fetch_contents(self, seqs: Sequence[int]) -> dict[int, StoredContent]:
         if not seqs:

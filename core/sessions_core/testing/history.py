@@ -206,6 +206,22 @@ def test_the_latest_leaf_is_read_with_its_totals_and_its_path(make_session):
     assert s.get_path_length() == 3 and s.get_token_estimate() == store.path_totals(key, "m2").tokens
 
 
+def test_the_overlays_are_read_with_a_leaf_and_its_totals(make_session):
+    """``overlays_and_totals``: the overlays, and the leaf (given, or the latest) with the totals
+    of its path; ``None`` for no such leaf."""
+    s = make_session()
+    raw = getattr(s, "session", s)
+    store, key = raw.store, raw.session_id
+    assert store.overlays_and_totals(key, None) == ([], None)
+    chain(s, "m0", "m1", "m2", "m3")
+    assert store.overlays_and_totals(key, None) == ([], ("m3", store.path_totals(key, "m3")))
+    assert store.overlays_and_totals(key, "m1") == ([], ("m1", store.path_totals(key, "m1")))
+    assert store.overlays_and_totals(key, "missing") == ([], None)
+    s.add_compaction("summary", "m1", "m2")
+    overlays, leaf = store.overlays_and_totals(key, None)
+    assert [o.compaction.summary for o in overlays] == ["summary"] and leaf == ("m3", store.path_totals(key, "m3"))
+
+
 def test_the_overlays_are_read_with_a_short_path(make_session):
     """``overlays_and_short_path``: no overlays and the path's contents (of the latest leaf or
     a given one; ``None`` when longer than the limit); with overlays, them and no path."""
