@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -108,7 +107,6 @@ class SessionChatMessageHistory(BaseChatMessageHistory):
             )
         self.session = session
         self.compact_after = compact_after
-        self._lock = threading.Lock()
         if summarizer is not None:
             session.on_compaction(
                 create_compact_function(

@@ -163,7 +163,6 @@ CLEAR_COMPACTIONS = "DELETE FROM session_compactions WHERE session_id = :s"
 GET_MESSAGE = f"SELECT {ROW} FROM session_messages WHERE session_id = :s AND id = :id"
 GET_LATEST_LEAF = f"SELECT {ROW} FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})"
 CHILDREN = f"SELECT {ROW} FROM session_messages WHERE session_id = :s AND parent_id = :id ORDER BY created_at, seq"
-PATH_TOTALS = f"SELECT {POSITION} FROM session_messages WHERE session_id = :s AND id = :id"
 LEAF_TOTALS = f"SELECT id, {POSITION} FROM session_messages WHERE session_id = :s AND id = :id"
 LATEST_LEAF_TOTALS = LEAF_TOTALS.replace(":id", f"({LATEST_LEAF})")
 FETCH_CONTENTS = f"SELECT seq, created_at, {MESSAGE_JSON} FROM session_messages WHERE seq {{values}}"
@@ -191,33 +190,28 @@ PATH_IDS = """
     SELECT seq, id FROM path ORDER BY n DESC
 """
 
-SHORT_PATH_CONTENTS = f"""
+_SHORT_PATH = """
     WITH RECURSIVE path(seq, parent_id, n) AS (
-        SELECT seq, parent_id, 0 FROM session_messages WHERE session_id = :s AND id = :leaf
+        SELECT seq, parent_id, 0 FROM session_messages WHERE session_id = :s AND id = {leaf}
         UNION ALL
         SELECT m.seq, m.parent_id, path.n + 1
         FROM path JOIN session_messages m ON m.session_id = :s AND m.id = path.parent_id
         WHERE path.n < :limit
     )
-    SELECT m.seq, m.created_at, {MESSAGE_JSON}
+"""
+"""The path up from ``{leaf}``, walked one row past ``:limit`` at most."""
+_SHORT_PATH_ROWS = f"""
+    SELECT m.seq, m.created_at, {MESSAGE_JSON} AS content, path.n
     FROM path JOIN session_messages m ON m.seq = path.seq
     WHERE (SELECT count(*) FROM path) <= :limit
-    ORDER BY path.n DESC
+"""
+SHORT_PATH_CONTENTS = f"""{_SHORT_PATH.format(leaf=":leaf")}
+    SELECT seq, created_at, content FROM ({_SHORT_PATH_ROWS}) AS found ORDER BY n DESC
 """
 """The path to ``:leaf`` with each row's contents, root first, when it holds at most ``:limit``
 rows; no rows when it holds more (the walk stops one row past ``:limit``, and no content is read)."""
-SHORT_LATEST_PATH_CONTENTS = f"""
-    WITH RECURSIVE path(seq, parent_id, n) AS (
-        SELECT seq, parent_id, 0 FROM session_messages WHERE session_id = :s AND id = ({LATEST_LEAF})
-        UNION ALL
-        SELECT m.seq, m.parent_id, path.n + 1
-        FROM path JOIN session_messages m ON m.session_id = :s AND m.id = path.parent_id
-        WHERE path.n < :limit
-    )
-    SELECT seq, created_at, content FROM (
-        SELECT m.seq, m.created_at, {MESSAGE_JSON} AS content, path.n
-        FROM path JOIN session_messages m ON m.seq = path.seq
-        WHERE (SELECT count(*) FROM path) <= :limit
+SHORT_LATEST_PATH_CONTENTS = f"""{_SHORT_PATH.format(leaf=f"({LATEST_LEAF})")}
+    SELECT seq, created_at, content FROM ({_SHORT_PATH_ROWS}
         UNION ALL
         SELECT -1, 0, '', -1 WHERE (SELECT count(*) FROM path) > :limit
     ) AS found ORDER BY n DESC
@@ -1376,8 +1370,8 @@ class SqlStore(RecallStore, InspectableStore):
         return [PathEntry(*row) for row in self._all(PATH_TAIL, params, walk=True)]
 
     def path_totals(self, session_id: str, leaf_id: str) -> PathTotals | None:
-        row = self._one(PATH_TOTALS, {"s": session_id, "id": leaf_id})
-        return None if row is None else PathTotals(*row)
+        row = self._one(LEAF_TOTALS, {"s": session_id, "id": leaf_id})
+        return None if row is None else PathTotals(*row[1:])
 
     def latest_leaf_totals(self, session_id: str) -> tuple[str, PathTotals] | None:
         row = self._one(LATEST_LEAF_TOTALS, {"s": session_id}, walk=True)
