@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
+import sessions_core.items
 from sessions_core import InvalidInputError, InvalidTextError, PIIRedactor, RedactionError
+from sessions_core._time import now_us
 from sessions_core.items import ItemPut, Items
 
 from .harness import skip_where_unsupported
@@ -27,6 +28,32 @@ from .harness import skip_where_unsupported
 
 def _items(drive: Any, manager: Any, namespace: str = "") -> Any:
     return drive(Items(getattr(manager, "target", manager).store, namespace=namespace))
+
+
+class Clock:
+    """The items' clock, moved by the test: expiry is tested without sleeping, so a loaded
+    machine can neither make a refreshed item expire nor keep an expired one alive."""
+
+    def __init__(self) -> None:
+        self.now = now_us()
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += int(seconds * 1_000_000)
+
+    @classmethod
+    def install(cls, monkeypatch: pytest.MonkeyPatch) -> Clock:
+        """A clock the items read (``sessions_core.items``) until the test ends."""
+        clock = cls()
+        monkeypatch.setattr(sessions_core.items, "now_us", clock)
+        return clock
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    return Clock.install(monkeypatch)
 
 
 def test_an_item_reads_back_and_every_write_is_a_version(make_manager, drive):
@@ -127,33 +154,33 @@ def test_a_query_vector_ranks_by_cosine_similarity_fused_with_keywords(make_mana
     assert [item.key for item in items.search(("v",), query_vector=[0.0, 1.0], filter={"text": "sunrise"})] == ["east"]
 
 
-def test_an_expired_item_is_not_read_and_a_sweep_removes_it_with_its_versions(make_manager, drive):
+def test_an_expired_item_is_not_read_and_a_sweep_removes_it_with_its_versions(make_manager, drive, clock):
     items = _items(drive, make_manager())
     items.put(("t",), "long", {"v": 2}, ttl_minutes=60)
     items.put(("t",), "kept", {"v": 3})
     items.put(("t",), "short", {"v": 1}, ttl_minutes=0.01)
+    clock.advance(0.59)
     assert items.get(("t",), "short") is not None
-    time.sleep(0.7)
+    clock.advance(0.02)
     assert items.get(("t",), "short") is None
     assert sorted(item.key for item in items.search(("t",))) == ["kept", "long"]
     assert items.sweep() == 1 and items.versions(("t",), "short") == [] and items.sweep() == 0
     assert items.get(("t",), "long", refresh=True).value == {"v": 2}
 
 
-def test_refresh_moves_the_expiry_of_a_read_item(make_manager, drive):
+def test_refresh_moves_the_expiry_of_a_read_item(make_manager, drive, clock):
     items = _items(drive, make_manager())
-    items.get(("t",), "warm-up")
     items.put(("t",), "k", {"v": 1}, ttl_minutes=0.01)
     for _ in range(3):
-        time.sleep(0.35)
+        clock.advance(0.35)
         assert items.get(("t",), "k", refresh=True) is not None
-    time.sleep(0.8)
+    clock.advance(0.59)
+    assert items.get(("t",), "k") is not None
+    clock.advance(0.02)
     assert items.get(("t",), "k") is None
 
 
-def test_a_read_with_refresh_or_a_refresh_alone_keeps_items_with_a_ttl_alive(make_manager, drive):
-    # A TTL of 0.9 s, refreshed every 0.3 s: a round may take 0.6 s longer (a loaded machine)
-    # before a refreshed item would expire.
+def test_a_read_with_refresh_or_a_refresh_alone_keeps_items_with_a_ttl_alive(make_manager, drive, clock):
     items = _items(drive, make_manager())
     items.put_many(
         [
@@ -163,14 +190,12 @@ def test_a_read_with_refresh_or_a_refresh_alone_keeps_items_with_a_ttl_alive(mak
             ItemPut(("t", "b"), "left", {"v": 4}, ttl_minutes=0.015),
         ]
     )
-    left_put = time.monotonic()
     items.refresh([])
     for _ in range(3):
-        time.sleep(0.3)
+        clock.advance(0.6)  # a TTL of 0.9 s: the item read or refreshed 0.6 s ago lives on
         found = items.get_many([(("t", "a"), "read"), (("t", "a"), "kept"), (("t", "b"), "missing")], refresh=True)
         assert [None if item is None else item.value["v"] for item in found] == [1, 2, None]
         items.refresh([(("t", "b"), "refreshed"), (("t", "c"), "missing")])
-    time.sleep(max(0.0, left_put + 1.0 - time.monotonic()))
     assert items.get(("t", "b"), "left") is None  # expired while the others were read or refreshed
     assert items.get(("t", "b"), "refreshed").value == {"v": 3}
     assert [version.version for version in items.versions(("t", "a"), "read")] == [1]  # a refresh is no version
@@ -259,7 +284,7 @@ def test_erasing_a_namespace_removes_its_items_with_their_versions_and_vectors_a
     assert manager.erase_namespace("a").items == 0
 
 
-def test_the_items_of_one_namespace_are_invisible_through_another(make_manager, drive):
+def test_the_items_of_one_namespace_are_invisible_through_another(make_manager, drive, clock):
     manager = make_manager()
     default, a, b = (_items(drive, manager, namespace) for namespace in ("", "a", "b"))
     a.put(("users", "u1"), "k", {"content": "alpha zebra"}, vectors=[("$", [1.0, 0.0])])
@@ -283,7 +308,7 @@ def test_the_items_of_one_namespace_are_invisible_through_another(make_manager, 
     assert a.search((), filter={"content": "beta zebra"}) == []
     assert a.namespaces() == [("users", "u1")] and b.namespaces() == [("users", "u1"), ("users", "u2")]
     assert a.namespaces(prefix=("users",), max_depth=1) == [("users",)]
-    time.sleep(0.7)
+    clock.advance(0.7)
     assert a.sweep() == 1 and b.versions(("users", "u1"), "short") != [] and default.sweep() == 0
     assert a.versions(("users", "u1"), "short") == [] and b.sweep() == 1
     a.put(("users", "u1"), "k", None)
