@@ -407,8 +407,15 @@ def test_threads_sharing_a_store_see_only_store_errors_while_the_server_is_gone(
 # -- one warning per outage ------------------------------------------------------------------------
 
 
-def _warnings(caplog) -> list[tuple[str, str]]:
-    return [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING]
+def _warnings(caplog, at_least: int = 0) -> list[tuple[str, str]]:
+    """The warnings logged, once there are ``at_least`` (a pool's workers log in the background:
+    waited for up to 10 s rather than a fixed pause a loaded machine may outlast)."""
+    deadline = time.monotonic() + 10
+    while True:
+        found = [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING]
+        if len(found) >= at_least or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
 
 
 def test_an_outage_logs_one_warning_and_one_on_recovery_not_one_per_connection(schema, proxy, caplog):
@@ -438,7 +445,7 @@ def test_an_outage_logs_one_warning_and_one_on_recovery_not_one_per_connection(s
                 proxy.start()
                 assert set(threads.map(read, range(32))) == {"kept"}
                 time.sleep(0.3)  # the pool's workers refill it
-                found = _warnings(caplog)
+                found = _warnings(caplog, at_least=2)
                 assert [name for name, _ in found] == ["sessions_core.postgres"] * 2, found
                 assert "connection lost or refused" in found[0][1]
                 assert "connection back after" in found[1][1]
@@ -463,7 +470,7 @@ def test_terminated_backends_log_one_warning_and_one_on_recovery(schema, proxy, 
         assert session.append_message(msg("two")).inserted
         assert [m.id for m in session.get_history()] == ["one", "two"]
         time.sleep(0.3)
-        found = _warnings(caplog)
+        found = _warnings(caplog, at_least=2)
         assert [name for name, _ in found] == ["sessions_core.postgres"] * 2, found
     finally:
         store.close()
