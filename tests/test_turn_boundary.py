@@ -263,3 +263,16 @@ def test_a_thread_deleted_through_the_manager_is_registered_again_by_its_next_tu
     assert manager.get("t") is not None
     assert [m.parts[0].text for m in manager.get_history("t")] == ["hi again", "two"]
     assert [info.id for info in manager.list_sessions()] == ["t"]
+
+
+def test_a_session_evicted_from_the_service_stops_being_followed():
+    """A session leaving the turn service's cache while its manager keeps it: the service's
+    subscription goes with it, so cycling through more sessions than the cache holds leaves one
+    subscriber per session, not one per time it came back."""
+    manager = SessionManager(":memory:")
+    service = TurnService(manager, cache_size=1)
+    for _ in range(5):
+        for session_id in ("a", "b"):
+            service.session(session_id)
+    followers = {session_id: len(manager.get_session(session_id)._feed._subscribers) for session_id in ("a", "b")}
+    assert followers == {"a": 1, "b": 2}  # the manager's own subscriber; "b" (cached) the service's too

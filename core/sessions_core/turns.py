@@ -205,6 +205,7 @@ class TurnService:
                 self._sessions.move_to_end(session_id)
                 return turns
         session = self._resolve(session_id)
+        evicted: list[_Turns] = []
         with self._lock:
             turns = self._sessions.get(session_id)
             if turns is None:
@@ -213,8 +214,11 @@ class TurnService:
                 if self._compaction is not None:
                     session.on_compaction(self._compaction)
                 while len(self._sessions) > self._cache_size:
-                    self._sessions.popitem(last=False)
-            return turns
+                    evicted.append(self._sessions.popitem(last=False)[1])
+        for gone in evicted:  # its session may live on (a manager's cache): it must not call back
+            if gone.unsubscribe is not None:
+                gone.unsubscribe()
+        return turns
 
     def _follow(self, turns: _Turns, event: SessionEvent) -> None:
         """Deletes made in this process are stored again if the state still holds them; a
