@@ -15,6 +15,7 @@ import pytest
 
 from langchain_sessions import SessionStore
 from sessions_core import InvalidInputError, SessionManager
+from sessions_core.testing.items import Clock
 
 from ..postgres import postgres_url, require_postgres, temporary_schema
 from .helpers import matched
@@ -54,7 +55,10 @@ def open_manager(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ope
         each.close()
 
 
-def test_two_namespaces_on_one_database_never_see_each_others_items(open_manager: Opener) -> None:
+def test_two_namespaces_on_one_database_never_see_each_others_items(
+    open_manager: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock.install(monkeypatch)
     tenant_a = SessionStore.from_manager(open_manager("tenant-a"))
     tenant_b = SessionStore.from_manager(open_manager("tenant-b"))
     default = SessionStore.from_manager(open_manager(""))
@@ -78,6 +82,9 @@ def test_two_namespaces_on_one_database_never_see_each_others_items(open_manager
     assert [v.value for v in tenant_b.item_versions(("memories", "sam"), "drink")] == [{"content": "Sam drinks coffee"}]
     tenant_a.delete(("memories", "sam"), "drink")
     assert tenant_b.get(("memories", "sam"), "drink") is not None
+    clock.advance(1)  # tenant b's note expires: only tenant b's sweep removes it
+    assert (tenant_a.sweep_ttl(), default.sweep_ttl(), tenant_b.sweep_ttl()) == (0, 0, 1)
+    assert tenant_b.list_namespaces() == [("memories", "sam")]
 
     # A store opened from a path names its namespace; it reads what the manager of it wrote.
     same_a = SessionStore(tenant_a.manager.store, namespace="tenant-a")

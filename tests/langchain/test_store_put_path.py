@@ -6,7 +6,6 @@ reads without a batch, as a batch's ``GetOp`` reads and refreshes."""
 from __future__ import annotations
 
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from langgraph.store.base import InvalidNamespaceError, PutOp
 from langchain_sessions import SessionStore
 from sessions_core import InvalidInputError, StoreError
 from sessions_core import items as items_module
+from sessions_core.testing.items import Clock
 
 from .helpers import matched
 
@@ -97,13 +97,16 @@ def test_checked_namespaces_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None
     "ttl", [None, {"default_ttl": 10}, {"default_ttl": 10, "refresh_on_read": False}], ids=["no-ttl", "refresh", "kept"]
 )
 @pytest.mark.parametrize("refresh_ttl", [None, True, False])
-def test_get_reads_what_a_batch_get_reads_and_refreshes_as_it_does(ttl: dict | None, refresh_ttl: bool | None) -> None:
+def test_get_reads_what_a_batch_get_reads_and_refreshes_as_it_does(
+    ttl: dict | None, refresh_ttl: bool | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock.install(monkeypatch)
     direct, batched = SessionStore(":memory:", ttl=ttl), SessionStore(":memory:", ttl=ttl)  # type: ignore[arg-type]
     for store in (direct, batched):
         store.put(("memories", "u1"), "k", {"text": "tea"}, ttl=0.01)
     expiry = "SELECT expires_at FROM store_items"
     before = [s.manager.store._read(lambda c: c.execute(expiry).fetchone()[0]) for s in (direct, batched)]
-    time.sleep(0.01)  # past a hundredth of the TTL: a refresh moves the expiry on
+    clock.advance(0.01)  # past a hundredth of the TTL: a refresh moves the expiry on
     item = direct.get(("memories", "u1"), "k", refresh_ttl=refresh_ttl)
     (expected,) = _batch_get(batched, ("memories", "u1"), "k", refresh_ttl)
     assert item is not None and expected is not None
