@@ -1,6 +1,8 @@
-"""Test-run reporting shared by the whole suite."""
+"""Fixtures and test-run reporting shared by the whole suite."""
 
 from __future__ import annotations
+
+from sessions_core.testing.items import clock  # noqa: F401  (the items' clock, for every test of expiry)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -13,7 +13,6 @@ import pytest
 
 from sessions_core import SqliteStore
 from sessions_core.items import ItemPut, Items
-from sessions_core.testing.items import Clock
 
 from .postgres import postgres_url, require_postgres, temporary_schema
 
@@ -32,11 +31,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
         opened = PostgresStore(postgres_url(), schema=schema, max_size=2)
         yield opened
         opened.close()
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    return Clock.install(monkeypatch)
 
 
 def _expiry(store: Any, key: str) -> int | None:

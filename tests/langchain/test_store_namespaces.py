@@ -55,10 +55,7 @@ def open_manager(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ope
         each.close()
 
 
-def test_two_namespaces_on_one_database_never_see_each_others_items(
-    open_manager: Opener, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    clock = Clock.install(monkeypatch)
+def test_two_namespaces_on_one_database_never_see_each_others_items(open_manager: Opener, clock: Clock) -> None:
     tenant_a = SessionStore.from_manager(open_manager("tenant-a"))
     tenant_b = SessionStore.from_manager(open_manager("tenant-b"))
     default = SessionStore.from_manager(open_manager(""))

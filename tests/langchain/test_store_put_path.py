@@ -98,9 +98,8 @@ def test_checked_namespaces_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None
 )
 @pytest.mark.parametrize("refresh_ttl", [None, True, False])
 def test_get_reads_what_a_batch_get_reads_and_refreshes_as_it_does(
-    ttl: dict | None, refresh_ttl: bool | None, monkeypatch: pytest.MonkeyPatch
+    ttl: dict | None, refresh_ttl: bool | None, clock: Clock
 ) -> None:
-    clock = Clock.install(monkeypatch)
     direct, batched = SessionStore(":memory:", ttl=ttl), SessionStore(":memory:", ttl=ttl)  # type: ignore[arg-type]
     for store in (direct, batched):
         store.put(("memories", "u1"), "k", {"text": "tea"}, ttl=0.01)

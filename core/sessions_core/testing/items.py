@@ -43,17 +43,13 @@ class Clock:
     def advance(self, seconds: float) -> None:
         self.now += int(seconds * 1_000_000)
 
-    @classmethod
-    def install(cls, monkeypatch: pytest.MonkeyPatch) -> Clock:
-        """A clock the items read (``sessions_core.items``) until the test ends."""
-        clock = cls()
-        monkeypatch.setattr(sessions_core.items, "now_us", clock)
-        return clock
-
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    return Clock.install(monkeypatch)
+    """The clock the items read (``sessions_core.items``) until the test ends."""
+    clock = Clock()
+    monkeypatch.setattr(sessions_core.items, "now_us", clock)
+    return clock
 
 
 def test_an_item_reads_back_and_every_write_is_a_version(make_manager, drive):
