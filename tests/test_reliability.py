@@ -441,9 +441,13 @@ FAST = 0.05  # seconds: far below what reading a million rows takes
 
 @pytest.fixture(scope="session")
 def million_message_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A file holding one session of a 1,000,000-message chain, built once per test run with
-    one bulk INSERT (the columns of the store's own insert; path totals computed here)."""
-    path = tmp_path_factory.mktemp("million") / "million.db"
+    """A file holding one session of a 1,000,000-message chain, built once per test run."""
+    return _chain_db(tmp_path_factory.mktemp("million") / "million.db", MILLION)
+
+
+def _chain_db(path: Path, count: int) -> Path:
+    """A file holding one session ("big") of a ``count``-message chain, written with one bulk
+    INSERT (the columns of the store's own insert; path totals computed here)."""
     store = SqliteStore(path)
     store.setup()  # the schema, as the store creates it
     store.close()
@@ -451,7 +455,7 @@ def million_message_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     def rows() -> Any:
         path_tokens = path_bytes = 0
-        for i in range(MILLION):
+        for i in range(count):
             text = f"message {i} of the long conversation"
             role = "user" if i % 2 == 0 else "assistant"
             content = f'{{"id":"m{i}","role":"{role}","parts":[{{"type":"text","text":"{text}"}}]}}'
@@ -503,22 +507,34 @@ def _timed(call: Any) -> tuple[Any, float]:
     return value, time.perf_counter() - started
 
 
-@pytest.mark.slow
-def test_million_message_history_opens_and_appends_without_reading_it(million_message_db: Path) -> None:
-    session, opened = _timed(lambda: Session(million_message_db).for_session("big"))
+def _best(call: Any, times: int = 3) -> tuple[Any, float]:
+    """The last value of ``call()`` and its quickest time of ``times`` (a stall of a loaded
+    machine is not the call's)."""
+    value, seconds = None, float("inf")
+    for _ in range(times):
+        value, took = _timed(call)
+        seconds = min(seconds, took)
+    return value, seconds
+
+
+def _timed_reads(path: Path, count: int) -> dict[str, float]:
+    """Seconds each call takes on the chain of ``count`` messages at ``path`` (checked as it goes)."""
+    opened = _best(lambda: Session(path).for_session("big").close())[1]
+    session = Session(path).for_session("big")
     with session:
-        result, appended = _timed(lambda: session.append_message(_text("newest", "user", "one more message")))
+        appends = iter(range(3))
+        result, appended = _best(lambda: session.append_message(_text(f"newest{next(appends)}", "user", "one more")))
         assert result.inserted
-        length, counted = _timed(session.get_path_length)
-        assert length == MILLION + 1
-        recent, windowed = _timed(lambda: session.get_recent_history(10_000))
-        assert recent.truncated and recent.messages[-1].id == "newest"
-        assert recent.messages[-2].id == f"m{MILLION - 1}" and 10 < len(recent.messages) < 1_000
-        message, fetched = _timed(lambda: session.get_message(f"m{MILLION // 2}"))
-        assert message is not None and message.parts[0].text == f"message {MILLION // 2} of the long conversation"
-        leaf, leafed = _timed(session.get_latest_leaf)
-        assert leaf is not None and leaf.id == "newest"
-    figures = {
+        length, counted = _best(session.get_path_length)
+        assert length == count + 3
+        recent, windowed = _best(lambda: session.get_recent_history(10_000))
+        assert recent.truncated and recent.messages[-1].id == "newest2"
+        assert recent.messages[-4].id == f"m{count - 1}" and 10 < len(recent.messages) < 1_000
+        message, fetched = _best(lambda: session.get_message(f"m{count // 2}"))
+        assert message is not None and message.parts[0].text == f"message {count // 2} of the long conversation"
+        leaf, leafed = _best(session.get_latest_leaf)
+        assert leaf is not None and leaf.id == "newest2"
+    return {
         "open": opened,
         "append": appended,
         "get_path_length": counted,
@@ -526,9 +542,18 @@ def test_million_message_history_opens_and_appends_without_reading_it(million_me
         "get_message": fetched,
         "get_latest_leaf": leafed,
     }
-    print({name: f"{seconds * 1000:.1f} ms" for name, seconds in figures.items()})
-    slow = {name: seconds for name, seconds in figures.items() if seconds >= FAST}
-    assert not slow, f"over {FAST * 1000:.0f} ms on a 1,000,000-message history: {slow}"
+
+
+@pytest.mark.slow
+def test_million_message_history_opens_and_appends_without_reading_it(million_message_db: Path, tmp_path: Path) -> None:
+    """Each call takes under 50 ms on a million messages (its quickest of three), or on a slow
+    machine at most 5 times what it takes on 2,000: reading the million rows would take hundreds
+    of times longer."""
+    figures = _timed_reads(million_message_db, MILLION)
+    small = _timed_reads(_chain_db(tmp_path / "small.db", 2_000), 2_000)
+    print({name: f"{seconds * 1000:.1f} ms (2,000: {small[name] * 1000:.1f} ms)" for name, seconds in figures.items()})
+    slow = {name: seconds for name, seconds in figures.items() if seconds >= max(FAST, 5 * small[name])}
+    assert not slow, f"over {FAST * 1000:.0f} ms and 5 times the time on 2,000 messages: {slow}"
 
 
 def test_compactions_from_two_sessions_on_one_file_keep_one_overlay_chain(tmp_path: Path) -> None:
