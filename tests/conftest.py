@@ -1,8 +1,18 @@
-"""Fixtures and test-run reporting shared by the whole suite."""
+"""Fixtures, the property tests' profiles and test-run reporting shared by the whole suite."""
 
 from __future__ import annotations
 
+import os
+
+from hypothesis import settings
+
 from sessions_core.testing.items import clock  # noqa: F401  (the items' clock, for every test of expiry)
+
+# CI runs the property tests on a fixed seed (``.ci/run`` sets the profile), so that a submission
+# is judged on the examples it was tested with; a local run draws new ones, and a failure found
+# that way is pinned with ``@example``.
+settings.register_profile("ci", derandomize=True)
+settings.load_profile(os.environ.get("SESSIONS_HYPOTHESIS_PROFILE", "default"))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
