@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 
 import pytest
@@ -27,6 +28,20 @@ def _store(schema, **options):
 
 def _msg(message_id):
     return {"id": message_id, "role": "user", "parts": [{"type": "text", "text": f"text of {message_id}"}]}
+
+
+def _session_lock_is_free(store, session_id: str) -> bool:
+    """Whether another connection can take the lock ``store`` takes on the session."""
+    import psycopg
+
+    from sessions_core.stores.postgres import _SESSION_LOCK
+
+    with psycopg.connect(postgres_url(), autocommit=True) as other:
+        taken = other.execute(
+            f"SELECT {_SESSION_LOCK.replace('pg_advisory_xact_lock', 'pg_try_advisory_lock')}",
+            (session_id, store._lock_seed),
+        )
+        return taken.fetchone() == (True,)
 
 
 def _append_worker(schema: str, worker: int, session_of: str, count: int) -> None:
@@ -438,12 +453,43 @@ def test_a_batch_sent_with_its_lock_is_stored_whole_or_not_at_all(schema):
         with pytest.raises(StoreError, match="refused: bad"):  # one message, sent the same way
             session.append_message(_msg("bad"))
         assert [m.id for m in session.get_history()] == ["m0"]
-        with psycopg.connect(postgres_url(), autocommit=True) as other:  # the session's lock is free
-            assert other.execute("SELECT pg_try_advisory_lock(hashtextextended('s', 1))").fetchone() == (True,)
+        assert _session_lock_is_free(store, "s")
         session.append_messages([_msg("a"), _msg("b")])
         assert [m.id for m in session.get_history()] == ["m0", "a", "b"]
     finally:
         store.close()
+
+
+def test_a_session_locked_in_one_schema_leaves_the_same_id_free_in_another(schema):
+    # Advisory locks belong to the database: keyed by the session id alone, a write to session
+    # "s" of one tenant's schema would wait for a write to "s" of another's.
+    require_postgres()
+    store, same, other_schema_store = _store(schema), _store(schema, lock_timeout=0.3), None
+    with temporary_schema() as other_schema:
+        other_schema_store = _store(other_schema, lock_timeout=0.3)
+        holding, release = threading.Event(), threading.Event()
+
+        def hold(conn):
+            holding.set()
+            release.wait(10)
+
+        holder = threading.Thread(target=store._write, args=(hold,), kwargs={"lock": "s"})
+        holder.start()
+        try:
+            assert holding.wait(10)
+            Session(other_schema_store).for_session("s").append_message(_msg("elsewhere"))  # no wait
+            with pytest.raises(StoreError, match="lock_timeout"):  # the same schema still waits
+                Session(same).for_session("s").append_message(_msg("here"))
+        finally:
+            release.set()
+            holder.join()
+            for each in (store, same, other_schema_store):
+                each.close()
+        reader = _store(other_schema)
+        try:
+            assert [m.id for m in Session(reader).for_session("s").get_history()] == ["elsewhere"]
+        finally:
+            reader.close()
 
 
 def test_planner_settings_and_locks_end_with_their_transaction(schema):
@@ -472,8 +518,7 @@ def test_planner_settings_and_locks_end_with_their_transaction(schema):
         with store._current_pool().connection() as conn:
             assert conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
             assert conn.execute("SELECT current_setting('enable_hashjoin')").fetchone() == ("on",)
-        with psycopg.connect(postgres_url(), autocommit=True) as other:  # the session's lock is free
-            assert other.execute("SELECT pg_try_advisory_lock(hashtextextended('s', 1))").fetchone() == (True,)
+        assert _session_lock_is_free(store, "s")
         assert store._all("SELECT id FROM session_compactions", {}) == []  # nothing of it stayed
     finally:
         store.close()

@@ -5,8 +5,8 @@ The SQL both stores run is in :mod:`.sql`; this dialect keeps the pool, transact
 retry on a dropped connection, per-session advisory locks, the schema's version table,
 ``tsvector`` search and a pipelined batch insert. Every method runs on a pooled connection in
 one transaction; the async twins of ``Session`` run them in worker threads. Appends to one
-session are serialised with a transaction-level advisory lock, so concurrent writers extend one
-chain instead of racing for the latest leaf.
+session are serialised with a transaction-level advisory lock (keyed by the schema and the
+session), so concurrent writers extend one chain instead of racing for the latest leaf.
 """
 
 from __future__ import annotations
@@ -295,6 +295,9 @@ class PostgresStore(SqlStore):
         if schema is not None:
             _check_schema(schema)
         self.schema = schema or "public"
+        # Advisory locks are the database's, not a schema's: a session's lock key is hashed with
+        # its schema's, so that stores in other schemas never wait on a session of the same id.
+        self._lock_seed = zlib.crc32(self.schema.encode("utf-8"))
         self._auto_setup = auto_setup
         self._ready = False
         self._closed = False
@@ -553,7 +556,7 @@ class PostgresStore(SqlStore):
         return StoreError(f"{self!r}: {error}")
 
     def _lock_session(self, conn: psycopg.Connection, session_id: str) -> None:
-        conn.execute(_LOCK, (session_id,))
+        conn.execute(_LOCK, (session_id, self._lock_seed))
 
     def _consume(self, sql: str, params: Any, consume: Callable[[Any], T], *, walk: bool = False) -> T:
         """As ``SqlStore._consume``: in autocommit, one round trip rather than a transaction's
@@ -821,7 +824,7 @@ class PostgresStore(SqlStore):
                                 result = work(conn)
                     else:
                         prelude = _INDEX_LOOKUPS if lock is None else _LOCKED_INDEX_LOOKUPS if walk else _LOCK
-                        params = None if lock is None else (lock,)
+                        params = None if lock is None else (lock, self._lock_seed)
                         if read_after_sync:
                             with _pipeline(conn):
                                 conn.execute(prelude, params)
@@ -1244,9 +1247,10 @@ _INDEX_LOOKUPS = f"SELECT {_INDEX_PLANS}"
 """Keep the planner on index lookups for this transaction (``set_config(..., true)`` is ``SET
 LOCAL``). Right after a table fills, its statistics still say "empty", and a hash join would
 rescan the session at every step of a recursive walk (depth x rows)."""
-_SESSION_LOCK = "pg_advisory_xact_lock(hashtextextended(%s, 1))"
+_SESSION_LOCK = "pg_advisory_xact_lock(hashtextextended(%s, %s))"
 _LOCK = f"SELECT {_SESSION_LOCK}"
-"""The transaction's lock on the session named by the parameter (``_lock_session``)."""
+"""The transaction's lock on the session named by the first parameter in the schema whose
+``_lock_seed`` is the second (``_lock_session``)."""
 _LOCKED_INDEX_LOOKUPS = f"SELECT {_SESSION_LOCK}, {_INDEX_PLANS}"
 """``_LOCK`` and ``_INDEX_LOOKUPS`` in one statement."""
 
