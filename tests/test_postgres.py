@@ -463,10 +463,9 @@ def test_a_batch_sent_with_its_lock_is_stored_whole_or_not_at_all(schema):
 def test_a_session_locked_in_one_schema_leaves_the_same_id_free_in_another(schema):
     # Advisory locks belong to the database: keyed by the session id alone, a write to session
     # "s" of one tenant's schema would wait for a write to "s" of another's.
-    require_postgres()
-    store, same, other_schema_store = _store(schema), _store(schema, lock_timeout=0.3), None
+    store, same = _store(schema), _store(schema, lock_timeout=0.3)
     with temporary_schema() as other_schema:
-        other_schema_store = _store(other_schema, lock_timeout=0.3)
+        elsewhere = _store(other_schema, lock_timeout=0.3)
         holding, release = threading.Event(), threading.Event()
 
         def hold(conn):
@@ -477,19 +476,18 @@ def test_a_session_locked_in_one_schema_leaves_the_same_id_free_in_another(schem
         holder.start()
         try:
             assert holding.wait(10)
-            Session(other_schema_store).for_session("s").append_message(_msg("elsewhere"))  # no wait
+            Session(elsewhere).for_session("s").append_message(_msg("elsewhere"))  # does not wait
             with pytest.raises(StoreError, match="lock_timeout"):  # the same schema still waits
                 Session(same).for_session("s").append_message(_msg("here"))
         finally:
             release.set()
             holder.join()
-            for each in (store, same, other_schema_store):
-                each.close()
-        reader = _store(other_schema)
+            store.close()
+            same.close()
         try:
-            assert [m.id for m in Session(reader).for_session("s").get_history()] == ["elsewhere"]
+            assert [m.id for m in Session(elsewhere).for_session("s").get_history()] == ["elsewhere"]
         finally:
-            reader.close()
+            elsewhere.close()
 
 
 def test_planner_settings_and_locks_end_with_their_transaction(schema):
