@@ -77,6 +77,37 @@ def test_eight_processes_set_up_the_schema_at_once(schema):
     store.close()
 
 
+def test_a_setup_waits_only_for_setups_of_its_own_schema(schema):
+    # Advisory locks belong to the database: with one lock for every schema's setup, tenants'
+    # schemas created at once were set up one after another.
+    import psycopg
+
+    from sessions_core.stores.postgres import _SETUP, _SETUP_LOCK
+
+    here = _store(schema, auto_setup=False)
+    with temporary_schema() as other_schema, psycopg.connect(postgres_url()) as holder:
+        elsewhere = _store(other_schema, auto_setup=False)
+        other, waiting = threading.Thread(target=elsewhere.setup), threading.Thread(target=here.setup)
+        try:
+            holder.execute(_SETUP, (schema, _SETUP_LOCK))  # a setup of `schema` under way
+            try:
+                other.start()
+                other.join(10)
+                assert not other.is_alive()  # did not wait
+                waiting.start()
+                waiting.join(0.5)
+                assert waiting.is_alive()  # waits for the setup of its own schema
+            finally:
+                holder.rollback()
+            waiting.join(10)
+            assert not waiting.is_alive()
+            for store in (here, elsewhere):
+                assert Session(store).for_session("s").get_history() == []  # set up
+        finally:
+            here.close()
+            elsewhere.close()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("shared", [True, False], ids=["one-session", "distinct-sessions"])
 def test_eight_processes_append_without_loss_or_duplicates(schema, shared):

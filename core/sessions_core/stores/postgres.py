@@ -105,6 +105,9 @@ _TCP_USER_TIMEOUT = "60000"
 (libpq >= 12; unless the conninfo sets ``tcp_user_timeout``)."""
 
 _SETUP_LOCK = zlib.crc32(b"session-memory setup")
+_SETUP = "SELECT pg_advisory_xact_lock(hashtextextended(%s, %s))"
+"""The transaction's lock on setting up the schema named by the first parameter (the second:
+``_SETUP_LOCK``); setups of other schemas do not wait on it."""
 
 _COPY_STEP = 1 << 20
 """Characters escaped and sent at a time by ``_stage_large``."""
@@ -878,13 +881,13 @@ class PostgresStore(SqlStore):
     _terms = staticmethod(tsvector_literal)
 
     def setup(self, progress: Callable[[int, int], None] | None = None) -> None:
-        """Create or migrate the schema (under an advisory lock: many processes may run it at
-        once), then index the rows a migration left unindexed (``progress(done, total)``)."""
+        """Create or migrate the schema (under an advisory lock on the schema: many processes may
+        run it at once), then index the rows a migration left unindexed (``progress(done, total)``)."""
         try:
             with self._borrow() as conn:
                 with conn.transaction():
                     conn.execute("SET LOCAL statement_timeout = 0")  # a migration may take long
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
+                    conn.execute(_SETUP, (self.schema, _SETUP_LOCK))
                     conn.execute(_query(f"CREATE SCHEMA IF NOT EXISTS {_quote(self.schema)}"))
                     version = _version(conn, self.schema)
                     if version > len(MIGRATIONS):
