@@ -82,14 +82,14 @@ def test_a_setup_waits_only_for_setups_of_its_own_schema(schema):
     # schemas created at once were set up one after another.
     import psycopg
 
-    from sessions_core.stores.postgres import _SETUP, _SETUP_LOCK
+    from sessions_core.stores.postgres import _LOCK, _SETUP_LOCK
 
     here = _store(schema, auto_setup=False)
     with temporary_schema() as other_schema, psycopg.connect(postgres_url()) as holder:
         elsewhere = _store(other_schema, auto_setup=False)
         other, waiting = threading.Thread(target=elsewhere.setup), threading.Thread(target=here.setup)
         try:
-            holder.execute(_SETUP, (schema, _SETUP_LOCK))  # a setup of `schema` under way
+            holder.execute(_LOCK, (schema, _SETUP_LOCK))  # a setup of `schema` under way
             try:
                 other.start()
                 other.join(10)

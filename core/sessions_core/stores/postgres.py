@@ -105,9 +105,8 @@ _TCP_USER_TIMEOUT = "60000"
 (libpq >= 12; unless the conninfo sets ``tcp_user_timeout``)."""
 
 _SETUP_LOCK = zlib.crc32(b"session-memory setup")
-_SETUP = "SELECT pg_advisory_xact_lock(hashtextextended(%s, %s))"
-"""The transaction's lock on setting up the schema named by the first parameter (the second:
-``_SETUP_LOCK``); setups of other schemas do not wait on it."""
+"""The seed of the lock ``setup()`` takes on its schema's name (``_LOCK``): setups of other
+schemas do not wait on it."""
 
 _COPY_STEP = 1 << 20
 """Characters escaped and sent at a time by ``_stage_large``."""
@@ -887,7 +886,7 @@ class PostgresStore(SqlStore):
             with self._borrow() as conn:
                 with conn.transaction():
                     conn.execute("SET LOCAL statement_timeout = 0")  # a migration may take long
-                    conn.execute(_SETUP, (self.schema, _SETUP_LOCK))
+                    conn.execute(_LOCK, (self.schema, _SETUP_LOCK))
                     conn.execute(_query(f"CREATE SCHEMA IF NOT EXISTS {_quote(self.schema)}"))
                     version = _version(conn, self.schema)
                     if version > len(MIGRATIONS):
@@ -1252,8 +1251,8 @@ LOCAL``). Right after a table fills, its statistics still say "empty", and a has
 rescan the session at every step of a recursive walk (depth x rows)."""
 _SESSION_LOCK = "pg_advisory_xact_lock(hashtextextended(%s, %s))"
 _LOCK = f"SELECT {_SESSION_LOCK}"
-"""The transaction's lock on the session named by the first parameter in the schema whose
-``_lock_seed`` is the second (``_lock_session``)."""
+"""The transaction's lock on the name given first, hashed with the seed given second: a session
+id with its schema's ``_lock_seed`` (``_lock_session``), or a schema's name with ``_SETUP_LOCK``."""
 _LOCKED_INDEX_LOOKUPS = f"SELECT {_SESSION_LOCK}, {_INDEX_PLANS}"
 """``_LOCK`` and ``_INDEX_LOOKUPS`` in one statement."""
 
