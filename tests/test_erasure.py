@@ -234,3 +234,126 @@ def _rows_holding(conn: Any, schema: str, marker: str) -> dict[str, int]:
         if count:
             found[table] = count
     return found
+
+
+def write_marked_messages(session: Any, marker: str, kept: str) -> None:
+    """Messages before and after ``marker``'s: the user's message holding it, the assistant's
+    tool call quoting it, the tool's result and an attachment holding it, and an overlay
+    summarising them; an overlay and messages elsewhere that hold ``kept`` only."""
+    session.append_message(msg("k1", f"first words {kept}"))
+    session.append_message(msg("u1", f"my card number is {marker} keep it"))
+    session.append_message(
+        {
+            "id": "a1",
+            "role": "assistant",
+            "parts": [{"type": "tool-call", "toolCallId": "c1", "toolName": "store", "input": {"card": marker}}],
+        }
+    )
+    session.append_message(
+        {
+            "id": "t1",
+            "role": "tool",
+            "parts": [{"type": "tool-result", "toolCallId": "c1", "toolName": "store", "output": {"saved": marker}}],
+        }
+    )
+    payload = b"%PDF-" + marker.encode() + bytes(range(256)) * 20
+    session.append_message(
+        {
+            "id": "f1",
+            "role": "user",
+            "parts": [{"type": "file", "mediaType": "application/pdf", "data": payload, "filename": "card.pdf"}],
+        }
+    )
+    session.append_message(msg("k2", f"later words {kept}", role="assistant"))
+    session.append_message(msg("k3", f"more words {kept}"))
+    session.add_compaction(f"the user gave the card {marker}", "u1", "t1")
+    session.add_compaction(f"a summary of later words {kept}", "k2", "k3")
+
+
+MARKED_MESSAGES = ["u1", "a1", "t1", "f1"]
+
+
+def _later_overlay_only(session: Any, kept: str) -> None:
+    """The history once the marked messages are erased: ``k2`` lost its parent, so it is a
+    root (as with ``delete_messages``), and the overlay of ``k2``..``k3`` stays over it."""
+    history = session.get_history()
+    assert len(history) == 1 and history[0].text == f"a summary of later words {kept}"
+
+
+@pytest.mark.parametrize("vacuum", [False, True], ids=["no-vacuum", "vacuum"])
+def test_erased_messages_leave_no_byte_of_their_text_in_the_sqlite_files(tmp_path, vacuum):
+    path = tmp_path / "erase.db"
+    gone, kept = _marker(), _marker()
+    index = _index()
+    store = SqliteStore(path)
+    try:
+        manager = SessionManager(store).with_semantic_recall(index, background=False)
+        chat = manager.create("chat").id
+        write_marked_messages(manager.get_session(chat), gone, kept)
+        other = manager.get_session(manager.create("other").id)
+        write_marked_messages(other, kept, kept)
+        manager.drain_recall()
+        store.scrub()
+        assert gone.encode() in _file_bytes(path) and any(gone in text for text in _indexed_texts(index))
+
+        result = manager.erase_messages(chat, [*MARKED_MESSAGES, "never-written"], vacuum=vacuum)
+
+        assert result.session_ids == (chat,) and result.vacuumed == vacuum and result.vectors_pending == 0
+        counts = result.counts
+        assert (counts.messages, counts.compactions, counts.blobs, counts.registry) == (4, 1, 1, 0)
+        assert counts.vectors > 0
+        data = _file_bytes(path)
+        assert data.count(gone.encode()) == 0 and data.count(gone.encode().hex().encode()) == 0
+        assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
+        assert not any(gone in text for text in _indexed_texts(index))
+        assert any(kept in text for text in _indexed_texts(index))
+        assert store.recall_backlog().pending == 0
+        session = manager.get_session(chat)
+        _later_overlay_only(session, kept)
+        assert session.get_message("k1").text == f"first words {kept}" and session.get_message("u1") is None
+        assert {r.id for r in session.search(kept)} == {"k1", "k2", "k3"} and session.search(gone) == []
+        assert len(other.get_history()) == 4 and other.get_message("f1").parts[0].data.startswith(b"%PDF-")
+        assert manager.erase_messages(chat, MARKED_MESSAGES).session_ids == ()
+    finally:
+        store.close()
+    assert _file_bytes(path).count(gone.encode()) == 0
+
+
+def test_erased_messages_on_postgres_leave_no_row_index_hit_outbox_row_or_vector():
+    require_postgres()
+    import psycopg
+
+    from sessions_core.stores.postgres import PostgresStore
+
+    gone, kept = _marker(), _marker()
+    with temporary_schema() as schema:
+        store = PostgresStore(postgres_url(), schema=schema)
+        try:
+            session = Session(store).for_session("chat")  # no recall attached: vectors leave through the outbox
+            index = _index()
+            manager = SessionManager(store).with_semantic_recall(index, background=False)
+            watched = manager.get_session("chat")
+            write_marked_messages(watched, gone, kept)
+            manager.drain_recall()
+
+            result = session.erase_messages(MARKED_MESSAGES, vacuum=True)
+
+            assert result.session_ids == ("chat",) and result.vacuumed
+            assert (result.counts.messages, result.counts.compactions, result.counts.blobs) == (4, 1, 1)
+            assert result.vectors_pending == result.counts.vectors > 0
+            manager.drain_recall()  # the outbox deletes them from the index
+            assert not any(gone in text for text in _indexed_texts(index))
+            with psycopg.connect(postgres_url()) as conn:
+                assert _rows_holding(conn, schema, gone) == {}
+                assert set(_rows_holding(conn, schema, kept)) >= {"session_messages", "session_compactions"}
+                conn.execute("SET enable_seqscan = off")
+                hits = conn.execute(
+                    f'SELECT count(*) FROM "{schema}".session_messages WHERE search_terms @@ CAST(%s AS tsquery)',
+                    (gone,),
+                ).fetchone()
+                assert hits == (0,)
+                assert conn.execute(f'SELECT count(*) FROM "{schema}".recall_outbox').fetchone() == (0,)
+            _later_overlay_only(session, kept)
+            assert session.get_message("k1").text == f"first words {kept}"
+        finally:
+            store.close()

@@ -220,6 +220,10 @@ class SessionManagerTwins(RecallOwnerTwins, StoreOwnerTwins):
         """Async twin of :meth:`SessionManager.erase`."""
         ...
 
+    async def aerase_messages(self, session_id: str, ids: Iterable[str], *, vacuum: bool = False) -> EraseResult:
+        """Async twin of :meth:`SessionManager.erase_messages`."""
+        ...
+
     async def aerase_namespace(self, namespace: str, *, vacuum: bool = False) -> EraseResult:
         """Async twin of :meth:`SessionManager.erase_namespace`."""
         ...
@@ -360,6 +364,10 @@ class SessionTwins(RecallOwnerTwins, StoreOwnerTwins):
 
     async def aerase(self, *, vacuum: bool = False) -> EraseResult:
         """Async twin of :meth:`Session.erase`."""
+        ...
+
+    async def aerase_messages(self, ids: Iterable[str], *, vacuum: bool = False) -> EraseResult:
+        """Async twin of :meth:`Session.erase_messages`."""
         ...
 
     async def aget_message(self, message_id: str) -> SessionMessage | None:

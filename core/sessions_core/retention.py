@@ -31,7 +31,16 @@ from typing import TYPE_CHECKING
 
 from ._time import from_us, now_us
 from .errors import InvalidInputError, SessionsError, UnsupportedOperationError
-from .stores.base import ItemStore, Removal, RowCounts, SessionErasure, Store, StoredSession, supports
+from .stores.base import (
+    ItemStore,
+    MessageErasure,
+    Removal,
+    RowCounts,
+    SessionErasure,
+    Store,
+    StoredSession,
+    supports,
+)
 
 if TYPE_CHECKING:
     from .semantic import SemanticRecall
@@ -43,6 +52,7 @@ __all__ = [
     "EraseResult",
     "PruneResult",
     "Retention",
+    "erase_messages",
     "erase_sessions",
     "erasure_store",
     "parse_duration",
@@ -174,6 +184,35 @@ def erase_sessions(
         pending = removal.counts.vectors
     store.scrub(vacuum=vacuum)
     return removal, EraseResult(removal.storage_ids, removal.counts, pending, vacuum, items)
+
+
+def erase_messages(
+    store: Store,
+    storage_id: str,
+    ids: Sequence[str],
+    *,
+    vacuum: bool = False,
+    recall: SemanticRecall | None = None,
+) -> tuple[list[str], EraseResult]:
+    """Erase these messages of a session (storage id), with the overlays made from them and
+    the payloads no other message refers to, and scrub the store's files; with ``recall``
+    their vectors leave the index now, else through the outbox. The ids erased, and the result
+    naming the session when anything was."""
+    erasure_store(store)
+    if not supports(store, MessageErasure):
+        raise UnsupportedOperationError(
+            f"{type(store).__name__} does not implement the optional MessageErasure capability (erase_messages);"
+            " use a store that does (SqliteStore, PostgresStore) for this feature"
+        )
+    unique = list(dict.fromkeys(ids))
+    if recall is not None:
+        erased, counts = recall.erase_messages(storage_id, unique)
+        pending = 0
+    else:
+        erased, counts = store.remove_messages(storage_id, unique)
+        pending = counts.vectors
+    store.scrub(vacuum=vacuum)
+    return erased, EraseResult((storage_id,) if erased else (), counts, pending, vacuum)
 
 
 def _microseconds(delta: timedelta) -> int:

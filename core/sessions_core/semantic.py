@@ -26,7 +26,17 @@ from ._time import now_us
 from .errors import ConflictError, InvalidInputError, RecallError, SessionsError
 from .messages import COMPACTION_ID_PREFIX, message_from_storage, recall_text
 from .recall import ENTRY, MESSAGE, SESSION, VectorHit, VectorIndex, chunk_text, digest, split_entry_ref, vector_id
-from .stores.base import OutboxRow, RecallBacklog, RecallSource, RecallStore, Removal, Store, VectorRow, recall_store
+from .stores.base import (
+    OutboxRow,
+    RecallBacklog,
+    RecallSource,
+    RecallStore,
+    Removal,
+    RowCounts,
+    Store,
+    VectorRow,
+    recall_store,
+)
 
 if TYPE_CHECKING:
     from ._twins import RecallOwnerTwins
@@ -238,6 +248,23 @@ class SemanticRecall:
             for session_id in session_ids:
                 self.forget(session_id)
             return removal
+
+    def erase_messages(self, session_id: str, ids: Sequence[str]) -> tuple[list[str], RowCounts]:
+        """Remove these messages from the store (``SessionErasure.remove_messages``) with their
+        vectors deleted from the index first, now, as :meth:`erase` does for sessions."""
+        store = self.store
+        with self._draining:
+            vector_ids = [row.vector_id for row in store.recall_vectors(session_id, "message", ids)]
+            try:
+                with self._index_lock:
+                    for start in range(0, len(vector_ids), self.batch_size):
+                        self._call_index("delete", vector_ids[start : start + self.batch_size])
+            except Exception as error:  # the index's failure, whatever its type
+                raise RecallError(
+                    f"semantic recall: the vector index failed to delete the erased messages' vectors, so nothing"
+                    f" was erased: {type(error).__name__}: {error}"
+                ) from error
+            return store.remove_messages(session_id, ids, forget_vectors=True)
 
     def notify(self) -> None:
         """A write was queued: wake the background sender (started when none is running)."""

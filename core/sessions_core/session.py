@@ -36,7 +36,7 @@ from .models import AppendResult, Compaction, ContextVersion, RecentHistory, Sea
 from .providers import StorePromptCache
 from .reads import summary_message
 from .redaction import check_redactor, redact_message, redact_query, redact_text
-from .retention import EraseResult, Retention, erase_sessions, erasure_store
+from .retention import EraseResult, Retention, erase_messages, erase_sessions, erasure_store
 from .searching import Scope, search_messages
 from .semantic import RecallOwner, SemanticRecall
 from .session_blocks import SessionBlocks
@@ -437,6 +437,23 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
         self._compaction.forget()
         self._blocks.reset()
         self._feed.publish(SessionEvent("clear", self.session_id))
+        return result
+
+    @io
+    def erase_messages(self, ids: Iterable[str], *, vacuum: bool = False) -> EraseResult:
+        """Delete messages as :meth:`delete_messages` does (their children become roots), with
+        the compaction overlays whose range holds one of them (their summaries were made from
+        it) and the payloads no other message refers to, so that none of their text stays in
+        the store, as :meth:`erase` does for a whole session; what was removed
+        (``session_ids``: this session when any of ``ids`` was found). Messages forks copied
+        are other sessions' (erase them there), and a LangGraph thread's checkpoints keep their
+        own copy of its state (erase the session for those)."""
+        if isinstance(ids, str):
+            ids = [ids]
+        self._compaction.forget()
+        erased, result = erase_messages(self.store, self.session_id, list(ids), vacuum=vacuum, recall=self._recall)
+        if erased:
+            self._feed.publish(SessionEvent("delete", self.session_id, message_ids=tuple(erased)))
         return result
 
     def _recall_sessions(self) -> list[str]:

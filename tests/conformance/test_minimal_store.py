@@ -11,8 +11,8 @@ from datetime import timedelta
 
 import pytest
 
-from sessions_core import Session, SessionManager, UnsupportedOperationError
-from sessions_core.stores import LATEST, RequiredStore, Store, capabilities, supports
+from sessions_core import Session, SessionManager, SqliteStore, UnsupportedOperationError
+from sessions_core.stores import LATEST, MessageErasure, RequiredStore, Store, capabilities, supports
 from sessions_core.stores.base import (
     CompactionRow,
     Inserted,
@@ -26,6 +26,7 @@ from sessions_core.stores.base import (
 from sessions_core.testing import Backend, drive, make_manager, make_session, mode  # noqa: F401
 from sessions_core.testing.attachments import *  # noqa: F403
 from sessions_core.testing.batch_append import *  # noqa: F403
+from sessions_core.testing.builders import msg
 from sessions_core.testing.compaction import *  # noqa: F403
 from sessions_core.testing.context import *  # noqa: F403
 from sessions_core.testing.feed import *  # noqa: F403
@@ -219,6 +220,22 @@ def test_a_feature_without_its_capability_names_what_the_store_lacks():
         session.erase()
     with pytest.raises(UnsupportedOperationError, match="SessionErasure"):
         Session(DictStore(), retention=timedelta(days=1))
+    with pytest.raises(UnsupportedOperationError, match="SessionErasure"):
+        session.erase_messages(["m1"])
+
+
+def test_a_store_erasing_sessions_but_not_messages_refuses_erase_messages_and_keeps_them():
+    class SessionsOnly(SqliteStore):  # a store written before MessageErasure existed
+        remove_messages = MessageErasure.remove_messages
+
+    store = SessionsOnly(":memory:")
+    assert "SessionErasure" in capabilities(store) and "MessageErasure" not in capabilities(store)
+    session = Session(store).for_session("s")
+    session.append_message(msg("m1", "kept"))
+    with pytest.raises(UnsupportedOperationError, match="MessageErasure"):
+        session.erase_messages(["m1"])
+    assert [m.id for m in session.get_history()] == ["m1"]
+    assert session.erase().counts.messages == 1  # erasing whole sessions still works
 
 
 def test_attachments_stay_inline_in_a_store_without_blobs():

@@ -864,10 +864,29 @@ class SessionErasure(RequiredStore):
         _refuse(self, "SessionErasure", "remove_sessions")
 
     def scrub(self, *, vacuum: bool = False) -> None:
-        """After :meth:`remove_sessions`, leave none of the removed text readable in the
-        store's files as far as the backend allows (``vacuum``: also rebuild or vacuum them);
-        what remains where is the backend's to document."""
+        """After :meth:`remove_sessions` (or ``MessageErasure.remove_messages``), leave none of
+        the removed text readable in the store's files as far as the backend allows
+        (``vacuum``: also rebuild or vacuum them); what remains where is the backend's to
+        document."""
         _refuse(self, "SessionErasure", "scrub")
+
+
+class MessageErasure(RequiredStore):
+    """Optional: messages removed with every trace (``Session.erase_messages``,
+    ``SessionManager.erase_messages``), their text then scrubbed by ``SessionErasure.scrub``
+    (an erase needs both)."""
+
+    def remove_messages(
+        self, session_id: str, ids: Sequence[str], *, forget_vectors: bool = False
+    ) -> tuple[list[str], RowCounts]:
+        """Remove these messages of a session in one transaction, as ``delete_messages`` does
+        (their children become roots), with the overlays whose range holds one of them (their
+        summaries were made from it) and every payload no other message refers to; the ids
+        removed and the rows (``messages``, ``compactions``, ``blobs``, and ``vectors``: those
+        recorded for the messages). Recorded vectors leave the index through the outbox, as a
+        delete's do; with ``forget_vectors`` (the caller deleted them from the index already)
+        their records and queued changes go instead. Unknown ids are ignored."""
+        _refuse(self, "MessageErasure", "remove_messages")
 
 
 class CheckpointStore(RequiredStore):
@@ -1024,6 +1043,7 @@ CAPABILITIES: dict[str, type] = {
         TextSearch,
         SessionRegistry,
         SessionErasure,
+        MessageErasure,
         CheckpointStore,
         ItemStore,
     )
@@ -1040,6 +1060,7 @@ class Store(
     TextSearch,
     SessionRegistry,
     SessionErasure,
+    MessageErasure,
     CheckpointStore,
     ItemStore,
 ):
@@ -1050,7 +1071,7 @@ class Store(
     a store overrides to declare it (:func:`supports`): ``ReadPlanner`` (fast paths; its
     defaults are correct), ``BlobStore``, ``BlockVersions``, ``PromptCache``,
     ``SearchEntries``, ``TextSearch``, ``SessionRegistry``, ``SessionErasure``,
-    ``CheckpointStore``, ``ItemStore``; and the subclasses
+    ``MessageErasure``, ``CheckpointStore``, ``ItemStore``; and the subclasses
     ``InspectableStore`` and ``RecallStore``. A feature whose capability a store lacks raises
     ``UnsupportedOperationError`` naming it.
     """

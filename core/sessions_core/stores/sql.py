@@ -743,6 +743,20 @@ RECALL_FORGET_SESSIONS = (
     "DELETE FROM recall_vectors WHERE session_id {values}",
     RECALL_DISABLE_SESSIONS,
 )
+OVERLAY_ENDS = "SELECT id, from_message_id, to_message_id FROM session_compactions WHERE session_id = :s"
+REMOVE_OVERLAY = "DELETE FROM session_compactions WHERE session_id = :s AND id = :id"
+MESSAGE_PAYLOADS = """
+    SELECT link.digest FROM message_blobs link JOIN session_messages m ON m.seq = link.message_seq
+    WHERE m.session_id = :s AND m.id = :id
+"""
+PAYLOAD_KEPT = "SELECT 1 FROM blobs WHERE digest = :d"
+COUNT_MESSAGE_VECTORS = "SELECT count(*) FROM recall_vectors WHERE session_id = :s AND kind = 'message' AND ref = :id"
+FORGET_MESSAGE_VECTORS = (
+    "DELETE FROM recall_vectors WHERE session_id = :s AND kind = 'message' AND ref = :id",
+    "DELETE FROM recall_outbox WHERE session_id = :s AND kind = 'message' AND ref = :id",
+)
+"""A removed message's vector records and queued changes (the caller deleted its vectors from
+the index already)."""
 REMOVE_SESSIONS = (
     "DELETE FROM sessions WHERE storage_id {values}",
     *(f"DELETE FROM {table} WHERE session_id {{values}}" for table in SESSION_TABLES),
@@ -1304,23 +1318,23 @@ class SqlStore(RecallStore, InspectableStore):
 
     def delete_messages(self, session_id: str, ids: Iterable[str]) -> list[str]:
         wanted = list(dict.fromkeys(ids))
+        return self._write(lambda conn: self._delete_messages(conn, session_id, wanted), lock=session_id, walk=True)
 
-        def work(conn: Any) -> list[str]:
-            deleted = []
-            for message_id in wanted:
-                params = {"s": session_id, "id": message_id}
-                row = conn.execute(self.compile(DELETE_MESSAGE), params).fetchone()
-                if row is None:
-                    continue
-                for (child,) in conn.execute(self.compile(ORPHAN_CHILDREN), params).fetchall():
-                    self._shift_subtree(conn, session_id, child, -row[0], -row[1], -row[2])
-                deleted.append(message_id)
-            if deleted:  # ancestry and depths changed: the overlays' ends are checked again
-                conn.execute(self.compile(UNANCHOR_COMPACTIONS), {"s": session_id})
-                self._anchor_overlays(conn, session_id)
-            return deleted
-
-        return self._write(work, lock=session_id, walk=True)
+    def _delete_messages(self, conn: Any, session_id: str, ids: Sequence[str]) -> list[str]:
+        """Delete these messages of a session (their children become roots); those deleted."""
+        deleted = []
+        for message_id in ids:
+            params = {"s": session_id, "id": message_id}
+            row = conn.execute(self.compile(DELETE_MESSAGE), params).fetchone()
+            if row is None:
+                continue
+            for (child,) in conn.execute(self.compile(ORPHAN_CHILDREN), params).fetchall():
+                self._shift_subtree(conn, session_id, child, -row[0], -row[1], -row[2])
+            deleted.append(message_id)
+        if deleted:  # ancestry and depths changed: the overlays' ends are checked again
+            conn.execute(self.compile(UNANCHOR_COMPACTIONS), {"s": session_id})
+            self._anchor_overlays(conn, session_id)
+        return deleted
 
     def clear_session(self, session_id: str) -> None:
         def work(conn: Any) -> None:
@@ -2170,6 +2184,41 @@ class SqlStore(RecallStore, InspectableStore):
             return Removal(tuple(removed), counts)
 
         return self._write(work)
+
+    def remove_messages(
+        self, session_id: str, ids: Sequence[str], *, forget_vectors: bool = False
+    ) -> tuple[list[str], RowCounts]:
+        wanted = list(dict.fromkeys(ids))
+
+        def work(conn: Any) -> tuple[list[str], RowCounts]:
+            size = self.compile(MESSAGE_SIZE)
+            present = [i for i in wanted if conn.execute(size, {"s": session_id, "id": i}).fetchone() is not None]
+            if not present:
+                return [], RowCounts()
+            erased = set(present)
+            overlays = 0
+            for overlay_id, from_id, to_id in conn.execute(self.compile(OVERLAY_ENDS), {"s": session_id}).fetchall():
+                ends = {"s": session_id, "from": from_id, "to": to_id}
+                span = {from_id, to_id, *(row[0] for row in conn.execute(self.compile(SPAN_IDS), ends))}
+                if span & erased:
+                    conn.execute(self.compile(REMOVE_OVERLAY), {"s": session_id, "id": overlay_id})
+                    overlays += 1
+            digests: set[str] = set()
+            vectors = 0
+            for message_id in present:
+                params = {"s": session_id, "id": message_id}
+                digests.update(row[0] for row in conn.execute(self.compile(MESSAGE_PAYLOADS), params))
+                vectors += conn.execute(self.compile(COUNT_MESSAGE_VECTORS), params).fetchone()[0]
+            deleted = self._delete_messages(conn, session_id, present)
+            blobs = sum(1 for d in digests if conn.execute(self.compile(PAYLOAD_KEPT), {"d": d}).fetchone() is None)
+            if forget_vectors:
+                for message_id in deleted:
+                    for template in FORGET_MESSAGE_VECTORS:
+                        conn.execute(self.compile(template), {"s": session_id, "id": message_id})
+            counts = RowCounts(messages=len(deleted), compactions=overlays, blobs=blobs, vectors=vectors)
+            return deleted, counts
+
+        return self._write(work, lock=session_id, walk=True)
 
     # -- semantic recall's outbox ----------------------------------------------------------
 

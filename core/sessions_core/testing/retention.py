@@ -309,4 +309,38 @@ def test_erase_counts_what_it_removes(make_manager, make_index):
     assert m.list_sessions() == [] and store.get_blobs([_sha(PAYLOAD), _sha(OWN_PAYLOAD)]) == {}
 
 
+def test_erase_messages_removes_them_the_overlays_made_from_them_and_their_own_payloads(make_manager, make_index):
+    m = make_manager("gone")
+    seeded = _setup(m, make_index)
+    store, manager = seeded["store"], raw(m)
+    recall = manager.recall
+    keeper = seeded["keeper"]
+    keeper_id = manager.storage_id(keeper)
+    session = m.get_session(keeper)
+    session.append_message(_file("own2", OWN_PAYLOAD * 2))
+    session.add_compaction("Later: the file.", "a2", "own2")
+    m.drain_recall()
+    vectors = len(recall.store.recall_vectors(keeper_id, "message", ["t1", "own2"]))
+    assert vectors
+
+    result = m.erase_messages(keeper, ["t1", "own2", "never-written", "t1"])
+
+    assert result.session_ids == (keeper,) and result.vectors_pending == 0 and not result.vacuumed
+    counts = result.counts
+    assert (counts.messages, counts.compactions, counts.blobs, counts.vectors) == (2, 2, 1, vectors)
+    assert (counts.registry, counts.blocks, counts.search_entries, counts.prompts) == (0, 0, 0, 0)
+    assert recall.store.recall_vectors(keeper_id, "message", ["t1", "own2"]) == []  # now, not through the outbox
+    assert recall.backlog().pending == 0
+    assert store.get_blobs([_sha(OWN_PAYLOAD * 2)]) == {}
+    assert store.get_blobs([_sha(PAYLOAD)]) != {}  # the other sessions' copy of the shared one stays
+    assert session.get_message("t1") is None and session.get_message("f1") is not None  # a root now
+    assert [c.summary for c in session.get_compactions()] == []
+    assert [message.id for message in session.get_history()] == ["f1", "a2"]  # f1 a root now, a2 the latest leaf
+    assert session.search("lease") and not any(hit.id == "t1" for hit in session.search("years"))
+    assert session.get_context_block("memory").content == "Leases a car for three years."
+    assert m.erase_messages(keeper, ["t1"]).session_ids == ()
+    other = m.get_session("old-one")
+    assert other.get_message("t1") is not None and other.get_compactions()  # another session's copy stays
+
+
 skip_where_unsupported(globals())
