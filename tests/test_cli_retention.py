@@ -125,6 +125,28 @@ def test_erase_refuses_what_it_cannot_name(db):
     assert_error(run("--store", path, "erase", "chat", "--namespace", "team"), 2, "SESSION or --namespace")
 
 
+def test_erase_one_message_of_a_session(tmp_path):
+    path = str(tmp_path / "chat.db")
+    with closing(SqliteStore(path)) as store:
+        session = Session(store).for_session("chat")
+        session.append_message(msg("m1", "hello"))
+        session.append_message(msg("m2", f"my password is {MARKER}"))
+        session.append_message(msg("m3", "thanks", role="assistant"))
+    result = run("--store", path, "erase", "chat", "--message", "m2", "--message", "m9", "--json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["sessions"] == ["chat"] and data["messages"] == ["m2"] and data["counts"]["messages"] == 1
+    assert all(MARKER.encode() not in f.read_bytes() for f in (Path(path), Path(path + "-wal")) if f.exists())
+    with closing(SqliteStore(path)) as store:
+        session = Session(store).for_session("chat")
+        assert session.get_message("m1") is not None and session.get_message("m2") is None
+    table = run("--store", path, "erase", "chat", "--message", "m3")
+    assert table.exit_code == 0, table.stderr
+    assert "Erased 1 message of session 'chat'." in table.stdout and "REMOVED" in table.stdout
+    assert_error(run("--store", path, "erase", "chat", "--message", "m3"), 1, "holds none of the messages 'm3'")
+    assert_error(run("--store", path, "erase", "--namespace", "team", "--message", "m1"), 2, "give SESSION")
+
+
 def test_erase_with_an_index_deletes_the_vectors_now(tmp_path, monkeypatch):
     pytest.importorskip("langchain_core")
     from langchain_core.vectorstores import InMemoryVectorStore

@@ -329,6 +329,13 @@ def build_cli() -> click.Group:
     @cli.command("erase")
     @click.argument("session", required=False)
     @click.option("--namespace", metavar="NS", default=None, help="Every session of this namespace instead.")
+    @click.option(
+        "--message",
+        "messages",
+        multiple=True,
+        metavar="ID",
+        help="Only this message of SESSION, with the overlays made from it (repeatable).",
+    )
     @click.option("--vacuum", is_flag=True, help="Also rebuild (SQLite) or VACUUM (PostgreSQL) the store.")
     @click.option(
         "--index",
@@ -339,16 +346,23 @@ def build_cli() -> click.Group:
     @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
     @click.pass_obj
     def erase_command(
-        handle: StoreHandle, session: str | None, namespace: str | None, vacuum: bool, index: str | None, as_json: bool
+        handle: StoreHandle,
+        session: str | None,
+        namespace: str | None,
+        messages: tuple[str, ...],
+        vacuum: bool,
+        index: str | None,
+        as_json: bool,
     ) -> None:
-        """Erase SESSION (or every session of --namespace) so that none of its text stays in the store.
+        """Erase SESSION (or every session of --namespace, or only the --message ids of SESSION)
+        so that none of its text stays in the store.
 
         SQLite: deleted content is zeroed, the full-text indexes merged and the WAL truncated.
         PostgreSQL: rows and index entries go; the server keeps dead tuples until VACUUM
         (--vacuum) and its WAL until recycled. Prints the rows of each kind removed."""
         from .retention_commands import cmd_erase
 
-        cmd_erase(handle, session, namespace, vacuum, index, as_json)
+        cmd_erase(handle, session, namespace, vacuum, index, as_json, messages=messages)
 
     @cli.command("mcp")
     @click.option(

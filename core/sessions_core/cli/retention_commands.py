@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from .._time import to_us
-from ..retention import EraseResult, PruneResult, erase_sessions, erasure_store, parse_duration, prune_sessions
+from ..retention import (
+    EraseResult,
+    PruneResult,
+    erase_messages,
+    erase_sessions,
+    erasure_store,
+    parse_duration,
+    prune_sessions,
+)
 from ..stores.base import RowCounts, StoredSession
 from .output import console, count_of, emit, format_time, table, text
 from .recall_commands import load_index
@@ -42,11 +51,24 @@ def cmd_prune(handle: StoreHandle, older_than: str, namespace: str | None, dry_r
 
 
 def cmd_erase(
-    handle: StoreHandle, session: str | None, namespace: str | None, vacuum: bool, index: str | None, as_json: bool
+    handle: StoreHandle,
+    session: str | None,
+    namespace: str | None,
+    vacuum: bool,
+    index: str | None,
+    as_json: bool,
+    *,
+    messages: Sequence[str] = (),
 ) -> None:
-    """Erase ``session`` (a storage id) or every session of ``namespace`` and scrub the store."""
+    """Erase ``session`` (a storage id), or only its ``messages``, or every session of
+    ``namespace``, and scrub the store."""
     if (session is None) == (namespace is None):
         raise BadInput("give SESSION or --namespace NS (one of them)")
+    if messages:
+        if session is None:
+            raise BadInput("--message erases messages of SESSION: give SESSION, not --namespace")
+        _erase_messages(handle, session, messages, vacuum, index, as_json)
+        return
     store = erasure_store(handle.open())
     if session is not None:
         targets = [session]
@@ -67,8 +89,32 @@ def cmd_erase(
         _emit_counts(result.counts, "REMOVED")
     if result.items:
         out.print(f"Erased {count_of(result.items, 'store item')} of the namespace, with their versions.")
+    _vectors_pending(result)
+
+
+def _erase_messages(
+    handle: StoreHandle, session: str, messages: Sequence[str], vacuum: bool, index: str | None, as_json: bool
+) -> None:
+    store = erasure_store(handle.open())
+    recall = load_index(index).attach(store) if index is not None else None
+    erased, result = erase_messages(store, session, messages, vacuum=vacuum, recall=recall)
+    if not erased:
+        raise NotFound(
+            f"session {session!r} holds none of the messages {', '.join(map(repr, messages))} (see `sessions show`)"
+        )
+    if as_json:
+        _json({**_erase_json(result), "messages": erased})
+        return
+    out = console()
+    scrubbed = " and vacuumed the store" if vacuum else ""
+    out.print(f"Erased {count_of(len(erased), 'message')} of session {session!r}{scrubbed}.")
+    _emit_counts(result.counts, "REMOVED")
+    _vectors_pending(result)
+
+
+def _vectors_pending(result: EraseResult) -> None:
     if result.vectors_pending:
-        out.print(
+        console().print(
             f"{count_of(result.vectors_pending, 'vector')} left for the application's recall sender to delete"
             " from the index (pass --index to delete them now)."
         )
