@@ -357,3 +357,16 @@ def test_erased_messages_on_postgres_leave_no_row_index_hit_outbox_row_or_vector
             assert session.get_message("k1").text == f"first words {kept}"
         finally:
             store.close()
+
+
+@pytest.mark.parametrize("ids", [[1], [None], ["ok", b"bytes"], ["\ud800"]], ids=["int", "none", "bytes", "surrogate"])
+def test_erase_messages_refuses_an_id_that_is_no_text_and_erases_nothing(tmp_path, ids):
+    from sessions_core import InvalidInputError
+
+    session = Session(tmp_path / "chat.db").for_session("s")
+    session.append_message(msg("ok", "stays"))
+    with pytest.raises(InvalidInputError, match="message id"):
+        session.erase_messages(ids)
+    assert [m.id for m in session.get_history()] == ["ok"]
+    assert session.erase_messages([]).session_ids == () and session.erase_messages("gone").session_ids == ()
+    session.close()

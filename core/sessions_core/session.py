@@ -448,10 +448,13 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
         (``session_ids``: this session when any of ``ids`` was found). Messages forks copied
         are other sessions' (erase them there), and a LangGraph thread's checkpoints keep their
         own copy of its state (erase the session for those)."""
-        if isinstance(ids, str):
-            ids = [ids]
+        wanted = [ids] if isinstance(ids, str) else list(ids)
+        for message_id in wanted:
+            if not isinstance(message_id, str):
+                raise InvalidInputError(f"a message id is a string, not {type(message_id).__name__}")
+            check_text(message_id, "message id")
         self._compaction.forget()
-        erased, result = erase_messages(self.store, self.session_id, list(ids), vacuum=vacuum, recall=self._recall)
+        erased, result = erase_messages(self.store, self.session_id, wanted, vacuum=vacuum, recall=self._recall)
         if erased:
             self._feed.publish(SessionEvent("delete", self.session_id, message_ids=tuple(erased)))
         return result
