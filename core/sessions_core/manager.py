@@ -22,14 +22,7 @@ from .feed import ChangeFeed
 from .messages import MessageInput, SessionMessage, TextPart, parse_message
 from .models import Compaction, SearchResults, SessionEvent
 from .redaction import check_redactor, redact_query
-from .retention import (
-    EraseResult,
-    PruneResult,
-    Retention,
-    erase_sessions,
-    erasure_store,
-    prune_sessions,
-)
+from .retention import EraseResult, PruneResult, Retention, erase_sessions, erasure_store, prune_sessions
 from .searching import Scope, search_messages, tool_hits
 from .semantic import RecallOwner, SemanticRecall
 from .session import Session

@@ -250,7 +250,7 @@ class SemanticRecall:
             return removal
 
     def erase_messages(self, session_id: str, ids: Sequence[str]) -> tuple[list[str], RowCounts]:
-        """Remove these messages from the store (``SessionErasure.remove_messages``) with their
+        """Remove these messages from the store (``MessageErasure.remove_messages``) with their
         vectors deleted from the index first, now, as :meth:`erase` does for sessions."""
         store = self.store
         with self._draining:

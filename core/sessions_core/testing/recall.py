@@ -244,6 +244,27 @@ def test_a_failing_index_never_fails_an_append_and_the_backlog_drains_once_it_re
     assert len(s.search(PARAPHRASE, mode="semantic", limit=10)) == 5
 
 
+def test_erasing_messages_deletes_their_vectors_first_and_erases_nothing_when_the_index_fails(make_session, make_index):
+    from ..errors import RecallError
+
+    flaky = FlakyIndex(make_index())
+    flaky.down = False
+    s = make_session("erase-flaky")
+    s.with_semantic_recall(flaky, background=False, min_score=MIN_SCORE)
+    _history(s)
+    s.drain_recall()
+    lease = {row.vector_id for row in s.recall.store.recall_vectors(s.session_id, "message", ["lease"])}
+    assert lease
+    flaky.down = True
+    with pytest.raises(RecallError, match="nothing was erased"):
+        s.erase_messages(["lease"])
+    assert s.get_message("lease") is not None and s.recall.store.recall_vectors(s.session_id, "message", ["lease"])
+    flaky.down = False
+    assert s.erase_messages(["lease"]).counts.vectors == len(lease)
+    assert not {hit.id for hit in flaky.inner.search("automobile lease", 50, {})} & lease
+    assert "lease" not in ids(s.search(PARAPHRASE, mode="semantic")) and s.recall_backlog().pending == 0
+
+
 def test_sending_twice_is_idempotent(make_session, make_index):
     s = _recalled(make_session("twice"), make_index)
     _history(s)
