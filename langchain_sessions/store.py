@@ -36,7 +36,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from sessions_core import InvalidInputError, SessionManager
+from sessions_core import EraseResult, InvalidInputError, SessionManager
 from sessions_core.integration import ItemPut, Items, ItemVersion, StoredItem, redact_query, run_in_thread
 
 from ._source import checked_conn_string
@@ -271,6 +271,16 @@ class SessionStore(BaseStore):
             await self.adelete(namespace, key)
         else:
             await self.aput(namespace, key, old.value)
+
+    def erase_item(self, namespace: tuple[str, ...], key: str, *, vacuum: bool = False) -> EraseResult:
+        """Remove the item for good: every version and vector of it (a ``delete`` keeps them as
+        history), with the store's files scrubbed as ``SessionManager.erase`` does, so that
+        none of its values stays readable there; ``items``: 1 when it held anything."""
+        return self.items.erase(namespace, key, vacuum=vacuum)
+
+    async def aerase_item(self, namespace: tuple[str, ...], key: str, *, vacuum: bool = False) -> EraseResult:
+        """As :meth:`erase_item`."""
+        return await self.items.aerase(namespace, key, vacuum=vacuum)
 
     def sweep_ttl(self) -> int:
         """Remove the expired items (with their versions); how many."""

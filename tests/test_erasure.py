@@ -370,3 +370,53 @@ def test_erase_messages_refuses_an_id_that_is_no_text_and_erases_nothing(tmp_pat
     assert [m.id for m in session.get_history()] == ["ok"]
     assert session.erase_messages([]).session_ids == () and session.erase_messages("gone").session_ids == ()
     session.close()
+
+
+def test_an_erased_store_item_leaves_no_byte_of_any_of_its_versions_in_the_sqlite_files(tmp_path):
+    from langchain_sessions import SessionStore
+
+    path = tmp_path / "memories.db"
+    gone, kept = _marker(), _marker()
+    store = SessionStore(str(path))
+    try:
+        store.put(("memories", "sam"), "card", {"content": f"Sam's card is {gone}"})
+        store.put(("memories", "sam"), "card", {"content": f"Sam's new card is {gone}"})
+        store.delete(("memories", "sam"), "card")  # a delete keeps the values as versions
+        store.put(("memories", "sam"), "drink", {"content": f"Sam drinks green tea {kept}"})
+        assert gone.encode() in _file_bytes(path) and len(store.item_versions(("memories", "sam"), "card")) == 3
+
+        erased = store.erase_item(("memories", "sam"), "card")
+
+        assert erased.items == 1
+        assert store.item_versions(("memories", "sam"), "card") == []
+        data = _file_bytes(path)
+        assert data.count(gone.encode()) == 0 and kept.encode() in data
+        assert [item.key for item in store.search(("memories",), query=kept)] == ["drink"]
+    finally:
+        store.close()
+
+
+def test_an_erased_store_item_on_postgres_leaves_no_row_or_index_hit():
+    require_postgres()
+    import psycopg
+
+    from langchain_sessions import SessionStore
+    from sessions_core.stores.postgres import PostgresStore
+
+    gone, kept = _marker(), _marker()
+    with temporary_schema() as schema:
+        store = SessionStore(PostgresStore(postgres_url(), schema=schema))
+        try:
+            store.setup()
+            store.put(("memories", "sam"), "card", {"content": f"Sam's card is {gone}"})
+            store.put(("memories", "sam"), "card", {"content": f"Sam's new card is {gone}"})
+            store.put(("memories", "sam"), "drink", {"content": f"Sam drinks green tea {kept}"})
+
+            assert store.erase_item(("memories", "sam"), "card", vacuum=True).vacuumed
+
+            with psycopg.connect(postgres_url()) as conn:
+                assert _rows_holding(conn, schema, gone) == {}
+                assert set(_rows_holding(conn, schema, kept)) == {"store_items"}
+            assert store.get(("memories", "sam"), "drink") is not None
+        finally:
+            store.close()

@@ -152,6 +152,10 @@ class ItemsTwins:
         """Async twin of :meth:`Items.versions`."""
         ...
 
+    async def aerase(self, namespace: Sequence[str], key: str, *, vacuum: bool = False) -> EraseResult:
+        """Async twin of :meth:`Items.erase`."""
+        ...
+
     async def aversion(self, namespace: Sequence[str], key: str, version: int) -> ItemVersion:
         """Async twin of :meth:`Items.version`."""
         ...

@@ -29,7 +29,8 @@ from ._time import from_us, now_us
 from .errors import InvalidInputError, NotFoundError, UnsupportedOperationError
 from .ranking import meaningful_units
 from .redaction import check_redactor, redact_operand, redact_query, redact_text, redact_value
-from .stores.base import ItemCondition, ItemRow, ItemStore, ItemWrite, Store, supports
+from .retention import EraseResult, erasure_store
+from .stores.base import ItemCondition, ItemRow, ItemStore, ItemWrite, RowCounts, Store, supports
 from .text import check_text
 
 if TYPE_CHECKING:
@@ -466,6 +467,17 @@ class Items(AsyncTwins, ItemsTwins):
             ItemVersion(row.version, None if row.value is None else json.loads(row.value), from_us(row.created_at_us))
             for row in self.store.item_versions(self.namespace, prefix, key)
         ]
+
+    @io
+    def erase(self, namespace: Sequence[str], key: str, *, vacuum: bool = False) -> EraseResult:
+        """Remove the item (live, expired or deleted) with every version and vector of it, and
+        scrub the store's files as ``Session.erase`` does, so that none of its values stays in
+        the store (a delete keeps them as versions); ``items``: 1 when it held anything."""
+        prefix, key = self._key(namespace, key)
+        store = erasure_store(self.store)
+        removed = self.store.remove_items(self.namespace, [(prefix, key)])
+        store.scrub(vacuum=vacuum)
+        return EraseResult((), RowCounts(), vacuumed=vacuum, items=removed)
 
     @io
     def version(self, namespace: Sequence[str], key: str, version: int) -> ItemVersion:

@@ -1026,6 +1026,11 @@ class ItemStore(RequiredStore):
         """Remove the items expired at ``now_us`` with their versions and vectors; how many."""
         _refuse(self, "ItemStore", "sweep_items")
 
+    def remove_items(self, namespace: str, keys: Sequence[tuple[str, str]]) -> int:
+        """Remove these items (``(prefix, key)`` pairs) of ``namespace``, live, expired or
+        deleted, with every version and vector of each, in one transaction; how many held any."""
+        _refuse(self, "ItemStore", "remove_items")
+
     def remove_namespace_items(self, namespace: str) -> int:
         """Remove every item of ``namespace`` (live, expired or deleted) with its versions and
         vectors; how many items were live or expired."""

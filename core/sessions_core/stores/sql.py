@@ -881,6 +881,11 @@ REMOVE_NAMESPACE_ITEMS = (
 )
 """Every item of a namespace, its rows first (as every writer locks them), then the versions
 and vectors."""
+REMOVE_ITEM = tuple(
+    f"DELETE FROM {table} WHERE {ITEM_KEY}" for table in ("store_items", "store_item_versions", "store_item_vectors")
+)
+"""One item: its row first (as every writer locks it; its deletion is archived as a version),
+then its versions and vectors."""
 COUNT_ITEMS = "SELECT count(*) FROM store_items WHERE {under} AND length(search_terms) > 0"
 
 
@@ -2112,6 +2117,19 @@ class SqlStore(RecallStore, InspectableStore):
                 self._execute_many(conn, versions, swept)
                 self._execute_many(conn, vectors, swept)
             return len(swept)
+
+        return self._write(work)
+
+    def remove_items(self, namespace: str, keys: Sequence[tuple[str, str]]) -> int:
+        statements = [self.compile(sql) for sql in REMOVE_ITEM]
+
+        def work(conn: Any) -> int:
+            removed = 0
+            for prefix, key in sorted(set(keys)):  # in key order, as batches lock items
+                params = {"ns": namespace, "p": prefix, "k": key}
+                item, versions, _vectors = (conn.execute(sql, params).rowcount for sql in statements)
+                removed += bool(item or versions)
+            return removed
 
         return self._write(work)
 

@@ -280,6 +280,30 @@ def test_erasing_a_namespace_removes_its_items_with_their_versions_and_vectors_a
     assert manager.erase_namespace("a").items == 0
 
 
+def test_erasing_an_item_removes_its_versions_and_vectors_and_no_other_item(make_manager, drive):
+    manager = make_manager()
+    items, other = _items(drive, manager), _items(drive, manager, "other")
+    items.put(("u",), "k", {"content": "alpha zebra"}, vectors=[("$", [1.0, 0.0])])
+    items.put(("u",), "k", {"content": "alpha zebra, again"}, vectors=[("$", [1.0, 0.0])])
+    items.put(("u",), "k", None)  # a delete keeps the values as versions
+    items.put(("u",), "kept", {"content": "zebra too"}, vectors=[("$", [1.0, 0.0])])
+    other.put(("u",), "k", {"content": "beta zebra"})
+    assert [v.version for v in items.versions(("u",), "k")] == [3, 2, 1]
+
+    erased = items.erase(("u",), "k")
+
+    assert erased.items == 1 and erased.session_ids == () and not erased.vacuumed
+    assert items.get(("u",), "k") is None and items.versions(("u",), "k") == []
+    assert [item.key for item in items.search(("u",), query="zebra", query_vector=[1.0, 0.0])] == ["kept"]
+    assert [v.version for v in items.versions(("u",), "kept")] == [1]
+    assert other.get(("u",), "k").value == {"content": "beta zebra"}
+    assert items.erase(("u",), "k").items == 0 and items.erase(("nobody",), "k").items == 0
+    items.put(("u",), "k", {"content": "a new start"})
+    assert [v.version for v in items.versions(("u",), "k")] == [1]
+    with pytest.raises(InvalidInputError):
+        items.erase(("u",), 7)
+
+
 def test_the_items_of_one_namespace_are_invisible_through_another(make_manager, drive, clock):
     manager = make_manager()
     default, a, b = (_items(drive, manager, namespace) for namespace in ("", "a", "b"))
