@@ -234,16 +234,7 @@ class SemanticRecall:
         :class:`~sessions_core.errors.RecallError` and nothing is removed."""
         store = self.store
         with self._draining:
-            vector_ids = [row.vector_id for session_id in session_ids for row in store.recall_vectors(session_id)]
-            try:
-                with self._index_lock:
-                    for start in range(0, len(vector_ids), self.batch_size):
-                        self._call_index("delete", vector_ids[start : start + self.batch_size])
-            except Exception as error:  # the index's failure, whatever its type
-                raise RecallError(
-                    f"semantic recall: the vector index failed to delete the erased sessions' vectors, so nothing"
-                    f" was erased: {type(error).__name__}: {error}"
-                ) from error
+            self._delete_erased([row.vector_id for s in session_ids for row in store.recall_vectors(s)], "sessions")
             removal = store.remove_sessions(session_ids, forget_vectors=True)
             for session_id in session_ids:
                 self.forget(session_id)
@@ -254,17 +245,20 @@ class SemanticRecall:
         vectors deleted from the index first, now, as :meth:`erase` does for sessions."""
         store = self.store
         with self._draining:
-            vector_ids = [row.vector_id for row in store.recall_vectors(session_id, "message", ids)]
-            try:
-                with self._index_lock:
-                    for start in range(0, len(vector_ids), self.batch_size):
-                        self._call_index("delete", vector_ids[start : start + self.batch_size])
-            except Exception as error:  # the index's failure, whatever its type
-                raise RecallError(
-                    f"semantic recall: the vector index failed to delete the erased messages' vectors, so nothing"
-                    f" was erased: {type(error).__name__}: {error}"
-                ) from error
+            self._delete_erased([row.vector_id for row in store.recall_vectors(session_id, MESSAGE, ids)], "messages")
             return store.remove_messages(session_id, ids, forget_vectors=True)
+
+    def _delete_erased(self, vector_ids: list[str], what: str) -> None:
+        """Delete the vectors of what is being erased from the index, or raise ``RecallError``."""
+        try:
+            with self._index_lock:
+                for start in range(0, len(vector_ids), self.batch_size):
+                    self._call_index("delete", vector_ids[start : start + self.batch_size])
+        except Exception as error:  # the index's failure, whatever its type
+            raise RecallError(
+                f"semantic recall: the vector index failed to delete the erased {what}' vectors, so nothing"
+                f" was erased: {type(error).__name__}: {error}"
+            ) from error
 
     def notify(self) -> None:
         """A write was queued: wake the background sender (started when none is running)."""
