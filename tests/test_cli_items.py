@@ -110,6 +110,39 @@ def test_item_versions_newest_first_a_deletion_without_a_value(db):
     assert [(v["version"], v["value"]) for v in versions] == [(2, None), (1, {"content": "Ada cycles"})]
 
 
+def test_erase_an_item_with_every_version_of_it(db):
+    assert b"Ada cycles" in Path(db).read_bytes()  # a deleted item's value, kept as a version
+    result = run("--store", db, "items", "memories", "ada", "--erase", "car")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "Erased item 'car' of memories.ada (namespace '') with all its versions."
+    assert b"Ada cycles" not in b"".join(p.read_bytes() for p in (Path(db), Path(db + "-wal")) if p.exists())
+    assert_error(
+        run("--store", db, "items", "memories", "ada", "--versions", "car"),
+        1,
+        "no item 'car' in memories.ada (namespace '') (see `sessions items`)",
+    )
+    erased = run("--store", db, "items", "memories", "sam", "--erase", "drink", "--namespace", "team", "--json")
+    assert json.loads(erased.stdout) == {"erased": "drink", "items": 1, "vacuumed": False}
+    kept = json.loads(run("--store", db, "items", "memories", "sam", "--versions", "drink", "--json").stdout)
+    assert [v["value"]["content"] for v in kept] == ["Sam drinks green tea", "Sam drinks tea"]  # another namespace's
+    assert_error(
+        run("--store", db, "items", "memories", "ada", "--erase", "car"),
+        1,
+        "no item 'car' in memories.ada (namespace '') (see `sessions items`)",
+    )
+    assert_error(
+        run("--store", db, "items", "--erase", "car"),
+        2,
+        "--erase KEY needs the item's namespace path: sessions items LABEL... --erase KEY",
+    )
+    assert_error(run("--store", db, "items", "memories", "--vacuum"), 2, "--vacuum goes with --erase KEY")
+    assert_error(
+        run("--store", db, "items", "memories", "--erase", "a", "--versions", "a"),
+        2,
+        "give --versions KEY or --erase KEY, not both",
+    )
+
+
 def test_items_bad_input_and_unknown_items(db, tmp_path):
     assert_error(
         run("--store", db, "items", "memories", "--versions", "nope"),

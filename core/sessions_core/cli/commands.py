@@ -231,6 +231,14 @@ def build_cli() -> click.Group:
         help='The SessionManager namespace the items belong to (default: the default one, "").',
     )
     @click.option("--versions", "versions_of", metavar="KEY", default=None, help="List the versions of item KEY.")
+    @click.option(
+        "--erase",
+        "erase_key",
+        metavar="KEY",
+        default=None,
+        help="Erase item KEY for good: every version and vector of it, the store's files scrubbed.",
+    )
+    @click.option("--vacuum", is_flag=True, help="With --erase: also rebuild (SQLite) or VACUUM (PostgreSQL).")
     @click.option("--page", type=click.IntRange(1), default=1, show_default=True, help="Which page of items.")
     @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="Items a page.")
     @width_option
@@ -241,6 +249,8 @@ def build_cli() -> click.Group:
         path: tuple[str, ...],
         namespace: str,
         versions_of: str | None,
+        erase_key: str | None,
+        vacuum: bool,
         page: int,
         limit: int,
         width: int,
@@ -249,10 +259,19 @@ def build_cli() -> click.Group:
         """List the items (LangGraph store items: SessionStore, sessions_core.Items) under the
         namespace path LABEL... (every item without one), most recently updated first, with
         their key, version and last update; --versions KEY lists every version of the item KEY
-        of LABEL..., newest first (a deletion is a version without a value).
+        of LABEL..., newest first (a deletion is a version without a value); --erase KEY
+        erases that item with all its versions.
 
         Example: sessions items memories sam --versions drink"""
-        if versions_of is not None:
+        if vacuum and erase_key is None:
+            raise BadInput("--vacuum goes with --erase KEY")
+        if erase_key is not None:
+            if versions_of is not None:
+                raise BadInput("give --versions KEY or --erase KEY, not both")
+            from .item_commands import cmd_erase_item
+
+            cmd_erase_item(handle, path, erase_key, namespace, vacuum, as_json)
+        elif versions_of is not None:
             if page != 1:
                 raise BadInput("--page goes with the list of items, not with --versions")
             from .item_commands import cmd_item_versions

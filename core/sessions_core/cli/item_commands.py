@@ -1,5 +1,6 @@
 """``items``: the LangGraph-style items of a store (``sessions_core.items``, what
-``langchain_sessions.SessionStore`` keeps), a page at a time, and one item's versions."""
+``langchain_sessions.SessionStore`` keeps), a page at a time, one item's versions, and the
+erasure of one item."""
 
 from __future__ import annotations
 
@@ -103,3 +104,24 @@ def cmd_item_versions(
     out.print(
         f"{len(versions)} version{'' if len(versions) == 1 else 's'} of item {key!r} in {_where(path, namespace)}"
     )
+
+
+def cmd_erase_item(
+    handle: StoreHandle, path: tuple[str, ...], key: str, namespace: str, vacuum: bool, as_json: bool
+) -> None:
+    """Erase the item ``key`` of the namespace path ``path`` with every version and vector of
+    it, and scrub the store's files."""
+    if not path:
+        raise BadInput("--erase KEY needs the item's namespace path: sessions items LABEL... --erase KEY")
+    items = Items(handle.open(), namespace=namespace)
+    try:
+        result = items.erase(path, key, vacuum=vacuum)
+    except InvalidInputError as error:
+        raise BadInput(str(error)) from None
+    if not result.items:
+        raise NotFound(f"no item {key!r} in {_where(path, namespace)} (see `sessions items`)")
+    if as_json:
+        sys.stdout.write(json.dumps({"erased": key, "items": result.items, "vacuumed": result.vacuumed}) + "\n")
+        return
+    scrubbed = " and vacuumed the store" if vacuum else ""
+    console().print(f"Erased item {key!r} of {_where(path, namespace)} with all its versions{scrubbed}.")
