@@ -420,3 +420,63 @@ def test_an_erased_store_item_on_postgres_leaves_no_row_or_index_hit():
             assert store.get(("memories", "sam"), "drink") is not None
         finally:
             store.close()
+
+
+def _marked_blocks(session: Any, gone: str, kept: str) -> str:
+    """A memory block whose every version holds ``gone``, a searchable block with an entry that
+    holds it and one that holds ``kept``, and the cached prompt quoting them; the key of the
+    entry holding ``gone``."""
+    session.with_context("memory").with_context("notes", provider=StoreSearchContext()).with_cached_prompt()
+    session.with_context("kept")
+    session.replace_context_block("kept", f"a fact to keep {kept}")
+    session.replace_context_block("memory", f"lives at {gone}")
+    session.replace_context_block("memory", f"moved from {gone} to the coast")
+    tools = {tool.name: tool for tool in session.tools()}
+    tools["set_context"].invoke({"label": "notes", "content": f"an entry naming {gone}"})
+    tools["set_context"].invoke({"label": "notes", "content": f"an entry to keep {kept}"})
+    assert gone in session.freeze_system_prompt()
+    [key] = [k for k, content in session.store.search_entries(session.session_id, "notes", gone, 5) if gone in content]
+    return key
+
+
+def test_an_erased_block_leaves_no_byte_of_any_version_in_the_sqlite_files(tmp_path):
+    path = tmp_path / "blocks.db"
+    gone, kept = _marker(), _marker()
+    store = SqliteStore(path)
+    try:
+        session = Session(store).for_session("s")
+        key = _marked_blocks(session, gone, kept)
+        assert gone.encode() in _file_bytes(path)
+
+        entry = session.erase_context("notes", key=key)
+        block = session.erase_context("memory", vacuum=True)
+
+        assert (entry.counts.search_entries, entry.counts.block_versions) == (1, 1)
+        assert (block.counts.blocks, block.counts.block_versions, block.vacuumed) == (1, 2, True)
+        data = _file_bytes(path)
+        assert data.count(gone.encode()) == 0 and kept.encode() in data
+        assert gone not in session.freeze_system_prompt() and kept in session.freeze_system_prompt()
+        assert session.get_context_block("kept").content == f"a fact to keep {kept}"
+    finally:
+        store.close()
+
+
+def test_an_erased_block_on_postgres_leaves_no_row():
+    require_postgres()
+    import psycopg
+
+    from sessions_core.stores.postgres import PostgresStore
+
+    gone, kept = _marker(), _marker()
+    with temporary_schema() as schema:
+        store = PostgresStore(postgres_url(), schema=schema)
+        try:
+            session = Session(store).for_session("s")
+            key = _marked_blocks(session, gone, kept)
+            assert session.erase_context("notes", key=key).counts.search_entries == 1
+            assert session.erase_context("memory", vacuum=True).counts.block_versions == 2
+            with psycopg.connect(postgres_url()) as conn:
+                assert _rows_holding(conn, schema, gone) == {}
+                assert {"context_block_versions", "search_entries"} <= set(_rows_holding(conn, schema, kept))
+        finally:
+            store.close()

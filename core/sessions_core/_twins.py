@@ -228,6 +228,12 @@ class SessionManagerTwins(RecallOwnerTwins, StoreOwnerTwins):
         """Async twin of :meth:`SessionManager.erase_messages`."""
         ...
 
+    async def aerase_context(
+        self, session_id: str, label: str, *, key: str | None = None, vacuum: bool = False
+    ) -> EraseResult:
+        """Async twin of :meth:`SessionManager.erase_context`."""
+        ...
+
     async def aerase_namespace(self, namespace: str, *, vacuum: bool = False) -> EraseResult:
         """Async twin of :meth:`SessionManager.erase_namespace`."""
         ...
@@ -372,6 +378,10 @@ class SessionTwins(RecallOwnerTwins, StoreOwnerTwins):
 
     async def aerase_messages(self, ids: Iterable[str], *, vacuum: bool = False) -> EraseResult:
         """Async twin of :meth:`Session.erase_messages`."""
+        ...
+
+    async def aerase_context(self, label: str, *, key: str | None = None, vacuum: bool = False) -> EraseResult:
+        """Async twin of :meth:`Session.erase_context`."""
         ...
 
     async def aget_message(self, message_id: str) -> SessionMessage | None:

@@ -362,6 +362,16 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
         return replace(result, session_ids=(session_id,) if result.session_ids else ())
 
     @io
+    def erase_context(
+        self, session_id: str, label: str, *, key: str | None = None, vacuum: bool = False
+    ) -> EraseResult:
+        """Erase a context block of a session with every version (and entry) of it
+        (``Session.erase_context``), and return what was removed."""
+        session = self.get_session(check_text(session_id, "session_id"))
+        result = session.erase_context(label, key=key, vacuum=vacuum)
+        return replace(result, session_ids=(session_id,) if result.session_ids else ())
+
+    @io
     def erase_namespace(self, namespace: str, *, vacuum: bool = False) -> EraseResult:
         """:meth:`erase` every session of ``namespace``: those its registry holds and the ids
         written under it without one, and its items (``SessionStore``'s). The result names the

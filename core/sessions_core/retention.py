@@ -33,7 +33,7 @@ from ._time import from_us, now_us
 from .errors import InvalidInputError, SessionsError, UnsupportedOperationError
 from .stores.base import (
     ItemStore,
-    MessageErasure,
+    RecordErasure,
     Removal,
     RowCounts,
     SessionErasure,
@@ -52,6 +52,7 @@ __all__ = [
     "EraseResult",
     "PruneResult",
     "Retention",
+    "erase_block",
     "erase_messages",
     "erase_sessions",
     "erasure_store",
@@ -198,12 +199,7 @@ def erase_messages(
     the payloads no other message refers to, and scrub the store's files; with ``recall``
     their vectors leave the index now, else through the outbox. The ids erased, and the result
     naming the session when anything was."""
-    erasure_store(store)
-    if not supports(store, MessageErasure):
-        raise UnsupportedOperationError(
-            f"{type(store).__name__} does not implement the optional MessageErasure capability (erase_messages);"
-            " use a store that does (SqliteStore, PostgresStore) for this feature"
-        )
+    record_erasure_store(store)
     unique = list(dict.fromkeys(ids))
     if recall is not None:
         erased, counts = recall.erase_messages(storage_id, unique)
@@ -213,6 +209,41 @@ def erase_messages(
         pending = counts.vectors
     store.scrub(vacuum=vacuum)
     return erased, EraseResult((storage_id,) if erased else (), counts, pending, vacuum)
+
+
+def erase_block(
+    store: Store,
+    storage_id: str,
+    label: str,
+    key: str | None = None,
+    *,
+    vacuum: bool = False,
+    recall: SemanticRecall | None = None,
+) -> EraseResult:
+    """Erase a context block of a session (storage id), every version and entry of it, or
+    only its entry ``key``, with the session's cached prompt, and scrub the store's files;
+    with ``recall`` the entries' vectors leave the index now, else through the outbox."""
+    record_erasure_store(store)
+    if recall is not None:
+        counts, pending = recall.erase_block(storage_id, label, key), 0
+    else:
+        counts = store.remove_block(storage_id, label, key)
+        pending = counts.vectors
+    store.scrub(vacuum=vacuum)
+    erased = counts.blocks or counts.block_versions or counts.search_entries
+    return EraseResult((storage_id,) if erased else (), counts, pending, vacuum)
+
+
+def record_erasure_store(store: Store) -> Store:
+    """``store`` if it implements ``SessionErasure`` and ``RecordErasure``, else
+    ``UnsupportedOperationError`` naming the one it lacks."""
+    erasure_store(store)
+    if not supports(store, RecordErasure):
+        raise UnsupportedOperationError(
+            f"{type(store).__name__} does not implement the optional RecordErasure capability (erasing messages"
+            " and blocks); use a store that does (SqliteStore, PostgresStore) for this feature"
+        )
+    return store
 
 
 def _microseconds(delta: timedelta) -> int:

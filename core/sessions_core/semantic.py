@@ -25,7 +25,18 @@ from ._async import AsyncTwins, caller_loop, io, resolve
 from ._time import now_us
 from .errors import ConflictError, InvalidInputError, RecallError, SessionsError
 from .messages import COMPACTION_ID_PREFIX, message_from_storage, recall_text
-from .recall import ENTRY, MESSAGE, SESSION, VectorHit, VectorIndex, chunk_text, digest, split_entry_ref, vector_id
+from .recall import (
+    ENTRY,
+    ENTRY_SEPARATOR,
+    MESSAGE,
+    SESSION,
+    VectorHit,
+    VectorIndex,
+    chunk_text,
+    digest,
+    split_entry_ref,
+    vector_id,
+)
 from .stores.base import (
     OutboxRow,
     RecallBacklog,
@@ -234,19 +245,31 @@ class SemanticRecall:
         :class:`~sessions_core.errors.RecallError` and nothing is removed."""
         store = self.store
         with self._draining:
-            self._delete_erased([row.vector_id for s in session_ids for row in store.recall_vectors(s)], "sessions")
+            self._delete_erased([row.vector_id for s in session_ids for row in store.recall_vectors(s)], "sessions'")
             removal = store.remove_sessions(session_ids, forget_vectors=True)
             for session_id in session_ids:
                 self.forget(session_id)
             return removal
 
     def erase_messages(self, session_id: str, ids: Sequence[str]) -> tuple[list[str], RowCounts]:
-        """Remove these messages from the store (``MessageErasure.remove_messages``) with their
+        """Remove these messages from the store (``RecordErasure.remove_messages``) with their
         vectors deleted from the index first, now, as :meth:`erase` does for sessions."""
         store = self.store
         with self._draining:
-            self._delete_erased([row.vector_id for row in store.recall_vectors(session_id, MESSAGE, ids)], "messages")
+            self._delete_erased([row.vector_id for row in store.recall_vectors(session_id, MESSAGE, ids)], "messages'")
             return store.remove_messages(session_id, ids, forget_vectors=True)
+
+    def erase_block(self, session_id: str, label: str, key: str | None) -> RowCounts:
+        """Remove a context block, or one entry of it, from the store
+        (``RecordErasure.remove_block``) with its entries' vectors deleted from the index first."""
+        store = self.store
+        ref = f"{label}{ENTRY_SEPARATOR}" + ("" if key is None else key)
+        with self._draining:
+            rows = store.recall_vectors(session_id, ENTRY)
+            self._delete_erased(
+                [r.vector_id for r in rows if r.ref == ref or (key is None and r.ref.startswith(ref))], "block's"
+            )
+            return store.remove_block(session_id, label, key, forget_vectors=True)
 
     def _delete_erased(self, vector_ids: list[str], what: str) -> None:
         """Delete the vectors of what is being erased from the index, or raise ``RecallError``."""
@@ -256,7 +279,7 @@ class SemanticRecall:
                     self._call_index("delete", vector_ids[start : start + self.batch_size])
         except Exception as error:  # the index's failure, whatever its type
             raise RecallError(
-                f"semantic recall: the vector index failed to delete the erased {what}' vectors, so nothing"
+                f"semantic recall: the vector index failed to delete the erased {what} vectors, so nothing"
                 f" was erased: {type(error).__name__}: {error}"
             ) from error
 

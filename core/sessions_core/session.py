@@ -36,7 +36,7 @@ from .models import AppendResult, Compaction, ContextVersion, RecentHistory, Sea
 from .providers import StorePromptCache
 from .reads import summary_message
 from .redaction import check_redactor, redact_message, redact_query, redact_text
-from .retention import EraseResult, Retention, erase_messages, erase_sessions, erasure_store
+from .retention import EraseResult, Retention, erase_block, erase_messages, erase_sessions, erasure_store
 from .searching import Scope, search_messages
 from .semantic import RecallOwner, SemanticRecall
 from .session_blocks import SessionBlocks
@@ -457,6 +457,24 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
         erased, result = erase_messages(self.store, self.session_id, wanted, vacuum=vacuum, recall=self._recall)
         if erased:
             self._feed.publish(SessionEvent("delete", self.session_id, message_ids=tuple(erased)))
+        return result
+
+    @io
+    def erase_context(self, label: str, *, key: str | None = None, vacuum: bool = False) -> EraseResult:
+        """Erase a context block's stored content with every version of it and, for a
+        searchable block, every entry with theirs (``key``: only that entry), and the cached
+        system prompt that may quote it, so that none of its text stays in the store, as
+        :meth:`erase` does for a whole session; what was removed (``session_ids``: this
+        session when anything was). The block stays declared, empty (a searchable one without
+        the entries), and the next prompt is rendered anew."""
+        for value, what in ((label, "label"), (key, "key")):
+            if not isinstance(value, str) and (what == "label" or value is not None):
+                raise InvalidInputError(f"a block's {what} is a string, not {type(value).__name__}")
+            check_text(value, f"block {what}")
+        result = erase_block(self.store, self.session_id, label, key, vacuum=vacuum, recall=self._recall)
+        self._blocks.reset()
+        if result.session_ids:
+            self._feed.publish(SessionEvent("block", self.session_id, label=label, key=key))
         return result
 
     def _recall_sessions(self) -> list[str]:

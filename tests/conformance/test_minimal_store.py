@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 from sessions_core import Session, SessionManager, SqliteStore, UnsupportedOperationError
-from sessions_core.stores import LATEST, MessageErasure, RequiredStore, Store, capabilities, supports
+from sessions_core.stores import LATEST, RecordErasure, RequiredStore, Store, capabilities, supports
 from sessions_core.stores.base import (
     CompactionRow,
     Inserted,
@@ -222,18 +222,22 @@ def test_a_feature_without_its_capability_names_what_the_store_lacks():
         Session(DictStore(), retention=timedelta(days=1))
     with pytest.raises(UnsupportedOperationError, match="SessionErasure"):
         session.erase_messages(["m1"])
+    with pytest.raises(UnsupportedOperationError, match="SessionErasure"):
+        session.erase_context("memory")
 
 
-def test_a_store_erasing_sessions_but_not_messages_refuses_erase_messages_and_keeps_them():
-    class SessionsOnly(SqliteStore):  # a store written before MessageErasure existed
-        remove_messages = MessageErasure.remove_messages
+def test_a_store_erasing_sessions_but_not_records_refuses_erase_messages_and_keeps_them():
+    class SessionsOnly(SqliteStore):  # one of its methods left out: no RecordErasure
+        remove_messages = RecordErasure.remove_messages
 
     store = SessionsOnly(":memory:")
-    assert "SessionErasure" in capabilities(store) and "MessageErasure" not in capabilities(store)
+    assert "SessionErasure" in capabilities(store) and "RecordErasure" not in capabilities(store)
     session = Session(store).for_session("s")
     session.append_message(msg("m1", "kept"))
-    with pytest.raises(UnsupportedOperationError, match="MessageErasure"):
+    with pytest.raises(UnsupportedOperationError, match="RecordErasure"):
         session.erase_messages(["m1"])
+    with pytest.raises(UnsupportedOperationError, match="RecordErasure"):
+        session.erase_context("memory")
     assert [m.id for m in session.get_history()] == ["m1"]
     assert session.erase().counts.messages == 1  # erasing whole sessions still works
 

@@ -864,17 +864,18 @@ class SessionErasure(RequiredStore):
         _refuse(self, "SessionErasure", "remove_sessions")
 
     def scrub(self, *, vacuum: bool = False) -> None:
-        """After :meth:`remove_sessions` (or ``MessageErasure.remove_messages``), leave none of
+        """After :meth:`remove_sessions` (or ``RecordErasure.remove_messages``), leave none of
         the removed text readable in the store's files as far as the backend allows
         (``vacuum``: also rebuild or vacuum them); what remains where is the backend's to
         document."""
         _refuse(self, "SessionErasure", "scrub")
 
 
-class MessageErasure(RequiredStore):
-    """Optional: messages removed with every trace (``Session.erase_messages``,
-    ``SessionManager.erase_messages``), their text then scrubbed by ``SessionErasure.scrub``
-    (an erase needs both)."""
+class RecordErasure(RequiredStore):
+    """Optional: single records of a session removed with every trace, messages
+    (``Session.erase_messages``, ``SessionManager.erase_messages``) and context blocks
+    (``Session.erase_context``), their text then scrubbed by ``SessionErasure.scrub`` (an
+    erase needs both)."""
 
     def remove_messages(
         self, session_id: str, ids: Sequence[str], *, forget_vectors: bool = False
@@ -886,7 +887,19 @@ class MessageErasure(RequiredStore):
         recorded for the messages). Recorded vectors leave the index through the outbox, as a
         delete's do; with ``forget_vectors`` (the caller deleted them from the index already)
         their records and queued changes go instead. Unknown ids are ignored."""
-        _refuse(self, "MessageErasure", "remove_messages")
+        _refuse(self, "RecordErasure", "remove_messages")
+
+    def remove_block(
+        self, session_id: str, label: str, key: str | None = None, *, forget_vectors: bool = False
+    ) -> RowCounts:
+        """Remove a context block of a session in one transaction: with ``key`` ``None`` every
+        version of the block and every entry of it (a searchable block's) with their versions,
+        else only the entry ``key`` and its versions; and the session's cached prompt, which
+        may quote it. The rows (``blocks``, ``block_versions``, ``search_entries``,
+        ``prompts``, and ``vectors``: those recorded for the entries). Recorded vectors leave
+        the index through the outbox; with ``forget_vectors`` their records and queued changes
+        go instead."""
+        _refuse(self, "RecordErasure", "remove_block")
 
 
 class CheckpointStore(RequiredStore):
@@ -1048,7 +1061,7 @@ CAPABILITIES: dict[str, type] = {
         TextSearch,
         SessionRegistry,
         SessionErasure,
-        MessageErasure,
+        RecordErasure,
         CheckpointStore,
         ItemStore,
     )
@@ -1065,7 +1078,7 @@ class Store(
     TextSearch,
     SessionRegistry,
     SessionErasure,
-    MessageErasure,
+    RecordErasure,
     CheckpointStore,
     ItemStore,
 ):
@@ -1076,7 +1089,7 @@ class Store(
     a store overrides to declare it (:func:`supports`): ``ReadPlanner`` (fast paths; its
     defaults are correct), ``BlobStore``, ``BlockVersions``, ``PromptCache``,
     ``SearchEntries``, ``TextSearch``, ``SessionRegistry``, ``SessionErasure``,
-    ``MessageErasure``, ``CheckpointStore``, ``ItemStore``; and the subclasses
+    ``RecordErasure``, ``CheckpointStore``, ``ItemStore``; and the subclasses
     ``InspectableStore`` and ``RecallStore``. A feature whose capability a store lacks raises
     ``UnsupportedOperationError`` naming it.
     """

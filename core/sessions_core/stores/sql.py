@@ -757,6 +757,33 @@ FORGET_MESSAGE_VECTORS = (
 )
 """A removed message's vector records and queued changes (the caller deleted its vectors from
 the index already)."""
+_BLOCK = "session_id = :s AND label = :label"
+_BLOCK_VECTORS = (
+    "session_id = :s AND kind = 'entry' AND substr(ref, 1, length(CAST(:ref AS TEXT))) = CAST(:ref AS TEXT)"
+    " AND (:whole OR ref = CAST(:ref AS TEXT))"
+)
+"""The vectors of a block's entries (``:ref``: ``label`` and the separator, ``:whole`` true) or
+of one entry (``:ref`` its whole ref, ``:whole`` false): compared as text, so that no character
+of a label is a pattern."""
+COUNT_BLOCK_ROWS = f"""
+    SELECT
+        (SELECT count(*) FROM (
+            SELECT 1 FROM context_block_versions WHERE {_BLOCK} AND key = '' AND :whole LIMIT 1
+        ) AS b),
+        (SELECT count(*) FROM context_block_versions WHERE {_BLOCK} AND (:whole OR key = :key)),
+        (SELECT count(*) FROM search_entries WHERE {_BLOCK} AND (:whole OR key = :key)),
+        (SELECT count(*) FROM cached_prompts WHERE session_id = :s),
+        (SELECT count(*) FROM recall_vectors WHERE {_BLOCK_VECTORS})
+"""
+REMOVE_BLOCK = (
+    f"DELETE FROM context_block_versions WHERE {_BLOCK} AND (:whole OR key = :key)",
+    f"DELETE FROM search_entries WHERE {_BLOCK} AND (:whole OR key = :key)",
+    "DELETE FROM cached_prompts WHERE session_id = :s",
+)
+FORGET_BLOCK_VECTORS = (
+    f"DELETE FROM recall_vectors WHERE {_BLOCK_VECTORS}",
+    f"DELETE FROM recall_outbox WHERE {_BLOCK_VECTORS}",
+)
 REMOVE_SESSIONS = (
     "DELETE FROM sessions WHERE storage_id {values}",
     *(f"DELETE FROM {table} WHERE session_id {{values}}" for table in SESSION_TABLES),
@@ -2237,6 +2264,27 @@ class SqlStore(RecallStore, InspectableStore):
             return deleted, counts
 
         return self._write(work, lock=session_id, walk=True)
+
+    def remove_block(
+        self, session_id: str, label: str, key: str | None = None, *, forget_vectors: bool = False
+    ) -> RowCounts:
+        whole = key is None
+        ref = f"{label}\x1f" if whole else f"{label}\x1f{key}"
+        params = {"s": session_id, "label": label, "key": "" if key is None else key, "whole": whole, "ref": ref}
+
+        def work(conn: Any) -> RowCounts:
+            blocks, versions, entries, prompts, vectors = conn.execute(
+                self.compile(COUNT_BLOCK_ROWS), params
+            ).fetchone()
+            if not (blocks or versions or entries):
+                return RowCounts()
+            for sql in (*REMOVE_BLOCK, *(FORGET_BLOCK_VECTORS if forget_vectors else ())):
+                conn.execute(self.compile(sql), params)
+            return RowCounts(
+                blocks=blocks, block_versions=versions, search_entries=entries, prompts=prompts, vectors=vectors
+            )
+
+        return self._write(work, lock=session_id)
 
     # -- semantic recall's outbox ----------------------------------------------------------
 

@@ -343,4 +343,44 @@ def test_erase_messages_removes_them_the_overlays_made_from_them_and_their_own_p
     assert other.get_message("t1") is not None and other.get_compactions()  # another session's copy stays
 
 
+def test_erase_context_removes_a_block_or_an_entry_with_every_version_and_the_cached_prompt(make_manager, make_index):
+    m = make_manager("gone")
+    seeded = _setup(m, make_index)
+    manager = raw(m)
+    recall = manager.recall
+    keeper = seeded["keeper"]
+    keeper_id = manager.storage_id(keeper)
+    session = m.get_session(keeper)
+    tools = {tool.name: tool for tool in session.tools()}
+    tools["set_context"].invoke({"label": "notes", "content": "The garage is on Elm Street."})
+    m.drain_recall()
+    entries = [row for row in recall.store.recall_vectors(keeper_id, "entry")]
+    assert len({row.ref for row in entries}) == 2
+    first = sorted({row.ref for row in entries})[0].split("\x1f", 1)[1]
+    assert "Leases a car for three years." in session.freeze_system_prompt()
+
+    one = m.erase_context(keeper, "notes", key=first)
+
+    assert one.session_ids == (keeper,) and one.vectors_pending == 0
+    counts = one.counts
+    assert (counts.blocks, counts.block_versions, counts.search_entries, counts.prompts) == (0, 1, 1, 1)
+    assert counts.vectors == sum(1 for row in entries if row.ref.endswith(first))
+    assert len(recall.store.recall_vectors(keeper_id, "entry")) == len(entries) - counts.vectors
+    assert session.get_context_history("notes", key=first) == []
+
+    block = m.erase_context(keeper, "memory")
+
+    counts = block.counts
+    assert (counts.blocks, counts.block_versions, counts.search_entries, counts.vectors) == (1, 2, 0, 0)
+    assert session.get_context_block("memory").content == "" and session.get_context_history("memory") == []
+    assert "Leases a car" not in session.freeze_system_prompt()  # rendered anew
+    everything = m.erase_context(keeper, "notes")
+    assert (everything.counts.search_entries, everything.counts.block_versions) == (1, 1)
+    assert recall.store.recall_vectors(keeper_id, "entry") == [] and recall.backlog().pending == 0
+    assert m.erase_context(keeper, "notes").session_ids == () == m.erase_context(keeper, "never").session_ids
+    assert [msg.id for msg in session.get_history()][-1] == "a2"  # the messages stay
+    other = m.get_session("old-one").with_context("memory")
+    assert other.get_context_block("memory").content == "Leases a car for three years."  # another session's
+
+
 skip_where_unsupported(globals())
