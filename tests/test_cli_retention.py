@@ -144,7 +144,36 @@ def test_erase_one_message_of_a_session(tmp_path):
     assert table.exit_code == 0, table.stderr
     assert "Erased 1 message of session 'chat'." in table.stdout and "REMOVED" in table.stdout
     assert_error(run("--store", path, "erase", "chat", "--message", "m3"), 1, "holds none of the messages 'm3'")
-    assert_error(run("--store", path, "erase", "--namespace", "team", "--message", "m1"), 2, "give SESSION")
+    assert_error(run("--store", path, "erase", "--namespace", "team", "--message", "m1"), 2, "--message and --block")
+
+
+def test_erase_one_block_of_a_session(tmp_path):
+    path = str(tmp_path / "chat.db")
+    with closing(SqliteStore(path)) as store:
+        session = Session(store).for_session("chat").with_context("memory").with_context("kept")
+        session.replace_context_block("memory", f"the code is {MARKER}")
+        session.replace_context_block("memory", "the code changed")
+        session.replace_context_block("kept", "stays")
+    result = run("--store", path, "erase", "chat", "--block", "memory", "--json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["block"] == "memory" and data["key"] is None and data["counts"]["block_versions"] == 2
+    assert all(MARKER.encode() not in f.read_bytes() for f in (Path(path), Path(path + "-wal")) if f.exists())
+    with closing(SqliteStore(path)) as store:
+        assert Session(store).for_session("chat").with_context("kept").get_context_block("kept").content == "stays"
+    table = run("--store", path, "erase", "chat", "--block", "kept")
+    assert table.exit_code == 0, table.stderr
+    assert "Erased block 'kept' of session 'chat' with all its versions." in table.stdout
+    assert_error(run("--store", path, "erase", "chat", "--block", "kept"), 1, "session 'chat' holds no block 'kept'")
+    assert_error(
+        run("--store", path, "erase", "chat", "--block", "notes", "--key", "k"),
+        1,
+        "session 'chat' holds no entry 'k' of block 'notes' (see `sessions blocks`)",
+    )
+    assert_error(run("--store", path, "erase", "chat", "--key", "k"), 2, "--key goes with --block LABEL")
+    assert_error(
+        run("--store", path, "erase", "chat", "--block", "a", "--message", "m"), 2, "give --message ID or --block"
+    )
 
 
 def test_erase_with_an_index_deletes_the_vectors_now(tmp_path, monkeypatch):

@@ -355,6 +355,8 @@ def build_cli() -> click.Group:
         metavar="ID",
         help="Only this message of SESSION, with the overlays made from it (repeatable).",
     )
+    @click.option("--block", metavar="LABEL", default=None, help="Only this context block of SESSION, every version.")
+    @click.option("--key", metavar="KEY", default=None, help="With --block: only this entry of a searchable block.")
     @click.option("--vacuum", is_flag=True, help="Also rebuild (SQLite) or VACUUM (PostgreSQL) the store.")
     @click.option(
         "--index",
@@ -369,19 +371,21 @@ def build_cli() -> click.Group:
         session: str | None,
         namespace: str | None,
         messages: tuple[str, ...],
+        block: str | None,
+        key: str | None,
         vacuum: bool,
         index: str | None,
         as_json: bool,
     ) -> None:
-        """Erase SESSION (or every session of --namespace, or only the --message ids of SESSION)
-        so that none of its text stays in the store.
+        """Erase SESSION (or every session of --namespace, or only the --message ids or the
+        --block of SESSION) so that none of its text stays in the store.
 
         SQLite: deleted content is zeroed, the full-text indexes merged and the WAL truncated.
         PostgreSQL: rows and index entries go; the server keeps dead tuples until VACUUM
         (--vacuum) and its WAL until recycled. Prints the rows of each kind removed."""
         from .retention_commands import cmd_erase
 
-        cmd_erase(handle, session, namespace, vacuum, index, as_json, messages=messages)
+        cmd_erase(handle, session, namespace, vacuum, index, as_json, messages=messages, block=block, key=key)
 
     @cli.command("mcp")
     @click.option(

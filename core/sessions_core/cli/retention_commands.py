@@ -11,6 +11,7 @@ from .._time import to_us
 from ..retention import (
     EraseResult,
     PruneResult,
+    erase_block,
     erase_messages,
     erase_sessions,
     erasure_store,
@@ -59,15 +60,24 @@ def cmd_erase(
     as_json: bool,
     *,
     messages: Sequence[str] = (),
+    block: str | None = None,
+    key: str | None = None,
 ) -> None:
-    """Erase ``session`` (a storage id), or only its ``messages``, or every session of
-    ``namespace``, and scrub the store."""
+    """Erase ``session`` (a storage id), or only its ``messages`` or its ``block`` (``key``: one
+    entry of it), or every session of ``namespace``, and scrub the store."""
     if (session is None) == (namespace is None):
         raise BadInput("give SESSION or --namespace NS (one of them)")
-    if messages:
+    if key is not None and block is None:
+        raise BadInput("--key goes with --block LABEL")
+    if messages or block is not None:
         if session is None:
-            raise BadInput("--message erases messages of SESSION: give SESSION, not --namespace")
-        _erase_messages(handle, session, messages, vacuum, index, as_json)
+            raise BadInput("--message and --block erase parts of SESSION: give SESSION, not --namespace")
+        if messages and block is not None:
+            raise BadInput("give --message ID or --block LABEL, not both")
+        if block is not None:
+            _erase_block(handle, session, block, key, vacuum, index, as_json)
+        else:
+            _erase_messages(handle, session, messages, vacuum, index, as_json)
         return
     store = erasure_store(handle.open())
     if session is not None:
@@ -108,6 +118,24 @@ def _erase_messages(
     out = console()
     scrubbed = " and vacuumed the store" if vacuum else ""
     out.print(f"Erased {count_of(len(erased), 'message')} of session {session!r}{scrubbed}.")
+    _emit_counts(result.counts, "REMOVED")
+    _vectors_pending(result)
+
+
+def _erase_block(
+    handle: StoreHandle, session: str, label: str, key: str | None, vacuum: bool, index: str | None, as_json: bool
+) -> None:
+    store = erasure_store(handle.open())
+    recall = load_index(index).attach(store) if index is not None else None
+    result = erase_block(store, session, label, key, vacuum=vacuum, recall=recall)
+    what = f"block {label!r}" if key is None else f"entry {key!r} of block {label!r}"
+    if not result.session_ids:
+        raise NotFound(f"session {session!r} holds no {what} (see `sessions blocks`)")
+    if as_json:
+        _json({**_erase_json(result), "block": label, "key": key})
+        return
+    scrubbed = " and vacuumed the store" if vacuum else ""
+    console().print(f"Erased {what} of session {session!r} with all its versions{scrubbed}.")
     _emit_counts(result.counts, "REMOVED")
     _vectors_pending(result)
 
