@@ -6,6 +6,8 @@ search, outbox row or vector on PostgreSQL), while another session's marker stil
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,20 @@ pytest.importorskip("langchain_core")
 from langchain_core.vectorstores import InMemoryVectorStore  # noqa: E402
 
 from langchain_sessions import SynonymEmbeddings, VectorStoreRecall  # noqa: E402
+
+
+@contextmanager
+def _postgres() -> Iterator[tuple[str, Any]]:
+    """A fresh schema of the test server and our store on it, closed at the end."""
+    require_postgres()
+    from sessions_core.stores.postgres import PostgresStore
+
+    with temporary_schema() as schema:
+        store = PostgresStore(postgres_url(), schema=schema)
+        try:
+            yield schema, store
+        finally:
+            store.close()
 
 
 def _marker() -> str:
@@ -183,43 +199,36 @@ def test_erasing_a_plain_session_and_a_namespace(tmp_path):
 
 
 def test_erasure_on_postgres_leaves_no_row_index_hit_outbox_row_or_vector():
-    require_postgres()
     import psycopg
-
-    from sessions_core.stores.postgres import PostgresStore
 
     gone, kept = _marker(), _marker()
     index = _index()
-    with temporary_schema() as schema:
-        store = PostgresStore(postgres_url(), schema=schema)
-        try:
-            manager = SessionManager(store, namespace="team").with_semantic_recall(index, background=False)
-            doomed, other = manager.create("doomed").id, manager.create("other").id
-            write_marked(manager.get_session(doomed), gone)
-            write_marked(manager.get_session(other), kept)
-            manager.drain_recall()
-            with psycopg.connect(postgres_url()) as conn:
-                assert _rows_holding(conn, schema, gone) and _rows_holding(conn, schema, kept)
+    with _postgres() as (schema, store):
+        manager = SessionManager(store, namespace="team").with_semantic_recall(index, background=False)
+        doomed, other = manager.create("doomed").id, manager.create("other").id
+        write_marked(manager.get_session(doomed), gone)
+        write_marked(manager.get_session(other), kept)
+        manager.drain_recall()
+        with psycopg.connect(postgres_url()) as conn:
+            assert _rows_holding(conn, schema, gone) and _rows_holding(conn, schema, kept)
 
-            result = manager.erase(doomed, vacuum=True)
+        result = manager.erase(doomed, vacuum=True)
 
-            assert result.session_ids == (doomed,) and result.vacuumed and result.counts.vectors > 0
-            assert (result.counts.messages, result.counts.blobs, result.counts.search_entries) == (5, 1, 2)
-            with psycopg.connect(postgres_url()) as conn:
-                assert _rows_holding(conn, schema, gone) == {}
-                assert set(_rows_holding(conn, schema, kept)) >= {"session_messages", "blobs", "search_entries"}
-                conn.execute("SET enable_seqscan = off")  # through the full-text indexes
-                for table in ("session_messages", "search_entries"):
-                    hits = conn.execute(
-                        f'SELECT count(*) FROM "{schema}".{table} WHERE search_terms @@ CAST(%s AS tsquery)', (gone,)
-                    ).fetchone()
-                    assert hits == (0,), table
-                outbox = conn.execute(f'SELECT count(*) FROM "{schema}".recall_outbox').fetchone()
-                assert outbox == (0,)
-            assert not any(gone in text for text in _indexed_texts(index))
-            _reads_back(manager.get_session(other), kept)
-        finally:
-            store.close()
+        assert result.session_ids == (doomed,) and result.vacuumed and result.counts.vectors > 0
+        assert (result.counts.messages, result.counts.blobs, result.counts.search_entries) == (5, 1, 2)
+        with psycopg.connect(postgres_url()) as conn:
+            assert _rows_holding(conn, schema, gone) == {}
+            assert set(_rows_holding(conn, schema, kept)) >= {"session_messages", "blobs", "search_entries"}
+            conn.execute("SET enable_seqscan = off")  # through the full-text indexes
+            for table in ("session_messages", "search_entries"):
+                hits = conn.execute(
+                    f'SELECT count(*) FROM "{schema}".{table} WHERE search_terms @@ CAST(%s AS tsquery)', (gone,)
+                ).fetchone()
+                assert hits == (0,), table
+            outbox = conn.execute(f'SELECT count(*) FROM "{schema}".recall_outbox').fetchone()
+            assert outbox == (0,)
+        assert not any(gone in text for text in _indexed_texts(index))
+        _reads_back(manager.get_session(other), kept)
 
 
 def _rows_holding(conn: Any, schema: str, marker: str) -> dict[str, int]:
@@ -320,43 +329,36 @@ def test_erased_messages_leave_no_byte_of_their_text_in_the_sqlite_files(tmp_pat
 
 
 def test_erased_messages_on_postgres_leave_no_row_index_hit_outbox_row_or_vector():
-    require_postgres()
     import psycopg
 
-    from sessions_core.stores.postgres import PostgresStore
-
     gone, kept = _marker(), _marker()
-    with temporary_schema() as schema:
-        store = PostgresStore(postgres_url(), schema=schema)
-        try:
-            session = Session(store).for_session("chat")  # no recall attached: vectors leave through the outbox
-            index = _index()
-            manager = SessionManager(store).with_semantic_recall(index, background=False)
-            watched = manager.get_session("chat")
-            write_marked_messages(watched, gone, kept)
-            manager.drain_recall()
+    with _postgres() as (schema, store):
+        session = Session(store).for_session("chat")  # no recall attached: vectors leave through the outbox
+        index = _index()
+        manager = SessionManager(store).with_semantic_recall(index, background=False)
+        watched = manager.get_session("chat")
+        write_marked_messages(watched, gone, kept)
+        manager.drain_recall()
 
-            result = session.erase_messages(MARKED_MESSAGES, vacuum=True)
+        result = session.erase_messages(MARKED_MESSAGES, vacuum=True)
 
-            assert result.session_ids == ("chat",) and result.vacuumed
-            assert (result.counts.messages, result.counts.compactions, result.counts.blobs) == (4, 1, 1)
-            assert result.vectors_pending == result.counts.vectors > 0
-            manager.drain_recall()  # the outbox deletes them from the index
-            assert not any(gone in text for text in _indexed_texts(index))
-            with psycopg.connect(postgres_url()) as conn:
-                assert _rows_holding(conn, schema, gone) == {}
-                assert set(_rows_holding(conn, schema, kept)) >= {"session_messages", "session_compactions"}
-                conn.execute("SET enable_seqscan = off")
-                hits = conn.execute(
-                    f'SELECT count(*) FROM "{schema}".session_messages WHERE search_terms @@ CAST(%s AS tsquery)',
-                    (gone,),
-                ).fetchone()
-                assert hits == (0,)
-                assert conn.execute(f'SELECT count(*) FROM "{schema}".recall_outbox').fetchone() == (0,)
-            _later_overlay_only(session, kept)
-            assert session.get_message("k1").text == f"first words {kept}"
-        finally:
-            store.close()
+        assert result.session_ids == ("chat",) and result.vacuumed
+        assert (result.counts.messages, result.counts.compactions, result.counts.blobs) == (4, 1, 1)
+        assert result.vectors_pending == result.counts.vectors > 0
+        manager.drain_recall()  # the outbox deletes them from the index
+        assert not any(gone in text for text in _indexed_texts(index))
+        with psycopg.connect(postgres_url()) as conn:
+            assert _rows_holding(conn, schema, gone) == {}
+            assert set(_rows_holding(conn, schema, kept)) >= {"session_messages", "session_compactions"}
+            conn.execute("SET enable_seqscan = off")
+            hits = conn.execute(
+                f'SELECT count(*) FROM "{schema}".session_messages WHERE search_terms @@ CAST(%s AS tsquery)',
+                (gone,),
+            ).fetchone()
+            assert hits == (0,)
+            assert conn.execute(f'SELECT count(*) FROM "{schema}".recall_outbox').fetchone() == (0,)
+        _later_overlay_only(session, kept)
+        assert session.get_message("k1").text == f"first words {kept}"
 
 
 @pytest.mark.parametrize("ids", [[1], [None], ["ok", b"bytes"], ["\ud800"]], ids=["int", "none", "bytes", "surrogate"])
@@ -397,29 +399,23 @@ def test_an_erased_store_item_leaves_no_byte_of_any_of_its_versions_in_the_sqlit
 
 
 def test_an_erased_store_item_on_postgres_leaves_no_row_or_index_hit():
-    require_postgres()
     import psycopg
 
     from langchain_sessions import SessionStore
-    from sessions_core.stores.postgres import PostgresStore
 
     gone, kept = _marker(), _marker()
-    with temporary_schema() as schema:
-        store = SessionStore(PostgresStore(postgres_url(), schema=schema))
-        try:
-            store.setup()
-            store.put(("memories", "sam"), "card", {"content": f"Sam's card is {gone}"})
-            store.put(("memories", "sam"), "card", {"content": f"Sam's new card is {gone}"})
-            store.put(("memories", "sam"), "drink", {"content": f"Sam drinks green tea {kept}"})
+    with _postgres() as (schema, ours):
+        items = SessionStore(ours)
+        items.put(("memories", "sam"), "card", {"content": f"Sam's card is {gone}"})
+        items.put(("memories", "sam"), "card", {"content": f"Sam's new card is {gone}"})
+        items.put(("memories", "sam"), "drink", {"content": f"Sam drinks green tea {kept}"})
 
-            assert store.erase_item(("memories", "sam"), "card", vacuum=True).vacuumed
+        assert items.erase_item(("memories", "sam"), "card", vacuum=True).vacuumed
 
-            with psycopg.connect(postgres_url()) as conn:
-                assert _rows_holding(conn, schema, gone) == {}
-                assert set(_rows_holding(conn, schema, kept)) == {"store_items"}
-            assert store.get(("memories", "sam"), "drink") is not None
-        finally:
-            store.close()
+        with psycopg.connect(postgres_url()) as conn:
+            assert _rows_holding(conn, schema, gone) == {}
+            assert set(_rows_holding(conn, schema, kept)) == {"store_items"}
+        assert items.get(("memories", "sam"), "drink") is not None
 
 
 def _marked_blocks(session: Any, gone: str, kept: str) -> str:
@@ -462,21 +458,14 @@ def test_an_erased_block_leaves_no_byte_of_any_version_in_the_sqlite_files(tmp_p
 
 
 def test_an_erased_block_on_postgres_leaves_no_row():
-    require_postgres()
     import psycopg
 
-    from sessions_core.stores.postgres import PostgresStore
-
     gone, kept = _marker(), _marker()
-    with temporary_schema() as schema:
-        store = PostgresStore(postgres_url(), schema=schema)
-        try:
-            session = Session(store).for_session("s")
-            key = _marked_blocks(session, gone, kept)
-            assert session.erase_context("notes", key=key).counts.search_entries == 1
-            assert session.erase_context("memory", vacuum=True).counts.block_versions == 2
-            with psycopg.connect(postgres_url()) as conn:
-                assert _rows_holding(conn, schema, gone) == {}
-                assert {"context_block_versions", "search_entries"} <= set(_rows_holding(conn, schema, kept))
-        finally:
-            store.close()
+    with _postgres() as (schema, store):
+        session = Session(store).for_session("s")
+        key = _marked_blocks(session, gone, kept)
+        assert session.erase_context("notes", key=key).counts.search_entries == 1
+        assert session.erase_context("memory", vacuum=True).counts.block_versions == 2
+        with psycopg.connect(postgres_url()) as conn:
+            assert _rows_holding(conn, schema, gone) == {}
+            assert {"context_block_versions", "search_entries"} <= set(_rows_holding(conn, schema, kept))
