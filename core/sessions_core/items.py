@@ -474,9 +474,9 @@ class Items(AsyncTwins, ItemsTwins):
         scrub the store's files as ``Session.erase`` does, so that none of its values stays in
         the store (a delete keeps them as versions); ``items``: 1 when it held anything."""
         prefix, key = self._key(namespace, key)
-        store = erasure_store(self.store)
+        erasure_store(self.store)
         removed = self.store.remove_items(self.namespace, [(prefix, key)])
-        store.scrub(vacuum=vacuum)
+        self.store.scrub(vacuum=vacuum)
         return EraseResult((), RowCounts(), vacuumed=vacuum, items=removed)
 
     @io

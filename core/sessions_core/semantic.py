@@ -27,13 +27,13 @@ from .errors import ConflictError, InvalidInputError, RecallError, SessionsError
 from .messages import COMPACTION_ID_PREFIX, message_from_storage, recall_text
 from .recall import (
     ENTRY,
-    ENTRY_SEPARATOR,
     MESSAGE,
     SESSION,
     VectorHit,
     VectorIndex,
     chunk_text,
     digest,
+    entry_ref,
     split_entry_ref,
     vector_id,
 )
@@ -263,7 +263,7 @@ class SemanticRecall:
         """Remove a context block, or one entry of it, from the store
         (``RecordErasure.remove_block``) with its entries' vectors deleted from the index first."""
         store = self.store
-        ref = f"{label}{ENTRY_SEPARATOR}" + ("" if key is None else key)
+        ref = entry_ref(label, "" if key is None else key)
         with self._draining:
             rows = store.recall_vectors(session_id, ENTRY)
             self._delete_erased(

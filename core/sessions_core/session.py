@@ -468,7 +468,7 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
         session when anything was). The block stays declared, empty (a searchable one without
         the entries), and the next prompt is rendered anew."""
         for value, what in ((label, "label"), (key, "key")):
-            if not isinstance(value, str) and (what == "label" or value is not None):
+            if not isinstance(value, str) and not (what == "key" and value is None):
                 raise InvalidInputError(f"a block's {what} is a string, not {type(value).__name__}")
             check_text(value, f"block {what}")
         result = erase_block(self.store, self.session_id, label, key, vacuum=vacuum, recall=self._recall)

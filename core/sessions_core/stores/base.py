@@ -864,7 +864,7 @@ class SessionErasure(RequiredStore):
         _refuse(self, "SessionErasure", "remove_sessions")
 
     def scrub(self, *, vacuum: bool = False) -> None:
-        """After :meth:`remove_sessions` (or ``RecordErasure.remove_messages``), leave none of
+        """After :meth:`remove_sessions` (or a ``RecordErasure`` removal), leave none of
         the removed text readable in the store's files as far as the backend allows
         (``vacuum``: also rebuild or vacuum them); what remains where is the backend's to
         document."""

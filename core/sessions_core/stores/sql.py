@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, TypeVar
 from .._time import now_us
 from ..fts import Alternative, Unit, exact_units, parse_query
 from ..ranking import check_match, meaningful_units, rank
+from ..recall import entry_ref
 from .base import (
     LATEST,
     SESSION_COLUMNS,
@@ -2269,7 +2270,7 @@ class SqlStore(RecallStore, InspectableStore):
         self, session_id: str, label: str, key: str | None = None, *, forget_vectors: bool = False
     ) -> RowCounts:
         whole = key is None
-        ref = f"{label}\x1f" if whole else f"{label}\x1f{key}"
+        ref = entry_ref(label, "" if key is None else key)
         params = {"s": session_id, "label": label, "key": "" if key is None else key, "whole": whole, "ref": ref}
 
         def work(conn: Any) -> RowCounts:
