@@ -1,7 +1,8 @@
 """SQLite's keyword indexes take new rows in bulk (migration 0015): a new row waits for a search
-of its table, a write of 64 rows, or a store's 64th write; whatever waits, a search finds it
-(a read-only reader's too), and the index stays exactly the rows' terms (FTS5's own integrity
-check) through inserts, updates, deletes and ``seq`` values given again."""
+of its table, a write of 64 rows, or a store's 64th write (an item for a search of the items
+only, its text analysed then: migration 0017); whatever waits, a search finds it (a read-only
+reader's too), and the index stays exactly the rows' terms (FTS5's own integrity check) through
+inserts, updates, deletes and ``seq`` values given again."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import sqlite3
 import time
 
 import pytest
+from langgraph.store.base import PutOp
 
 from langchain_sessions import SessionStore
 from sessions_core import Session, SqliteStore
+from sessions_core.fts import index_text
 from sessions_core.stores import sqlite as sqlite_module
 from sessions_core.stores.sqlite import _FTS_TABLES, CATCH_UP, MIGRATIONS
 from sessions_core.testing.builders import ids, msg
@@ -173,3 +176,89 @@ def test_close_indexes_what_waits_but_never_waits_for_another_writer(tmp_path):
     other.close()
     assert indexed_up_to(path) == 1
     assert ids(Session(str(path)).for_session("s").search("wren")) == ["b", "a"]
+
+
+def item_rows(path) -> dict[str, tuple[int, str]]:
+    with sqlite3.connect(path) as conn:
+        return {key: (seq, terms) for seq, key, terms in conn.execute("SELECT seq, key, search_terms FROM store_items")}
+
+
+def test_an_item_put_neither_analyses_nor_indexes_and_a_search_does_both(tmp_path):
+    path = tmp_path / "memory.db"
+    store = SessionStore(str(path))
+    for n in range(CATCH_UP + 1):  # past a 64th write: items still wait
+        store.put(("memories", "u"), f"k{n}", {"content": f"Sightings of herons {n}"})
+    store.batch([PutOp(("memories", "u"), f"b{n}", {"content": f"Sightings of egrets {n}"}) for n in range(200)])
+    rows = item_rows(path)
+    assert indexed_up_to(path, "store_items") == 0
+    assert rows["k0"][1] == "content\nSightings of herons 0"  # the text to analyse, as stored then
+    found = store.search(("memories",), query="heron", limit=300)
+    assert {item.key for item in found if item.score is not None} == {f"k{n}" for n in range(CATCH_UP + 1)}
+    assert indexed_up_to(path, "store_items") == max(seq for seq, _terms in item_rows(path).values())
+    assert item_rows(path)["k0"][1] == index_text("content\nSightings of herons 0")
+    store.close()
+    check_indexes(path)
+
+
+def test_a_changed_indexed_item_waits_again_under_a_new_seq(tmp_path):
+    path = tmp_path / "memory.db"
+    store = SessionStore(str(path))
+    for n in range(5):
+        store.put(("memories", "u"), f"k{n}", {"content": f"a lapwing {n}"})
+    assert len(store.search(("memories",), query="lapwing")) == 5  # indexes them
+    mark = indexed_up_to(path, "store_items")
+    store.put(("memories", "u"), "k1", {"content": "now a godwit"})
+    seq, text = item_rows(path)["k1"]
+    assert seq > mark and text == "content\nnow a godwit"
+    assert indexed_up_to(path, "store_items") == mark
+    assert [item.key for item in store.search(("memories",), query="godwit") if item.score is not None] == ["k1"]
+    assert {item.key for item in store.search(("memories",), query="lapwing") if item.score is not None} == {
+        "k0",
+        "k2",
+        "k3",
+        "k4",
+    }
+    assert [v.version for v in store.item_versions(("memories", "u"), "k1")] == [2, 1]
+    store.close()
+    check_indexes(path)
+
+
+def test_a_read_only_reader_analyses_the_waiting_items_and_writes_nothing(tmp_path):
+    path = tmp_path / "memory.db"
+    store = SessionStore(str(path))
+    store.put(("memories", "u"), "rare", {"content": "Running with the kestrels"})
+    store.put(("memories", "u"), "common", {"content": "notes about notes"})
+    reader = SessionStore(SqliteStore(path, read_only=True))
+    found = reader.search(("memories",), query="kestrel run", limit=1)  # stemmed: analysed as a put would have
+    assert [item.key for item in found] == ["rare"] and found[0].score is not None
+    assert indexed_up_to(path, "store_items") == 0
+    assert item_rows(path)["rare"][1] == "content\nRunning with the kestrels"
+    store.put(("memories", "u"), "late", {"content": "a kestrel again"})
+    assert {item.key for item in reader.search(("memories",), query="kestrel") if item.score is not None} == {
+        "rare",
+        "late",
+    }
+    assert indexed_up_to(path, "store_items") == 0
+    reader.close()
+    store.close()
+    check_indexes(path)
+
+
+def test_the_items_migration_indexes_the_waiting_items_as_their_terms(tmp_path, monkeypatch):
+    path = tmp_path / "old.db"
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS[:16])
+        # A put analysed its text then, and a store's close indexed no item:
+        patch.setattr(sqlite_module.SqliteStore, "_item_terms", lambda _store, text: index_text(text))
+        patch.setattr(sqlite_module, "_ANALYSED_WHEN_INDEXED", None)
+        patch.setattr(sqlite_module, "_FTS_SOURCES", {"session_messages": "search_terms, session_token"})
+        old = SessionStore(str(path))
+        old.put(("memories", "u"), "a", {"content": "Stargazing tonight"})  # waits, its terms stored
+        old.close()
+    assert indexed_up_to(path, "store_items") == 0
+    store = SessionStore(str(path))
+    assert [item.key for item in store.search(("memories",), query="stargazing")] == ["a"]
+    assert item_rows(path)["a"][1] == index_text("content\nStargazing tonight")  # not analysed twice
+    assert indexed_up_to(path, "store_items") == 1
+    store.close()
+    check_indexes(path)

@@ -1078,6 +1078,11 @@ class SqlStore(RecallStore, InspectableStore):
         """The ``:terms`` parameter for ``text``: its :func:`sessions_core.fts.index_terms` in the
         form the search column stores."""
 
+    def _item_terms(self, text: str) -> Any:
+        """What an item put stores as its ``search_terms`` for ``text`` (by default its
+        :meth:`_terms`)."""
+        return self._terms(text)
+
     # -- plumbing --------------------------------------------------------------------------
 
     def compile(self, sql: str) -> str:
@@ -1229,15 +1234,17 @@ class SqlStore(RecallStore, InspectableStore):
         if not units or limit <= 0:
             return []
 
-        def terms(seqs: Sequence[int]) -> dict[int, list[str]]:
-            rows = self._select_in(TERMS_OF[scope.table], list(seqs))
-            return {seq: self._split_terms(stored or "") for seq, stored in rows}
-
+        terms = partial(self._terms_of, scope.table)
         seqs = rank(units, limit, partial(self._postings, scope), terms, self._indexed_total(scope))
         if not seqs:
             return []
         found = {row[0]: make(row[1:]) for row in self._select_in(rows_sql, seqs)}
         return [found[seq] for seq in seqs if seq in found]
+
+    def _terms_of(self, table: str, seqs: Sequence[int]) -> dict[int, list[str]]:
+        """The indexed terms of the rows ``seqs`` of ``table``, each in order, by ``seq``."""
+        rows = self._select_in(TERMS_OF[table], list(seqs))
+        return {seq: self._split_terms(stored or "") for seq, stored in rows}
 
     # -- the search backfill (after a migration) -------------------------------------------
 
@@ -1959,7 +1966,7 @@ class SqlStore(RecallStore, InspectableStore):
                 runs[-1].append(write)
             else:
                 runs.append([write])
-        terms = self._terms
+        item_terms = self._item_terms
         statements: list[tuple[str, Any]] = []
         delete, deleted, clear_vectors = (
             self.compile(DELETE_ITEM),
@@ -1978,7 +1985,7 @@ class SqlStore(RecallStore, InspectableStore):
                     write.value,
                     None if write.ttl_minutes is None else now_us + int(write.ttl_minutes * 60_000_000),
                     write.ttl_minutes,
-                    terms(write.text or ""),
+                    item_terms(write.text or ""),
                 )
                 for write in chunk
             ]
@@ -2019,7 +2026,7 @@ class SqlStore(RecallStore, InspectableStore):
             write.value,
             None if ttl is None else now_us + int(ttl * 60_000_000),
             ttl,
-            self._terms(write.text or ""),
+            self._item_terms(write.text or ""),
         )
         sql, params = self._put_items(namespace, (row,), now_us)
         self._single(lambda conn: conn.execute(sql, params), write=True)

@@ -20,7 +20,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
@@ -58,7 +58,8 @@ SEARCH_CANDIDATES = 1_000
 
 CATCH_UP = 64
 """New rows wait for the keyword indexes (migration 0015) until a search of their table, a write
-of this many rows or more, or every this-many-th write of a store, indexes them."""
+of this many rows or more, or every this-many-th write of a store, indexes them; items wait for
+a search of theirs (or the store's ``close()``) only (migration 0017)."""
 
 _WRITE_STEP = 1 << 20
 """Characters encoded and written at a time by an in-place write."""
@@ -103,6 +104,11 @@ _WAITING = {
     for source in _FTS_SOURCES
 }
 """A row when rows of the table wait for its keyword index (migration 0015)."""
+_INDEXED_BY_WRITES = ("session_messages", "search_entries")
+"""The tables whose waiting rows a write indexes (``CATCH_UP``): an item waits for a search."""
+_ANALYSED_WHEN_INDEXED = "store_items"
+"""The table whose waiting rows hold the text to analyse in their ``search_terms`` (migration
+0017), not its terms: an item put costs neither the analysis nor the keyword index."""
 _FRAGMENTS = {
     "{random_id}": "lower(hex(randomblob(16)))",
     "{rowid}": "rowid",
@@ -291,6 +297,7 @@ class SqliteStore(SqlStore):
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
         self._writes = 0
         self._waiting_built: dict[str, tuple[sqlite3.Connection, int]] = {}  # read-only: each temporary index's state
+        self._waiting_terms: dict[int, str] = {}  # read-only: the waiting items' terms, by seq (migration 0017)
 
     @property
     def url(self) -> str:
@@ -536,6 +543,9 @@ class SqliteStore(SqlStore):
 
     _terms = staticmethod(index_text)
 
+    def _item_terms(self, text: str) -> str:
+        return text  # analysed when the item is indexed (migration 0017)
+
     def _list(self, values: Sequence[Any], uses: int = 1) -> tuple[str, tuple[Any, ...]]:
         return _marks(len(values)), tuple(values) * uses
 
@@ -695,7 +705,7 @@ class SqliteStore(SqlStore):
                     with contextlib.suppress(StoreError, *_ERRORS):  # a later search indexes them
                         if any(self._conn.execute(waiting).fetchone() for waiting in _WAITING.values()):
                             self._conn.execute("PRAGMA busy_timeout = 0")
-                            self._write(_catch_up)
+                            self._write(partial(_catch_up, sources=tuple(_FTS_SOURCES)))
                 self._closed = True
                 if self._conn is not None:
                     try:
@@ -955,14 +965,26 @@ class SqliteStore(SqlStore):
                 conn.execute(
                     f"INSERT INTO waiting_{source}_fts (waiting_{source}_fts, rank) VALUES ('rank', 'bm25(1.0, 0.0)')"
                 )
-            conn.execute(
-                f"INSERT INTO waiting_{source}_fts (rowid, {columns}) SELECT seq, {columns} FROM {source}"
-                f" WHERE seq > (SELECT seq FROM fts_indexed WHERE source = '{source}') AND search_terms <> ''"
-            )
+            if source == _ANALYSED_WHEN_INDEXED:
+                analysed = {seq: index_text(text) for seq, text in _waiting_texts(conn, source)}
+                conn.executemany(f"INSERT INTO waiting_{source}_fts (rowid, {columns}) VALUES (?, ?)", analysed.items())
+                self._waiting_terms = analysed
+            else:
+                conn.execute(
+                    f"INSERT INTO waiting_{source}_fts (rowid, {columns}) SELECT seq, {columns} FROM {source}"
+                    f" WHERE seq > (SELECT seq FROM fts_indexed WHERE source = '{source}') AND search_terms <> ''"
+                )
             self._waiting_built[source] = (conn, version)
 
         self._read(fill)
         return (f"{source}_fts", f"waiting_{source}_fts")
+
+    def _terms_of(self, table: str, seqs: Sequence[int]) -> dict[int, list[str]]:
+        found = super()._terms_of(table, seqs)
+        if self.read_only and table == _ANALYSED_WHEN_INDEXED:  # a waiting item holds its text
+            for seq in found.keys() & self._waiting_terms.keys():
+                found[seq] = self._waiting_terms[seq].split()
+        return found
 
     def _match_entries(self, units: tuple[Unit, ...], session_id: str, label: str, limit: int) -> list[Any]:
         expression = fts5_expression(units)
@@ -1106,15 +1128,30 @@ def _best(results: Iterable[list[Any]]) -> list[Any]:
     return [row[:-1] for row in found]
 
 
-def _catch_up(conn: sqlite3.Connection) -> None:
-    """Index the rows of every table that wait for its keyword index."""
-    for source, waiting in _WAITING.items():
-        if conn.execute(waiting).fetchone() is not None:
+def _catch_up(conn: sqlite3.Connection, sources: tuple[str, ...] = _INDEXED_BY_WRITES) -> None:
+    """Index the rows of each table of ``sources`` that wait for its keyword index."""
+    for source in sources:
+        if conn.execute(_WAITING[source]).fetchone() is not None:
             _index_waiting(conn, source)
 
 
+def _waiting_texts(conn: sqlite3.Connection, source: str) -> list[tuple[int, str]]:
+    """The ``(seq, text)`` of the rows of ``source`` (``_ANALYSED_WHEN_INDEXED``) that wait
+    for its keyword index and have a text to analyse."""
+    return conn.execute(
+        f"SELECT seq, search_terms FROM {source}"
+        f" WHERE seq > (SELECT seq FROM fts_indexed WHERE source = '{source}') AND search_terms <> ''"
+    ).fetchall()
+
+
 def _index_waiting(conn: sqlite3.Connection, source: str) -> None:
-    """Index the rows of ``source`` that wait for its keyword index (migration 0015)."""
+    """Index the rows of ``source`` that wait for its keyword index (migration 0015), their
+    texts analysed first where they wait as texts (migration 0017)."""
+    if source == _ANALYSED_WHEN_INDEXED:
+        conn.executemany(
+            f"UPDATE {source} SET search_terms = ? WHERE seq = ?",
+            [(index_text(text), seq) for seq, text in _waiting_texts(conn, source)],
+        )
     columns = _FTS_SOURCES[source]
     conn.execute(
         f"INSERT INTO {source}_fts (rowid, {columns}) SELECT s.seq, {columns}"
