@@ -33,6 +33,11 @@ from .retention import EraseResult, erasure_store
 from .stores.base import ItemCondition, ItemRow, ItemStore, ItemWrite, RowCounts, Store, supports
 from .text import check_text
 
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - installed with the langchain extra
+    _orjson = None  # type: ignore[assignment]
+
 if TYPE_CHECKING:
     from ._twins import ItemsTwins
 else:
@@ -162,6 +167,53 @@ def _dump(value: Mapping[str, Any], key: str) -> str:
     except (TypeError, ValueError) as error:
         raise InvalidInputError(f"the value of item {key!r} is not storable as JSON: {error}") from error
     check_text(text, f"the value of item {key!r}")
+    if "\\u0000" in text:
+        raise InvalidInputError(f"the value of item {key!r} holds a NUL character")
+    return text
+
+
+_INT64 = 1 << 63
+
+
+def _plain_text(value: Mapping[str, Any]) -> str | None:
+    """:func:`value_text` of ``value`` when it is plain JSON (dicts with string keys, lists,
+    strings, booleans, ``None``, finite floats and 64-bit integers, none of them a subclass),
+    which ``orjson`` encodes as ``json`` does; ``None`` otherwise."""
+    found: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        current = stack.pop()
+        kind = type(current)
+        if kind is str:
+            found.append(current)
+        elif kind is dict:
+            for field in current:
+                if type(field) is not str:
+                    return None
+            for field, inner in reversed(current.items()):
+                stack += (inner, field)
+        elif kind is list:
+            stack.extend(reversed(current))
+        elif kind is int:
+            if not -_INT64 <= current < _INT64:
+                return None
+        elif kind is float:
+            if not math.isfinite(current):
+                return None
+        elif kind is not bool and current is not None:
+            return None
+    return "\n".join(found)
+
+
+def _dump_plain(value: Mapping[str, Any], key: str) -> str:
+    """:func:`_dump` of a plain JSON ``value`` (:func:`_plain_text`), by ``orjson`` when it is
+    installed (what LangGraph's stores use: a tenth of ``json``'s time)."""
+    if _orjson is None:
+        return _dump(value, key)
+    try:
+        text = _orjson.dumps(value).decode()
+    except TypeError:  # a lone surrogate: refused as _dump refuses it
+        return _dump(value, key)
     if "\\u0000" in text:
         raise InvalidInputError(f"the value of item {key!r} holds a NUL character")
     return text
@@ -305,9 +357,10 @@ class Items(AsyncTwins, ItemsTwins):
                 writes.append(ItemWrite(prefix, key, None))
                 continue
             stored = put.value if redactor is None else self.redact(put.value, key)
-            value = _dump(stored, key)
+            plain = _plain_text(stored) if type(stored) is dict else None
+            value = _dump(stored, key) if plain is None else _dump_plain(stored, key)
             if put.text is None:
-                text = value_text(stored)  # its strings are the value's: checked in its JSON
+                text = value_text(stored) if plain is None else plain  # its strings are the value's: checked
             else:
                 text = check_text(put.text, f"the text of item {key!r}")
                 if redactor is not None:
