@@ -248,13 +248,15 @@ def test_the_items_migration_indexes_the_waiting_items_as_their_terms(tmp_path, 
     path = tmp_path / "old.db"
     with monkeypatch.context() as patch:
         patch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS[:16])
-        # A put analysed its text then, and a store's close indexed no item:
-        patch.setattr(sqlite_module.SqliteStore, "_item_terms", lambda _store, text: index_text(text))
-        patch.setattr(sqlite_module, "_ANALYSED_WHEN_INDEXED", None)
-        patch.setattr(sqlite_module, "_FTS_SOURCES", {"session_messages": "search_terms, session_token"})
         old = SessionStore(str(path))
-        old.put(("memories", "u"), "a", {"content": "Stargazing tonight"})  # waits, its terms stored
+        assert old.get(("memories", "u"), "a") is None  # migrates
         old.close()
+    with sqlite3.connect(path) as conn:  # a put of then: its terms stored, waiting for the index
+        conn.execute(
+            "INSERT INTO store_items (namespace, prefix, key, value, version, created_at, updated_at, search_terms)"
+            " VALUES ('', 'memories.u', 'a', ?, 1, 0, 0, ?)",
+            ('{"content": "Stargazing tonight"}', index_text("content\nStargazing tonight")),
+        )
     assert indexed_up_to(path, "store_items") == 0
     store = SessionStore(str(path))
     assert [item.key for item in store.search(("memories",), query="stargazing")] == ["a"]

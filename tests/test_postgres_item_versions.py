@@ -147,11 +147,21 @@ def test_a_first_put_writes_no_version_row_and_the_history_has_every_version(sch
         store.close()
 
 
+_PUTS_BEFORE_MIGRATION_15 = {
+    "{waiting_text}": "search_terms",
+    "{waiting_value}": "to_tsvector('simple', r.terms)",
+    "{terms_emptied}": "",
+}
+"""What an item put wrote before its text waited for a search (migration 15): its terms."""
+
+
 def test_the_migration_keeps_every_version_once(schema, monkeypatch):
     from sessions_core.stores import postgres as postgres_module
 
     with monkeypatch.context() as patch:
         patch.setattr(postgres_module, "MIGRATIONS", postgres_module.MIGRATIONS[:12])  # every version kept
+        for fragment, then in _PUTS_BEFORE_MIGRATION_15.items():
+            patch.setitem(postgres_module._FRAGMENTS, fragment, then)
         store = _store(schema)
         try:
             items = Items(store)

@@ -156,7 +156,9 @@ _FRAGMENTS = {
     "{has_delta}": "(metadata ? 'counters_since_delta_snapshot' OR metadata ? 'delta_writes_versioned')",
     "{value_text}": "CAST(value AS text)",
     "{as_json}": "::jsonb",
-    "{as_terms}": "::tsvector",
+    "{waiting_text}": "waiting_text",  # migration 0015
+    "{waiting_value}": "NULLIF(r.terms, '')",
+    "{terms_emptied}": ", search_terms = ''",
     "{bigint}": "BIGINT",
     "{item_versions}": (  # an item's current version is in its row only (migration 0013)
         "(SELECT namespace, prefix, key, version, value, created_at FROM store_item_versions UNION ALL"
@@ -183,6 +185,18 @@ _PUT_ITEM = PUT_ITEMS.replace(
 )
 """One row to write, from parameters of its own: a single put does not parse a JSON array (about
 25 µs of the statement's 165)."""
+_WAITING_ITEMS = "SELECT seq, waiting_text FROM store_items WHERE {under} AND waiting_text IS NOT NULL"
+_INDEX_ITEMS = """
+    UPDATE store_items i SET search_terms = CAST(w.terms AS tsvector), waiting_text = NULL
+    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS w(seq bigint, text text, terms text)
+    WHERE i.seq = w.seq AND i.waiting_text = w.text AND i.seq IN (
+        SELECT seq FROM store_items
+        WHERE seq IN (SELECT seq FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS l(seq bigint))
+        ORDER BY prefix, key FOR UPDATE
+    )
+"""
+"""The waiting items' terms (migration 0015), each item still holding the text they analyse (a
+put since then makes it wait again), locked in key order as every writer of items locks them."""
 _ITEM_ROW_KEYS = tuple(f'"{column}":' for column in ITEM_ROW_COLUMNS)
 _json_string = json.encoder.encode_basestring_ascii
 
@@ -1205,6 +1219,15 @@ class PostgresStore(SqlStore):
         rows = float(row[2]) if row is not None and row[2] and row[2] > 0 else 0.0
         self._statistics = (now, frequencies, rows)
         return frequencies, rows
+
+    def _index_waiting_items(self, namespace: str, under: str) -> None:
+        where, params = item_under(namespace, under)
+        waiting = self._all(_WAITING_ITEMS.replace("{under}", where), params)
+        if not waiting:
+            return
+        rows = json.dumps([{"seq": seq, "text": text, "terms": tsvector_literal(text)} for seq, text in waiting])
+        sql = self.compile(_INDEX_ITEMS)
+        self._write(lambda conn: conn.execute(_query(sql), {"rows": rows}))
 
     def _indexed_messages(self) -> int:
         estimate = self._one(

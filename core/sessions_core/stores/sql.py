@@ -806,21 +806,24 @@ ITEM_ROW_COLUMNS = ("prefix", "key", "value", "expires_at", "ttl_minutes", "term
 """The columns of the relation of items to write that ``{item_rows}`` stands for."""
 PUT_ITEMS = """
     INSERT INTO store_items (namespace, prefix, key, value, version, created_at, updated_at, expires_at,
-        ttl_minutes, search_terms)
+        ttl_minutes, {waiting_text})
     SELECT :ns, r.prefix, r.key, r.value{as_json},
         coalesce((SELECT max(v.version) FROM store_item_versions v
             WHERE v.namespace = :ns AND v.prefix = r.prefix AND v.key = r.key), 0) + 1,
-        :now, :now, r.expires_at, r.ttl_minutes, r.terms{as_terms}
+        :now, :now, r.expires_at, r.ttl_minutes, {waiting_value}
     FROM {item_rows} WHERE true
     ON CONFLICT (namespace, prefix, key) DO UPDATE SET value = excluded.value, version = store_items.version + 1,
         created_at = CASE WHEN store_items.expires_at <= excluded.created_at THEN excluded.created_at
             ELSE store_items.created_at END,
         updated_at = excluded.updated_at, expires_at = excluded.expires_at, ttl_minutes = excluded.ttl_minutes,
-        search_terms = excluded.search_terms
+        {waiting_text} = excluded.{waiting_text}{terms_emptied}
 """
 """Upsert the rows of ``{item_rows}`` (distinct keys, in key order): the version after the
 item's last (of the locked row when it exists, so that concurrent writers number their versions
-in turn). One statement text for any number of rows on PostgreSQL: prepared and planned once."""
+in turn). The text to index (``r.terms``) waits in ``{waiting_text}``, analysed by the next keyword
+search (each dialect's ``_index_waiting_items``); ``{terms_emptied}`` clears a changed item's
+terms where they are a column of their own. One statement text for any number of rows on
+PostgreSQL: prepared and planned once."""
 ITEM_KEY = "namespace = :ns AND prefix = :p AND key = :k"
 CLEAR_ITEM_VECTORS = f"DELETE FROM store_item_vectors WHERE {ITEM_KEY}"
 DELETE_ITEM = f"DELETE FROM store_items WHERE {ITEM_KEY} RETURNING version"
@@ -1077,11 +1080,6 @@ class SqlStore(RecallStore, InspectableStore):
     def _terms(text: str) -> Any:
         """The ``:terms`` parameter for ``text``: its :func:`sessions_core.fts.index_terms` in the
         form the search column stores."""
-
-    def _item_terms(self, text: str) -> Any:
-        """What an item put stores as its ``search_terms`` for ``text`` (by default its
-        :meth:`_terms`)."""
-        return self._terms(text)
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -1966,7 +1964,6 @@ class SqlStore(RecallStore, InspectableStore):
                 runs[-1].append(write)
             else:
                 runs.append([write])
-        item_terms = self._item_terms
         statements: list[tuple[str, Any]] = []
         delete, deleted, clear_vectors = (
             self.compile(DELETE_ITEM),
@@ -1985,7 +1982,7 @@ class SqlStore(RecallStore, InspectableStore):
                     write.value,
                     None if write.ttl_minutes is None else now_us + int(write.ttl_minutes * 60_000_000),
                     write.ttl_minutes,
-                    item_terms(write.text or ""),
+                    write.text or "",
                 )
                 for write in chunk
             ]
@@ -2026,7 +2023,7 @@ class SqlStore(RecallStore, InspectableStore):
             write.value,
             None if ttl is None else now_us + int(ttl * 60_000_000),
             ttl,
-            self._item_terms(write.text or ""),
+            write.text or "",
         )
         sql, params = self._put_items(namespace, (row,), now_us)
         self._single(lambda conn: conn.execute(sql, params), write=True)
@@ -2103,6 +2100,7 @@ class SqlStore(RecallStore, InspectableStore):
         if limit <= 0:
             return []
         wanted = limit if not conditions else max(4 * limit, 200)
+        self._index_waiting_items(namespace, under)
         scope = SearchScope("store_items", items_under=(namespace, under))
         found = self._ranked(scope, query, wanted, RANKED_ITEMS, tuple)
         ranked = [ItemRow._make(row[1:]) for row in found if row[0] is None or row[0] > now_us]
@@ -2121,6 +2119,10 @@ class SqlStore(RecallStore, InspectableStore):
             params.update(more)
             rows += map(ItemRow._make, self._all(for_keys(GET_ITEMS, listed) + filters, params))
         return rows
+
+    def _index_waiting_items(self, namespace: str, under: str) -> None:
+        """Analyse and index the items under ``under`` whose text waits for it (by default
+        none: a dialect's put may leave that to the next search)."""
 
     def item_vectors(
         self, namespace: str, under: str, conditions: Sequence[ItemCondition], now_us: int

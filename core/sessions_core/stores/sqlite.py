@@ -132,7 +132,9 @@ _FRAGMENTS = {
     "{has_delta}": "json_type(metadata, '$.counters_since_delta_snapshot') IS NOT NULL",
     "{value_text}": "value",
     "{as_json}": "",
-    "{as_terms}": "",
+    "{waiting_text}": "search_terms",  # a waiting item's (migration 0017)
+    "{waiting_value}": "r.terms",
+    "{terms_emptied}": "",
     "{bigint}": "INTEGER",
     "{item_versions}": (  # an item's current version is in its row only (migration 0016)
         "(SELECT namespace, prefix, key, version, value, created_at FROM store_item_versions UNION ALL"
@@ -542,9 +544,6 @@ class SqliteStore(SqlStore):
         return conn.total_changes - changes_before >= CATCH_UP or self._writes % CATCH_UP == 0
 
     _terms = staticmethod(index_text)
-
-    def _item_terms(self, text: str) -> str:
-        return text  # analysed when the item is indexed (migration 0017)
 
     def _list(self, values: Sequence[Any], uses: int = 1) -> tuple[str, tuple[Any, ...]]:
         return _marks(len(values)), tuple(values) * uses
