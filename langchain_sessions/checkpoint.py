@@ -7,11 +7,12 @@ delegates to ``sessions_core``'s ``Checkpoints``: one statement per ``put``, ``p
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import random
 import warnings
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
@@ -32,7 +33,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.types import Interrupt, Send
 
-from sessions_core import InvalidInputError, PIIRedactor, SessionManager
+from sessions_core import EraseResult, InvalidInputError, PIIRedactor, SessionManager
 from sessions_core.integration import (
     CheckpointRow,
     Checkpoints,
@@ -44,6 +45,7 @@ from sessions_core.integration import (
 )
 
 from ._source import checked_conn_string
+from .conversion import source_id, to_langchain_messages
 
 __all__ = ["MaskedInterruptWarning", "SessionSaver", "redact_state"]
 
@@ -323,6 +325,32 @@ class SessionSaver(BaseCheckpointSaver[str]):
         """Delete the thread's checkpoints and writes (``delete_sessions``: its whole session)."""
         self.checkpoints.delete_thread(str(thread_id))
 
+    def erase_messages(self, thread_id: str, ids: Sequence[str], *, vacuum: bool = False) -> EraseResult:
+        """Erase messages of the thread's session (``SessionManager.erase_messages``) and take
+        them out of every checkpoint and pending write of the thread first (each value loaded
+        with the saver's ``serde``, the messages with those ids left out of its lists and
+        dicts, and dumped again), so that none of their text stays in the store and a resumed
+        thread does not hand them back to the middleware. What was removed."""
+        wanted = [str(message_id) for message_id in ids]
+        rewrite = self._eraser(str(thread_id), wanted)
+        return self.checkpoints.erase_messages(str(thread_id), wanted, rewrite, vacuum=vacuum)
+
+    def _eraser(self, thread_id: str, ids: Sequence[str]) -> Callable[[str, bytes, frozenset[str]], Any]:
+        """How each serialised value of the thread loses the messages ``ids``: by id, and the
+        graph's input before it got an id (the same type and content as an erased message)."""
+        session = self.manager.get_session(thread_id)
+        stored = [found for found in map(session.get_message, ids) if found is not None]
+        twins = frozenset(_twin(message) for message in to_langchain_messages(stored))
+
+        def rewrite(type_: str, data: bytes, wanted: frozenset[str]) -> tuple[str, bytes] | None:
+            value = self.serde.loads_typed((type_, data))
+            kept = _without_messages(value, wanted, twins)
+            if kept is value:
+                return None
+            return self.serde.dumps_typed([] if kept is _ERASED else kept)
+
+        return rewrite
+
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and write of one thread to another."""
         self.checkpoints.copy_thread(str(source_thread_id), str(target_thread_id))
@@ -379,6 +407,12 @@ class SessionSaver(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self.checkpoints.adelete_thread(str(thread_id))
+
+    async def aerase_messages(self, thread_id: str, ids: Sequence[str], *, vacuum: bool = False) -> EraseResult:
+        """Async form of :meth:`erase_messages`."""
+        wanted = [str(message_id) for message_id in ids]
+        rewrite = await asyncio.to_thread(self._eraser, str(thread_id), wanted)
+        return await self.checkpoints.aerase_messages(str(thread_id), wanted, rewrite, vacuum=vacuum)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await self.checkpoints.acopy_thread(str(source_thread_id), str(target_thread_id))
@@ -635,3 +669,41 @@ def _redacted_message(redactor: Any, message: BaseMessage, memo: _TextMemo | Non
         if redacted is not value:
             changed[name] = redacted
     return message.model_copy(update=changed) if changed else message
+
+
+_ERASED = object()
+"""What :func:`_without_messages` makes of an erased message itself."""
+
+
+def _twin(message: BaseMessage) -> tuple[str, str]:
+    """What an id-less copy of ``message`` shares with it: its type and content."""
+    return message.type, json.dumps(message.content, sort_keys=True, default=str)
+
+
+def _without_messages(value: Any, ids: frozenset[str], twins: frozenset[tuple[str, str]] = frozenset()) -> Any:
+    """``value`` without the messages whose id (or source id) is in ``ids``, or which have no
+    id and are one of ``twins``, left out of the lists, tuples and dicts holding them
+    (``value`` itself when it holds none; ``_ERASED`` when it is one): LangChain messages, and
+    messages as dicts (an ``id``, a ``content`` and a ``type`` or ``role``). Other objects are
+    kept as they are."""
+    if isinstance(value, BaseMessage):
+        if value.id is None:
+            return _ERASED if _twin(value) in twins else value
+        return _ERASED if value.id in ids or source_id(value) in ids else value
+    kind = type(value)
+    if kind is dict:
+        if value.get("id") in ids and "content" in value and ("type" in value or "role" in value):
+            return _ERASED
+        kept_items = {}
+        for key, inner in value.items():
+            new = _without_messages(inner, ids, twins)
+            if new is not _ERASED:
+                kept_items[key] = new
+        changed = len(kept_items) != len(value) or any(kept_items[k] is not value[k] for k in kept_items)
+        return kept_items if changed else value
+    if kind is list or kind is tuple:
+        kept = [new for new in (_without_messages(inner, ids, twins) for inner in value) if new is not _ERASED]
+        if len(kept) == len(value) and all(new is old for new, old in zip(kept, value)):
+            return value
+        return kept if kind is list else tuple(kept)
+    return value

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .manager import SessionInfo
     from .messages import MessageInput, SessionMessage
     from .models import AppendResult, Compaction, ContextVersion, RecentHistory, SearchResults
-    from .retention import EraseResult, PruneResult
+    from .retention import CheckpointRewrite, EraseResult, PruneResult
     from .semantic import DrainReport
     from .stores.base import CheckpointRow, CheckpointWrite, RecallBacklog, _Latest
     from .tools import Tool
@@ -72,6 +72,12 @@ class CheckpointsTwins:
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async twin of :meth:`Checkpoints.delete_thread`."""
+        ...
+
+    async def aerase_messages(
+        self, thread_id: str, ids: Iterable[str], rewrite: CheckpointRewrite, *, vacuum: bool = False
+    ) -> EraseResult:
+        """Async twin of :meth:`Checkpoints.erase_messages`."""
         ...
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> int:
@@ -224,7 +230,9 @@ class SessionManagerTwins(RecallOwnerTwins, StoreOwnerTwins):
         """Async twin of :meth:`SessionManager.erase`."""
         ...
 
-    async def aerase_messages(self, session_id: str, ids: Iterable[str], *, vacuum: bool = False) -> EraseResult:
+    async def aerase_messages(
+        self, session_id: str, ids: Iterable[str], *, vacuum: bool = False, checkpoints: CheckpointRewrite | None = None
+    ) -> EraseResult:
         """Async twin of :meth:`SessionManager.erase_messages`."""
         ...
 
@@ -376,7 +384,9 @@ class SessionTwins(RecallOwnerTwins, StoreOwnerTwins):
         """Async twin of :meth:`Session.erase`."""
         ...
 
-    async def aerase_messages(self, ids: Iterable[str], *, vacuum: bool = False) -> EraseResult:
+    async def aerase_messages(
+        self, ids: Iterable[str], *, vacuum: bool = False, checkpoints: CheckpointRewrite | None = None
+    ) -> EraseResult:
         """Async twin of :meth:`Session.erase_messages`."""
         ...
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._async import AsyncTwins, io, run_in_thread
@@ -21,7 +21,15 @@ from ._time import now_us
 from .branching import ensure_session
 from .errors import ConflictError, InvalidInputError, UnsupportedOperationError
 from .models import SessionEvent
-from .stores.base import CheckpointQuery, CheckpointRow, CheckpointStore, CheckpointWrite, Store, supports
+from .retention import CheckpointRewrite, EraseResult, has_checkpoints, rewrite_checkpoints
+from .stores.base import (
+    CheckpointQuery,
+    CheckpointRow,
+    CheckpointStore,
+    CheckpointWrite,
+    Store,
+    supports,
+)
 from .text import check_text
 
 if TYPE_CHECKING:
@@ -30,7 +38,17 @@ if TYPE_CHECKING:
 else:
     CheckpointsTwins = object  # typed twins for type checkers; AsyncTwins makes the real ones
 
-__all__ = ["PRUNE_STRATEGIES", "CheckpointRow", "CheckpointWrite", "Checkpoints", "checkpoint_store"]
+__all__ = [
+    "PRUNE_STRATEGIES",
+    "CheckpointRewrite",
+    "CheckpointRow",
+    "CheckpointWrite",
+    "Checkpoints",
+    "checkpoint_store",
+    "has_checkpoints",
+    "rewrite_checkpoints",
+]
+
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
 """``keep_latest``: the latest checkpoint of each checkpoint namespace stays; ``delete``: none."""
@@ -246,6 +264,15 @@ class Checkpoints(AsyncTwins, CheckpointsTwins):
             self._registered.pop(thread_id, None)
         else:
             self.store.delete_checkpoints([self.storage_id(thread_id)])
+
+    @io
+    def erase_messages(
+        self, thread_id: str, ids: Iterable[str], rewrite: CheckpointRewrite, *, vacuum: bool = False
+    ) -> EraseResult:
+        """Erase messages of the thread's session (``SessionManager.erase_messages``), taking
+        them out of its checkpoints and pending writes first through ``rewrite`` (the saver's),
+        so that none of their text stays in the store."""
+        return self.manager.erase_messages(thread_id, ids, vacuum=vacuum, checkpoints=rewrite)
 
     @io
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> int:

@@ -22,7 +22,15 @@ from .feed import ChangeFeed
 from .messages import MessageInput, SessionMessage, TextPart, parse_message
 from .models import Compaction, SearchResults, SessionEvent
 from .redaction import check_redactor, redact_query
-from .retention import EraseResult, PruneResult, Retention, erase_sessions, erasure_store, prune_sessions
+from .retention import (
+    CheckpointRewrite,
+    EraseResult,
+    PruneResult,
+    Retention,
+    erase_sessions,
+    erasure_store,
+    prune_sessions,
+)
 from .searching import Scope, search_messages, tool_hits
 from .semantic import RecallOwner, SemanticRecall
 from .session import Session
@@ -355,10 +363,18 @@ class SessionManager(RecallOwner, StoreOwner, SessionManagerTwins):
         return replace(result, session_ids=ids)
 
     @io
-    def erase_messages(self, session_id: str, ids: Iterable[str], *, vacuum: bool = False) -> EraseResult:
+    def erase_messages(
+        self,
+        session_id: str,
+        ids: Iterable[str],
+        *,
+        vacuum: bool = False,
+        checkpoints: CheckpointRewrite | None = None,
+    ) -> EraseResult:
         """Erase these messages of a session, with the overlays made from them
-        (``Session.erase_messages``), and return what was removed."""
-        result = self.get_session(check_text(session_id, "session_id")).erase_messages(ids, vacuum=vacuum)
+        (``Session.erase_messages``, ``checkpoints`` included), and return what was removed."""
+        session = self.get_session(check_text(session_id, "session_id"))
+        result = session.erase_messages(ids, vacuum=vacuum, checkpoints=checkpoints)
         return replace(result, session_ids=(session_id,) if result.session_ids else ())
 
     @io

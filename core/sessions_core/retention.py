@@ -24,14 +24,17 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ._time import from_us, now_us
-from .errors import InvalidInputError, SessionsError, UnsupportedOperationError
+from .errors import ConflictError, InvalidInputError, SessionsError, UnsupportedOperationError
 from .stores.base import (
+    CheckpointErasure,
+    CheckpointQuery,
+    CheckpointStore,
     ItemStore,
     RecordErasure,
     Removal,
@@ -48,7 +51,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("sessions_core.retention")
 
 __all__ = [
+    "CHECKPOINT_PAGE",
     "RETENTION_INTERVAL",
+    "CheckpointRewrite",
     "EraseResult",
     "PruneResult",
     "Retention",
@@ -56,9 +61,14 @@ __all__ = [
     "erase_messages",
     "erase_sessions",
     "erasure_store",
+    "has_checkpoints",
     "parse_duration",
     "prune_sessions",
+    "rewrite_checkpoints",
 ]
+
+CHECKPOINT_PAGE = 100
+"""Checkpoints read and rewritten per transaction when messages are taken out of them."""
 
 RETENTION_INTERVAL = 3600.0
 """Seconds between two automatic prunes of one namespace of one store (``retention=``)."""
@@ -194,13 +204,24 @@ def erase_messages(
     *,
     vacuum: bool = False,
     recall: SemanticRecall | None = None,
+    checkpoints: CheckpointRewrite | None = None,
 ) -> tuple[list[str], EraseResult]:
     """Erase these messages of a session (storage id), with the overlays made from them and
     the payloads no other message refers to, and scrub the store's files; with ``recall``
-    their vectors leave the index now, else through the outbox. The ids erased, and the result
-    naming the session when anything was."""
+    their vectors leave the index now, else through the outbox. A session with LangGraph
+    checkpoints has them taken out of those first (``checkpoints``: the saver's rewrite), and
+    without ``checkpoints`` is refused (``ConflictError``, nothing erased). The ids erased, and
+    the result naming the session when anything was."""
     record_erasure_store(store)
     unique = list(dict.fromkeys(ids))
+    if checkpoints is not None:
+        rewrite_checkpoints(store, storage_id, unique, checkpoints)
+    elif has_checkpoints(store, storage_id):
+        raise ConflictError(
+            f"session {storage_id!r} is a LangGraph thread whose checkpoints keep their own copy of its messages;"
+            " nothing was erased: erase them with SessionSaver.erase_messages(thread_id, ids), which takes them"
+            " out of the checkpoints too, or erase the whole session"
+        )
     if recall is not None:
         erased, counts = recall.erase_messages(storage_id, unique)
         pending = 0
@@ -280,3 +301,46 @@ class Retention:
                 "retention: pruning %r of %r failed (tried again in an hour): %s", self.namespace, store, error
             )
             return None
+
+
+CheckpointRewrite = Callable[[str, bytes, frozenset[str]], "tuple[str, bytes] | None"]
+"""How a framework's saver takes messages out of a value it serialised: given the value's type
+tag, its bytes and the ids of the messages to erase, the value without them (type tag and
+bytes), or ``None`` when it holds none of them."""
+
+
+def has_checkpoints(store: Store, storage_id: str) -> bool:
+    """Whether the session (storage id) is a thread with checkpoints."""
+    return supports(store, CheckpointStore) and bool(store.list_checkpoints(CheckpointQuery("", storage_id), 1))
+
+
+def rewrite_checkpoints(store: Store, storage_id: str, ids: Iterable[str], rewrite: CheckpointRewrite) -> int:
+    """Take the messages ``ids`` out of every checkpoint and pending write of a session
+    (storage id) through ``rewrite``, a page of checkpoints a transaction (a failure leaves
+    the pages before it rewritten: running it again finishes); how many values changed."""
+    if not supports(store, CheckpointErasure):
+        raise UnsupportedOperationError(
+            f"{type(store).__name__} does not implement the optional CheckpointErasure capability (erasing"
+            " messages from a thread's checkpoints); use a store that does (SqliteStore, PostgresStore)"
+        )
+    wanted = frozenset(ids)
+    query, after, changed = CheckpointQuery("", storage_id), None, 0
+    while True:
+        page = store.list_checkpoints(query, CHECKPOINT_PAGE, after)
+        rewritten = []
+        for row in page:
+            new = rewrite(row.type, row.checkpoint, wanted)
+            writes = []
+            for write in row.writes:
+                value = None if write.value is None else rewrite(write.type, write.value, wanted)
+                if value is not None:
+                    writes.append(write._replace(type=value[0], value=value[1]))
+            if new is not None or writes:
+                kind, data = (row.type, row.checkpoint) if new is None else new
+                rewritten.append(row._replace(type=kind, checkpoint=data, writes=tuple(writes)))
+                changed += (new is not None) + len(writes)
+        store.rewrite_checkpoints(storage_id, rewritten)
+        if len(page) < CHECKPOINT_PAGE:
+            return changed
+        last = page[-1]
+        after = (last.checkpoint_id, storage_id, last.checkpoint_ns)

@@ -36,7 +36,15 @@ from .models import AppendResult, Compaction, ContextVersion, RecentHistory, Sea
 from .providers import StorePromptCache
 from .reads import summary_message
 from .redaction import check_redactor, redact_message, redact_query, redact_text
-from .retention import EraseResult, Retention, erase_block, erase_messages, erase_sessions, erasure_store
+from .retention import (
+    CheckpointRewrite,
+    EraseResult,
+    Retention,
+    erase_block,
+    erase_messages,
+    erase_sessions,
+    erasure_store,
+)
 from .searching import Scope, search_messages
 from .semantic import RecallOwner, SemanticRecall
 from .session_blocks import SessionBlocks
@@ -440,21 +448,27 @@ class Session(RecallOwner, StoreOwner, SessionTwins):
         return result
 
     @io
-    def erase_messages(self, ids: Iterable[str], *, vacuum: bool = False) -> EraseResult:
+    def erase_messages(
+        self, ids: Iterable[str], *, vacuum: bool = False, checkpoints: CheckpointRewrite | None = None
+    ) -> EraseResult:
         """Delete messages as :meth:`delete_messages` does (their children become roots), with
         the compaction overlays whose range holds one of them (their summaries were made from
         it) and the payloads no other message refers to, so that none of their text stays in
         the store, as :meth:`erase` does for a whole session; what was removed
         (``session_ids``: this session when any of ``ids`` was found). Messages forks copied
-        are other sessions' (erase them there), and a LangGraph thread's checkpoints keep their
-        own copy of its state (erase the session for those)."""
+        are other sessions' (erase them there). A LangGraph thread's checkpoints keep their own
+        copy of its state: ``checkpoints`` takes the messages out of them first (what
+        ``SessionSaver.erase_messages`` passes); without it, a session with checkpoints is
+        refused (``ConflictError``), nothing erased."""
         wanted = [ids] if isinstance(ids, str) else list(ids)
         for message_id in wanted:
             if not isinstance(message_id, str):
                 raise InvalidInputError(f"a message id is a string, not {type(message_id).__name__}")
             check_text(message_id, "message id")
         self._compaction.forget()
-        erased, result = erase_messages(self.store, self.session_id, wanted, vacuum=vacuum, recall=self._recall)
+        erased, result = erase_messages(
+            self.store, self.session_id, wanted, vacuum=vacuum, recall=self._recall, checkpoints=checkpoints
+        )
         if erased:
             self._feed.publish(SessionEvent("delete", self.session_id, message_ids=tuple(erased)))
         return result

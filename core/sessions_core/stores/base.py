@@ -982,6 +982,17 @@ class CheckpointStore(RequiredStore):
         _refuse(self, "CheckpointStore", "delta_checkpoint_sessions")
 
 
+class CheckpointErasure(RequiredStore):
+    """Optional, beside ``CheckpointStore``: erasing messages from a thread's checkpoints
+    (``SessionSaver.erase_messages``), whose values the framework's saver serialised."""
+
+    def rewrite_checkpoints(self, session_id: str, rows: Sequence[CheckpointRow]) -> None:
+        """Replace the serialised value (and type tag) of each checkpoint of ``rows`` and of
+        each of its ``writes``, found by key, in one transaction (``rows`` hold the new values;
+        a key not stored is skipped)."""
+        _refuse(self, "CheckpointErasure", "rewrite_checkpoints")
+
+
 class ItemStore(RequiredStore):
     """Optional: LangGraph-style items (``sessions_core.items``, ``langchain_sessions.SessionStore``),
     each a JSON object under a namespace and key, every write kept as a version. Every method
@@ -1063,6 +1074,7 @@ CAPABILITIES: dict[str, type] = {
         SessionErasure,
         RecordErasure,
         CheckpointStore,
+        CheckpointErasure,
         ItemStore,
     )
 }
@@ -1080,6 +1092,7 @@ class Store(
     SessionErasure,
     RecordErasure,
     CheckpointStore,
+    CheckpointErasure,
     ItemStore,
 ):
     """A backend for many sessions' message trees.
@@ -1089,7 +1102,7 @@ class Store(
     a store overrides to declare it (:func:`supports`): ``ReadPlanner`` (fast paths; its
     defaults are correct), ``BlobStore``, ``BlockVersions``, ``PromptCache``,
     ``SearchEntries``, ``TextSearch``, ``SessionRegistry``, ``SessionErasure``,
-    ``RecordErasure``, ``CheckpointStore``, ``ItemStore``; and the subclasses
+    ``RecordErasure``, ``CheckpointStore``, ``CheckpointErasure``, ``ItemStore``; and the subclasses
     ``InspectableStore`` and ``RecallStore``. A feature whose capability a store lacks raises
     ``UnsupportedOperationError`` naming it.
     """

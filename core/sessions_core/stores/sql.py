@@ -567,6 +567,15 @@ PUT_CHECKPOINT = """
         type = excluded.type, metadata = excluded.metadata, checkpoint = excluded.checkpoint
 """
 _WRITE_COLUMNS = "session_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, task_path, value"
+REWRITE_CHECKPOINT = (
+    "UPDATE checkpoints SET type = :type, checkpoint = :value"
+    " WHERE session_id = :s AND checkpoint_ns = :ns AND checkpoint_id = :id"
+)
+REWRITE_WRITE = (
+    "UPDATE checkpoint_writes SET type = :type, value = :value WHERE session_id = :s AND checkpoint_ns = :ns"
+    " AND checkpoint_id = :id AND task_id = :task AND idx = :idx"
+)
+"""A checkpoint's (a pending write's) serialised value replaced in place (``rewrite_checkpoints``)."""
 PUT_WRITES = f"INSERT INTO checkpoint_writes ({_WRITE_COLUMNS}) VALUES {{rows}} ON CONFLICT {{conflict}}"
 WRITE_ROW = "(:s, :ns, :id, :t{n}, :i{n}, :c{n}, :y{n}, :p{n}, :v{n})"
 WRITES_REPLACE = (
@@ -1914,6 +1923,23 @@ class SqlStore(RecallStore, InspectableStore):
             return copied
 
         return self._write(work, lock=target_id)
+
+    def rewrite_checkpoints(self, session_id: str, rows: Sequence[CheckpointRow]) -> None:
+        checkpoints, writes = [], []
+        for row in rows:
+            key = {"s": session_id, "ns": row.checkpoint_ns, "id": row.checkpoint_id}
+            checkpoints.append({**key, "type": row.type, "value": row.checkpoint})
+            writes += [{**key, "task": w.task_id, "idx": w.idx, "type": w.type, "value": w.value} for w in row.writes]
+        if not rows:
+            return
+        rewrite_checkpoint, rewrite_write = self.compile(REWRITE_CHECKPOINT), self.compile(REWRITE_WRITE)
+
+        def work(conn: Any) -> None:
+            self._execute_many(conn, rewrite_checkpoint, checkpoints)
+            if writes:
+                self._execute_many(conn, rewrite_write, writes)
+
+        self._write(work, lock=session_id)
 
     def delete_checkpoint_runs(self, namespace: str, run_ids: Sequence[str]) -> int:
         runs = list(dict.fromkeys(run_ids))

@@ -235,6 +235,42 @@ def test_removing_a_session_removes_its_checkpoints(make_manager, drive):
     assert result.counts.checkpoints == 1 and cp.get("u") is None
 
 
+def _erase_marked(kind: str, data: bytes, ids: frozenset[str]) -> tuple[str, bytes] | None:
+    """A saver's rewrite of these tests: a value naming an erased id loses it."""
+    kept = data
+    for message_id in ids:
+        kept = kept.replace(message_id.encode(), b"")
+    return None if kept == data else ("erased-" + kind, kept)
+
+
+def test_erasing_messages_takes_them_out_of_the_threads_checkpoints_first(make_manager, drive):
+    m = make_manager()
+    cp = _checkpoints(drive, m)
+    for n, parent in ((0, None), (1, "0000-root"), (LIST_PAGE + 1, "0001-root")):
+        name = f"{n:04d}-root"
+        cp.put(CheckpointRow("t", "", name, parent, "bytes", f"state with u2 at {n}".encode(), "{}"), run_id="r1")
+    for n in range(2, LIST_PAGE + 1):  # more than a page: every page is rewritten
+        cp.put(CheckpointRow("t", "sub", f"{n:04d}-sub", None, "bytes", b"u2 in a subgraph", "{}"))
+    cp.put_writes("t", "", "0001-root", [CheckpointWrite("a", 0, "messages", "bytes", b"write of u2")])
+    cp.put_writes("t", "", "0001-root", [CheckpointWrite("a", 1, "other", "bytes", b"nothing to erase")])
+    _chain(cp, "other", 1)
+    m.append("t", msg("u1", "hello"))
+    m.append("t", msg("u2", "my password is hunter2"))
+    with pytest.raises(ConflictError, match="SessionSaver.erase_messages"):  # no saver's rewrite: refused
+        m.erase_messages("t", ["u2"])
+    assert m.get_message_count("t") == 2 and b"u2" in cp.get("t", "", "0001-root").checkpoint
+    result = cp.erase_messages("t", ["u2"], _erase_marked)
+    assert result.counts.messages == 1 and m.get_message_count("t") == 1
+    rows = _listed(cp, "t")
+    assert len(rows) == LIST_PAGE + 2 and all(b"u2" not in row.checkpoint for row in rows)
+    assert {row.type for row in rows} == {"erased-bytes"}
+    first = cp.get("t", "", "0001-root")
+    writes = {write.idx: (write.type, write.value) for write in first.writes}
+    assert writes == {0: ("erased-bytes", b"write of "), 1: ("bytes", b"nothing to erase")}
+    assert cp.delete_runs(["r1"]) == 3  # the run each checkpoint was made by is kept
+    assert cp.get("other").checkpoint == b"state of other//0000-root"
+
+
 def test_copy_thread_keeps_ids_writes_namespaces_and_leaves_the_source(make_manager, drive):
     m = make_manager()
     cp = _checkpoints(drive, m)
