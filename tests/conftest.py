@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import settings
 
 from sessions_core.testing.items import clock  # noqa: F401  (the items' clock, for every test of expiry)
+
+from .postgres import require_postgres, temporary_schema
 
 # CI runs the property tests on a fixed seed (``.ci/run`` sets the profile), so that a submission
 # is judged on the examples it was tested with; a local run draws new ones, and a failure found
@@ -33,3 +36,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             f"documentation: {len(snippets())} Python blocks of README.md and docs/, each run alone:"
             f" {outcomes['passed']} passed, {outcomes['failed']} failed, {outcomes['skipped']} skipped"
         )
+
+
+@pytest.fixture
+def schema():
+    """A PostgreSQL schema of its own for the test, dropped after it (skipped without a server)."""
+    require_postgres()
+    with temporary_schema() as name:
+        yield name

@@ -13,13 +13,6 @@ from sessions_core import Session, SessionManager, StoreError
 from .postgres import postgres_url, require_postgres, round_trips, temporary_schema
 
 
-@pytest.fixture
-def schema():
-    require_postgres()
-    with temporary_schema() as name:
-        yield name
-
-
 def _store(schema, **options):
     from sessions_core.stores.postgres import PostgresStore
 

@@ -16,14 +16,7 @@ import pytest
 from sessions_core import Session, SessionManager, StoreError, StoreUnavailableError
 
 from .helpers import msg
-from .postgres import postgres_url, require_postgres, temporary_schema
-
-
-@pytest.fixture
-def schema():
-    require_postgres()
-    with temporary_schema() as name:
-        yield name
+from .postgres import postgres_url, require_postgres
 
 
 def _url(**parts: str) -> str:

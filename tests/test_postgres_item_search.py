@@ -8,20 +8,12 @@ from __future__ import annotations
 import threading
 
 import psycopg
-import pytest
 
 from sessions_core.fts import tsvector_literal
 from sessions_core.items import ItemPut, Items
 from sessions_core.stores import postgres as postgres_module
 
-from .postgres import postgres_url, require_postgres, temporary_schema
-
-
-@pytest.fixture
-def schema():
-    require_postgres()
-    with temporary_schema() as name:
-        yield name
+from .postgres import postgres_url
 
 
 def _store(schema):

@@ -10,18 +10,9 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
 from sessions_core.items import ItemPut, Items
 
-from .postgres import postgres_url, require_postgres, temporary_schema
-
-
-@pytest.fixture
-def schema():
-    require_postgres()
-    with temporary_schema() as name:
-        yield name
+from .postgres import postgres_url
 
 
 def _store(schema):

@@ -15,15 +15,8 @@ import pytest
 from sessions_core import InvalidInputError, Session, StoreError
 
 from .helpers import msg
-from .postgres import postgres_url, require_postgres, temporary_schema
+from .postgres import postgres_url, require_postgres
 from .test_postgres_faults import _Proxy, _store, _url
-
-
-@pytest.fixture
-def schema():
-    require_postgres()
-    with temporary_schema() as name:
-        yield name
 
 
 class _FreezingProxy(_Proxy):
