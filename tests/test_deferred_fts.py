@@ -239,6 +239,9 @@ def test_a_read_only_reader_analyses_the_waiting_items_and_writes_nothing(tmp_pa
         "late",
     }
     assert indexed_up_to(path, "store_items") == 0
+    store.search(("memories",), query="kestrel")  # the writer indexes them
+    assert indexed_up_to(path, "store_items") > 0
+    assert [item.key for item in reader.search(("memories",), query="kestrel run", limit=1)] == ["rare"]
     reader.close()
     store.close()
     check_indexes(path)

@@ -946,6 +946,8 @@ class SqliteStore(SqlStore):
         ``CATCH_UP`` rows each left)."""
         waiting = self._read(lambda conn: conn.execute(_WAITING[source]).fetchone())
         if waiting is None:
+            if source == _ANALYSED_WHEN_INDEXED:
+                self._waiting_terms = {}  # indexed since: their terms are in the table
             return (f"{source}_fts",)
         if not self.read_only:
             self._write(lambda conn: _index_waiting(conn, source))
