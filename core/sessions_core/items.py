@@ -159,6 +159,11 @@ _encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=_jsonabl
 """``json.dumps`` with these options, without making an encoder per value."""
 
 
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+"""A NUL character in JSON text: ``\\u0000`` after an even number of backslashes (after an odd
+number it is a string's own backslash followed by the text ``u0000``)."""
+
+
 def _dump(value: Mapping[str, Any], key: str) -> str:
     if not isinstance(value, Mapping):
         raise InvalidInputError(f"the value of item {key!r} is a mapping, not {type(value).__name__}")
@@ -167,7 +172,7 @@ def _dump(value: Mapping[str, Any], key: str) -> str:
     except (TypeError, ValueError) as error:
         raise InvalidInputError(f"the value of item {key!r} is not storable as JSON: {error}") from error
     check_text(text, f"the value of item {key!r}")
-    if "\\u0000" in text:
+    if "\\u0000" in text and _NUL_ESCAPE.search(text):
         raise InvalidInputError(f"the value of item {key!r} holds a NUL character")
     return text
 
@@ -214,7 +219,7 @@ def _dump_plain(value: Mapping[str, Any], key: str) -> str:
         text = _orjson.dumps(value).decode()
     except TypeError:  # a lone surrogate: refused as _dump refuses it
         return _dump(value, key)
-    if "\\u0000" in text:
+    if "\\u0000" in text and _NUL_ESCAPE.search(text):
         raise InvalidInputError(f"the value of item {key!r} holds a NUL character")
     return text
 
