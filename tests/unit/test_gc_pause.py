@@ -147,7 +147,9 @@ def test_objects_the_host_froze_stay_frozen():
         session = Session().for_session("s")
         session.append_messages([{"id": f"m{i}", "role": "user", "parts": []} for i in range(50)])
         assert len(session.get_history()) == 50
-        assert gc.get_freeze_count() == frozen
+        # Not released (gc.unfreeze() would empty it) nor added to; a frozen object may still be
+        # freed meanwhile (another thread, a cache dropping an entry), one less each.
+        assert frozen - 100 <= gc.get_freeze_count() <= frozen
         assert gc.get_threshold() == HOST_THRESHOLDS
     finally:
         gc.unfreeze()
