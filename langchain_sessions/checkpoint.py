@@ -12,7 +12,7 @@ import dataclasses
 import json
 import random
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
@@ -35,6 +35,7 @@ from langgraph.types import Interrupt, Send
 
 from sessions_core import EraseResult, InvalidInputError, PIIRedactor, SessionManager
 from sessions_core.integration import (
+    CheckpointRewrite,
     CheckpointRow,
     Checkpoints,
     CheckpointWrite,
@@ -335,7 +336,7 @@ class SessionSaver(BaseCheckpointSaver[str]):
         rewrite = self._eraser(str(thread_id), wanted)
         return self.checkpoints.erase_messages(str(thread_id), wanted, rewrite, vacuum=vacuum)
 
-    def _eraser(self, thread_id: str, ids: Sequence[str]) -> Callable[[str, bytes, frozenset[str]], Any]:
+    def _eraser(self, thread_id: str, ids: Sequence[str]) -> CheckpointRewrite:
         """How each serialised value of the thread loses the messages ``ids``: by id, and the
         graph's input before it got an id (the same type and content as an erased message)."""
         session = self.manager.get_session(thread_id)

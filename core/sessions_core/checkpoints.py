@@ -21,7 +21,7 @@ from ._time import now_us
 from .branching import ensure_session
 from .errors import ConflictError, InvalidInputError, UnsupportedOperationError
 from .models import SessionEvent
-from .retention import CheckpointRewrite, EraseResult, has_checkpoints, rewrite_checkpoints
+from .retention import CheckpointRewrite, EraseResult
 from .stores.base import (
     CheckpointQuery,
     CheckpointRow,
@@ -45,8 +45,6 @@ __all__ = [
     "CheckpointWrite",
     "Checkpoints",
     "checkpoint_store",
-    "has_checkpoints",
-    "rewrite_checkpoints",
 ]
 
 

@@ -27,7 +27,7 @@ framework-neutral and behaves the same for every adapter:
 
 from ._async import async_twin, prefer_async, run_in_thread
 from .branching import Registration, ensure_session, raw_history, set_active_history, soft_reset
-from .checkpoints import CheckpointRow, Checkpoints, CheckpointWrite
+from .checkpoints import CheckpointRewrite, CheckpointRow, Checkpoints, CheckpointWrite
 from .items import FILTER_OPERATORS, ItemPut, Items, ItemVersion, StoredItem
 from .messages import COMPACTION_ID_PREFIX, file_data_text, is_marker, is_tool_ui_type
 from .overlays import is_summary_id, plan_overlays, summary_id
@@ -51,6 +51,7 @@ __all__ = [
     "ItemVersion",
     "Items",
     "StoredItem",
+    "CheckpointRewrite",
     "CheckpointRow",
     "CheckpointWrite",
     "Checkpoints",

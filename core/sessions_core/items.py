@@ -164,6 +164,13 @@ _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 number it is a string's own backslash followed by the text ``u0000``)."""
 
 
+def _no_nul(text: str, key: str) -> str:
+    """``text``, the JSON of item ``key``'s value, unless it holds a NUL character."""
+    if "\\u0000" in text and _NUL_ESCAPE.search(text):
+        raise InvalidInputError(f"the value of item {key!r} holds a NUL character")
+    return text
+
+
 def _dump(value: Mapping[str, Any], key: str) -> str:
     if not isinstance(value, Mapping):
         raise InvalidInputError(f"the value of item {key!r} is a mapping, not {type(value).__name__}")
@@ -172,9 +179,7 @@ def _dump(value: Mapping[str, Any], key: str) -> str:
     except (TypeError, ValueError) as error:
         raise InvalidInputError(f"the value of item {key!r} is not storable as JSON: {error}") from error
     check_text(text, f"the value of item {key!r}")
-    if "\\u0000" in text and _NUL_ESCAPE.search(text):
-        raise InvalidInputError(f"the value of item {key!r} holds a NUL character")
-    return text
+    return _no_nul(text, key)
 
 
 _INT64 = 1 << 63
@@ -219,9 +224,7 @@ def _dump_plain(value: Mapping[str, Any], key: str) -> str:
         text = _orjson.dumps(value).decode()
     except TypeError:  # a lone surrogate: refused as _dump refuses it
         return _dump(value, key)
-    if "\\u0000" in text and _NUL_ESCAPE.search(text):
-        raise InvalidInputError(f"the value of item {key!r} holds a NUL character")
-    return text
+    return _no_nul(text, key)
 
 
 def value_text(value: Any) -> str:

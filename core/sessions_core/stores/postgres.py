@@ -187,13 +187,10 @@ _PUT_ITEM = PUT_ITEMS.replace(
 25 µs of the statement's 165)."""
 _WAITING_ITEMS = "SELECT seq, waiting_text FROM store_items WHERE {under} AND waiting_text IS NOT NULL"
 _INDEX_ITEMS = """
+    WITH w AS (SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS w(seq bigint, text text, terms text)),
+    locked AS (SELECT seq FROM store_items WHERE seq IN (SELECT seq FROM w) ORDER BY prefix, key FOR UPDATE)
     UPDATE store_items i SET search_terms = CAST(w.terms AS tsvector), waiting_text = NULL
-    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS w(seq bigint, text text, terms text)
-    WHERE i.seq = w.seq AND i.waiting_text = w.text AND i.seq IN (
-        SELECT seq FROM store_items
-        WHERE seq IN (SELECT seq FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS l(seq bigint))
-        ORDER BY prefix, key FOR UPDATE
-    )
+    FROM w WHERE i.seq = w.seq AND i.waiting_text = w.text AND i.seq IN (SELECT seq FROM locked)
 """
 """The waiting items' terms (migration 0015), each item still holding the text they analyse (a
 put since then makes it wait again), locked in key order as every writer of items locks them."""

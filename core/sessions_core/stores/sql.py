@@ -1925,13 +1925,13 @@ class SqlStore(RecallStore, InspectableStore):
         return self._write(work, lock=target_id)
 
     def rewrite_checkpoints(self, session_id: str, rows: Sequence[CheckpointRow]) -> None:
+        if not rows:
+            return
         checkpoints, writes = [], []
         for row in rows:
             key = {"s": session_id, "ns": row.checkpoint_ns, "id": row.checkpoint_id}
             checkpoints.append({**key, "type": row.type, "value": row.checkpoint})
             writes += [{**key, "task": w.task_id, "idx": w.idx, "type": w.type, "value": w.value} for w in row.writes]
-        if not rows:
-            return
         rewrite_checkpoint, rewrite_write = self.compile(REWRITE_CHECKPOINT), self.compile(REWRITE_WRITE)
 
         def work(conn: Any) -> None:

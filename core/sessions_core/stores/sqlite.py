@@ -99,10 +99,9 @@ _FTS_SOURCES = {
 }
 """The tables with a keyword index (``<table>_fts``), and its columns."""
 _FTS_TABLES = tuple(f"{source}_fts" for source in _FTS_SOURCES)
-_WAITING = {
-    source: f"SELECT 1 FROM {source} WHERE seq > (SELECT seq FROM fts_indexed WHERE source = '{source}') LIMIT 1"
-    for source in _FTS_SOURCES
-}
+_ABOVE_MARK = {source: f"seq > (SELECT seq FROM fts_indexed WHERE source = '{source}')" for source in _FTS_SOURCES}
+"""The rows of each table that wait for its keyword index (migration 0015)."""
+_WAITING = {source: f"SELECT 1 FROM {source} WHERE {above} LIMIT 1" for source, above in _ABOVE_MARK.items()}
 """A row when rows of the table wait for its keyword index (migration 0015)."""
 _INDEXED_BY_WRITES = ("session_messages", "search_entries")
 """The tables whose waiting rows a write indexes (``CATCH_UP``): an item waits for a search."""
@@ -973,7 +972,7 @@ class SqliteStore(SqlStore):
             else:
                 conn.execute(
                     f"INSERT INTO waiting_{source}_fts (rowid, {columns}) SELECT seq, {columns} FROM {source}"
-                    f" WHERE seq > (SELECT seq FROM fts_indexed WHERE source = '{source}') AND search_terms <> ''"
+                    f" WHERE {_ABOVE_MARK[source]} AND search_terms <> ''"
                 )
             self._waiting_built[source] = (conn, version)
 
@@ -1140,8 +1139,7 @@ def _waiting_texts(conn: sqlite3.Connection, source: str) -> list[tuple[int, str
     """The ``(seq, text)`` of the rows of ``source`` (``_ANALYSED_WHEN_INDEXED``) that wait
     for its keyword index and have a text to analyse."""
     return conn.execute(
-        f"SELECT seq, search_terms FROM {source}"
-        f" WHERE seq > (SELECT seq FROM fts_indexed WHERE source = '{source}') AND search_terms <> ''"
+        f"SELECT seq, search_terms FROM {source} WHERE {_ABOVE_MARK[source]} AND search_terms <> ''"
     ).fetchall()
 
 
