@@ -2,8 +2,9 @@
 of an item is its version, a TTL refresh is none, a re-insert racing a deletion is numbered
 after it, and items versioned by the earlier row trigger keep their numbering. The current
 version lives in the item's row only (migration 13, as SQLite's 0016): a first put writes one
-row, and the history reads the same. The triggers probe before they write (migration 14): the
-same versions."""
+row, and the history reads the same. The triggers probe before they write (migration 14), and a
+replaced version is archived by a row trigger that a put of a new key does not fire (migration
+16): the same versions."""
 
 from __future__ import annotations
 
@@ -107,6 +108,26 @@ def test_items_versioned_by_the_row_trigger_keep_their_numbers_after_the_migrati
         assert _versions(items, "k") == [(3, {"n": 3}), (2, {"n": 2}), (1, {"n": 1})]
     finally:
         store.close()
+
+
+def test_a_replaced_version_is_archived_by_a_row_trigger_with_a_condition(schema):
+    """An upsert fires its UPDATE statement triggers even when it inserted every row: the archive
+    is a row trigger, called only for a row whose version changed."""
+    import psycopg
+
+    store = _store(schema)
+    try:
+        Items(store).put(("c",), "k", {"n": 1})
+    finally:
+        store.close()
+    with psycopg.connect(postgres_url(), autocommit=True) as conn:
+        triggers = conn.execute(
+            "SELECT t.tgname, t.tgtype & 1 = 1, t.tgqual IS NOT NULL FROM pg_trigger t"
+            " JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relname = 'store_items' AND NOT t.tgisinternal ORDER BY t.tgname",
+            (schema,),
+        ).fetchall()
+    assert ("store_items_version_update", True, True) in triggers
 
 
 def _kept_rows(schema, key):
