@@ -131,22 +131,7 @@ def ensure_session(manager: Any, session_id: str, *, name: str | None = None) ->
     info = manager.get(session_id)
     if info is not None:
         return info
-    moment = now_us()
-    row = SessionRow(
-        manager.namespace,
-        session_id,
-        manager.storage_id(session_id),
-        name or session_id,
-        None,
-        None,
-        None,
-        0,
-        0,
-        0.0,
-        None,
-        moment,
-        moment,
-    )
+    row = SessionRow.new(manager.namespace, session_id, manager.storage_id(session_id), name or session_id, now_us())
     try:
         manager.store.register_session(row)
     except Exception:

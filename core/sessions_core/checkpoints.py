@@ -1,12 +1,13 @@
 """LangGraph-style checkpoints whose threads are a manager's sessions (framework-neutral).
 
 A thread id is a session id of the manager's namespace: the first checkpoint of a thread
-registers its session (so ``list_sessions`` and ``session_search`` see it; checked once per
-thread and ``Checkpoints``, again after the manager reports the session cleared), the session's
-messages are what the framework's memory stores (the checkpoints keep the graph's state, as
-bytes its saver serialised), and removing the session removes its checkpoints. The store needs
-the optional ``CheckpointStore`` capability. Past a thread's first write, every method does one
-store call, and the reads and the checkpoint write are one statement each.
+registers its session in the checkpoint's own transaction (so ``list_sessions`` and
+``session_search`` see it; once per thread and ``Checkpoints``, again after the manager reports
+the session cleared), the session's messages are what the framework's memory stores (the
+checkpoints keep the graph's state, as bytes its saver serialised), and removing the session
+removes its checkpoints. The store needs the optional ``CheckpointStore`` capability. Every
+method does one store call, and the reads and the checkpoint write past a thread's first are one
+statement each.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .stores.base import (
     CheckpointRow,
     CheckpointStore,
     CheckpointWrite,
+    SessionRow,
     Store,
     supports,
 )
@@ -130,11 +132,16 @@ class Checkpoints(AsyncTwins, CheckpointsTwins):
         """Store a checkpoint of ``row.thread_id`` (registering its session on the first one),
         replacing one with the same ids; ``row.writes`` are ignored (see :meth:`put_writes`).
         ``run_id``: the run that made it (:meth:`delete_runs`)."""
-        session_id = self.storage_id(row.thread_id)
+        thread_id = row.thread_id
+        session_id = self.storage_id(thread_id)
         check_text(row.checkpoint_ns, "checkpoint_ns")
         check_text(row.checkpoint_id, "checkpoint_id")
-        self._register(row.thread_id)
-        self.store.put_checkpoint(session_id, self.namespace, row, run_id=run_id, created_at_us=now_us())
+        moment = now_us()
+        first = thread_id not in self._registered
+        session = SessionRow.new(self.namespace, thread_id, session_id, thread_id, moment) if first else None
+        self.store.put_checkpoint(session_id, self.namespace, row, run_id=run_id, created_at_us=moment, session=session)
+        if first:
+            _remember(self._registered, thread_id, None)
 
     @io
     def put_writes(

@@ -1,7 +1,7 @@
-"""``Checkpoints`` reads the registry for a thread only the first time it writes to it, and
-keeps doing so past 4,096 threads (it cleared its whole memory of them then, so most puts
-among 10,000 threads read the registry again); when full it forgets the first thread it
-remembered, no other."""
+"""``Checkpoints`` registers a thread's session (with its checkpoint, in one transaction) only
+the first time it writes to it, and keeps doing so past 4,096 threads (it cleared its whole
+memory of them then, so most puts among 10,000 threads read the registry again); when full it
+forgets the first thread it remembered, no other."""
 
 from __future__ import annotations
 
@@ -17,14 +17,26 @@ def _row(thread_id: str, checkpoint_id: str) -> CheckpointRow:
     return CheckpointRow(thread_id, "", checkpoint_id, None, "msgpack", b"state", "{}")
 
 
+def _registrations(manager: SessionManager, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The threads whose put asks the store to register their session, from now on."""
+    registered: list[str] = []
+    put = manager.store.put_checkpoint
+
+    def spy(session_id: str, namespace: str, row: CheckpointRow, **options: object) -> None:
+        if options.get("session") is not None:
+            registered.append(row.thread_id)
+        put(session_id, namespace, row, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(manager.store, "put_checkpoint", spy)
+    return registered
+
+
 def test_a_known_thread_is_not_looked_up_again_past_4096_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     manager = SessionManager(":memory:")
     checkpoints = Checkpoints(manager)
     for n in range(5000):
         checkpoints.put(_row(f"t-{n}", "c1"))
-    lookups: list[str] = []
-    ensure = checkpoints_module.ensure_session
-    monkeypatch.setattr(checkpoints_module, "ensure_session", lambda m, t: (lookups.append(t), ensure(m, t))[1])
+    lookups = _registrations(manager, monkeypatch)
     for n in range(5000):
         checkpoints.put(_row(f"t-{n}", "c2"))
     assert lookups == []
@@ -38,9 +50,7 @@ def test_a_full_memory_forgets_the_first_thread_only(monkeypatch: pytest.MonkeyP
     checkpoints = Checkpoints(manager)
     for thread_id in ("a", "b", "c", "d"):
         checkpoints.put(_row(thread_id, "c1"))
-    lookups: list[str] = []
-    ensure = checkpoints_module.ensure_session
-    monkeypatch.setattr(checkpoints_module, "ensure_session", lambda m, t: (lookups.append(t), ensure(m, t))[1])
+    lookups = _registrations(manager, monkeypatch)
     for thread_id in ("b", "c", "d", "a"):
         checkpoints.put(_row(thread_id, "c2"))
     assert lookups == ["a"]
@@ -55,4 +65,17 @@ def test_a_cleared_session_is_registered_again() -> None:
     assert manager.get("t") is None
     checkpoints.put(_row("t", "c2"))
     assert manager.get("t") is not None
+    manager.close()
+
+
+def test_a_first_checkpoint_reads_nothing_before_its_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The registration is part of the checkpoint's write: no registry read, no second write."""
+    manager = SessionManager(":memory:")
+    checkpoints = Checkpoints(manager)
+    calls: list[str] = []
+    for name in ("get_session_row", "register_session"):
+        method = getattr(manager.store, name)
+        monkeypatch.setattr(manager.store, name, lambda *a, _n=name, _m=method, **k: (calls.append(_n), _m(*a, **k))[1])
+    checkpoints.put(_row("t", "c1"))
+    assert calls == [] and manager.get("t") is not None
     manager.close()

@@ -194,6 +194,11 @@ class SessionRow(NamedTuple):
     created_at_us: int
     updated_at_us: int
 
+    @classmethod
+    def new(cls, namespace: str, session_id: str, storage_id: str, name: str, moment_us: int) -> SessionRow:
+        """A session registered now: no parent, model, source, usage or end."""
+        return cls(namespace, session_id, storage_id, name, None, None, None, 0, 0, 0.0, None, moment_us, moment_us)
+
 
 SESSION_COLUMNS = (
     "namespace",
@@ -912,10 +917,19 @@ class CheckpointStore(RequiredStore):
     checkpoints and writes."""
 
     def put_checkpoint(
-        self, session_id: str, namespace: str, row: CheckpointRow, *, run_id: str | None, created_at_us: int
+        self,
+        session_id: str,
+        namespace: str,
+        row: CheckpointRow,
+        *,
+        run_id: str | None,
+        created_at_us: int,
+        session: SessionRow | None = None,
     ) -> None:
         """Store ``row`` (its ``writes`` are ignored) in one statement, replacing a checkpoint
-        stored under the same key (its writes are kept)."""
+        stored under the same key (its writes are kept). With ``session`` (a thread's first
+        checkpoint), first register that session in the same transaction unless its namespace
+        already has a session of its id (``SessionRegistry``)."""
         _refuse(self, "CheckpointStore", "put_checkpoint")
 
     def put_checkpoint_writes(

@@ -400,6 +400,7 @@ _SESSION_FIELDS = ", ".join(SESSION_COLUMNS)
 REGISTER_SESSION = (
     f"INSERT INTO sessions ({_SESSION_FIELDS}) VALUES ({', '.join(':' + name for name in SESSION_COLUMNS)})"
 )
+REGISTER_SESSION_IF_NEW = REGISTER_SESSION + " ON CONFLICT (namespace, id) DO NOTHING"
 GET_SESSION = f"SELECT {_SESSION_FIELDS} FROM sessions WHERE namespace = :ns AND id = :id"
 LIST_SESSIONS = f"SELECT {_SESSION_FIELDS} FROM sessions WHERE namespace = :ns ORDER BY updated_at DESC, {{rowid}} DESC"
 UPDATE_SESSION = """
@@ -1739,7 +1740,14 @@ class SqlStore(RecallStore, InspectableStore):
     # -- LangGraph checkpoints -------------------------------------------------------------
 
     def put_checkpoint(
-        self, session_id: str, namespace: str, row: CheckpointRow, *, run_id: str | None, created_at_us: int
+        self,
+        session_id: str,
+        namespace: str,
+        row: CheckpointRow,
+        *,
+        run_id: str | None,
+        created_at_us: int,
+        session: SessionRow | None = None,
     ) -> None:
         sql = self._put_checkpoint
         params = self._bind_checkpoint(
@@ -1757,7 +1765,16 @@ class SqlStore(RecallStore, InspectableStore):
                 row.checkpoint,
             )
         )
-        self._single(lambda conn: conn.execute(sql, params), write=True)
+        if session is None:
+            self._single(lambda conn: conn.execute(sql, params), write=True)
+            return
+        register, registered = self.compile(REGISTER_SESSION_IF_NEW), dict(zip(SESSION_COLUMNS, session))
+
+        def work(conn: Any) -> None:
+            conn.execute(register, registered)
+            conn.execute(sql, params)
+
+        self._write(work)
 
     def put_checkpoint_writes(
         self,

@@ -523,7 +523,7 @@ class SqliteStore(SqlStore):
                 before = conn.total_changes
                 if one_statement:
                     result = work(conn)
-                    if self._catch_up_due(conn, before):
+                    if self._catch_up_due(conn, before) and _waits(conn):
                         with self._transaction():
                             _catch_up(conn)
                     return result
@@ -1126,6 +1126,12 @@ def _best(results: Iterable[list[Any]]) -> list[Any]:
     if len(found) > 1:
         found.sort(key=itemgetter(-1))
     return [row[:-1] for row in found]
+
+
+def _waits(conn: sqlite3.Connection) -> bool:
+    """Whether rows of ``_INDEXED_BY_WRITES`` wait for their keyword index (read outside a
+    transaction: a write takes the write lock only when some do)."""
+    return any(conn.execute(_WAITING[source]).fetchone() is not None for source in _INDEXED_BY_WRITES)
 
 
 def _catch_up(conn: sqlite3.Connection, sources: tuple[str, ...] = _INDEXED_BY_WRITES) -> None:

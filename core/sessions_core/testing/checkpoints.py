@@ -137,6 +137,16 @@ def test_a_thread_is_a_session_of_the_managers_namespace(make_manager, drive, ba
         m.rename("user-42", "Ada's chat")
         _chain(cp, "user-42", 3)
         assert m.get("user-42").name == "Ada's chat"
+        # So it does when the thread's first checkpoint of a new Checkpoints registers it.
+        before = m.get("user-42")
+        _chain(_checkpoints(drive, m), "user-42", 1, ns="again")
+        info = m.get("user-42")
+        assert (info.name, info.created_at) == ("Ada's chat", before.created_at)
+        assert sorted(info.id for info in m.list_sessions()) == ["a:b", "user-42"]
+        # A session removed since its thread's first checkpoint is registered again by the next.
+        m.delete("a:b")
+        _chain(cp, "a:b", 1)
+        assert m.get("a:b") is not None and [row.thread_id for row in _listed(cp, "a:b")] == ["a:b"]
     finally:
         store.close()
 
