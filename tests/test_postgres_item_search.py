@@ -126,3 +126,37 @@ def test_searches_and_batches_at_once_never_deadlock_and_find_every_item(schema,
         assert all(waiting is None for _terms, waiting in _rows(schema).values())
     finally:
         store.close()
+
+
+def _read_only_store(schema):
+    """A store whose server refuses every write, as a hot standby does."""
+    url = postgres_url()
+    options = "options=-c%20default_transaction_read_only%3Don"
+    return postgres_module.PostgresStore(f"{url}{'&' if '?' in url else '?'}{options}", schema=schema, max_size=2)
+
+
+def test_a_read_only_server_opens_the_schema_and_finds_waiting_items_without_writing(schema):
+    """A read-only role or server cannot index what waits: its search analyses the waiting items
+    under the prefix for itself and ranks them with the indexed ones, and they wait on."""
+    store = _store(schema)
+    try:
+        items = Items(store)
+        items.put(("a", "u"), "indexed", {"content": "kestrels hunting over the field"})
+        assert _matched(items, ("a",), "kestrels") == {"indexed"}
+        items.put(("a", "u"), "waiting", {"content": "two kestrels nest in the tower"})
+        items.put(("a", "u"), "other", {"content": "falcons nest in the tower"})
+        items.put(("b", "u"), "elsewhere", {"content": "kestrels elsewhere"})
+        before = _rows(schema)
+        reader = _read_only_store(schema)  # set up as is: the schema is current, so only read
+        try:
+            found = [(item.key, item.score) for item in Items(reader).search(("a",), query="kestrels nest", limit=10)]
+            assert _rows(schema) == before  # nothing written: the items still wait
+            assert found[0][0] == "waiting" and {key for key, _ in found} == {"waiting", "indexed", "other"}
+            assert _matched(Items(reader), ("a",), '"nest in the tower"') == {"waiting", "other"}
+        finally:
+            reader.close()
+        # The writer's search indexes them, and ranks them as the reader did.
+        assert [(item.key, item.score) for item in items.search(("a",), query="kestrels nest", limit=10)] == found
+        assert _rows(schema)["a.u/waiting"][1] is None
+    finally:
+        store.close()

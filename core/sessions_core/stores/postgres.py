@@ -194,6 +194,13 @@ _INDEX_ITEMS = """
 """
 """The waiting items' terms (migration 0015), each item still holding the text they analyse (a
 put since then makes it wait again), locked in key order as every writer of items locks them."""
+_ANALYSED_MATCHING = (
+    "SELECT a.seq FROM jsonb_to_recordset(CAST(:analysed AS jsonb)) AS a(seq bigint, terms text)"
+    " WHERE CAST(a.terms AS tsvector) @@ CAST(w.q AS tsquery)"
+)
+"""The rows of ``SearchScope.analysed`` that a word's query matches."""
+_CANNOT_WRITE = (psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.InsufficientPrivilege)
+"""What a server says to a write it does not allow: a hot standby, a read-only role or setting."""
 _ITEM_ROW_KEYS = tuple(f'"{column}":' for column in ITEM_ROW_COLUMNS)
 _json_string = json.encoder.encode_basestring_ascii
 
@@ -892,23 +899,30 @@ class PostgresStore(SqlStore):
 
     def setup(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Create or migrate the schema (under an advisory lock on the schema: many processes may
-        run it at once), then index the rows a migration left unindexed (``progress(done, total)``)."""
+        run it at once), then index the rows a migration left unindexed (``progress(done, total)``).
+        A schema already current is only read: a read-only role or server opens it."""
         try:
             with self._borrow() as conn:
-                with conn.transaction():
-                    conn.execute("SET LOCAL statement_timeout = 0")  # a migration may take long
-                    conn.execute(_LOCK, (self.schema, _SETUP_LOCK))
-                    conn.execute(_query(f"CREATE SCHEMA IF NOT EXISTS {_quote(self.schema)}"))
-                    version = _version(conn, self.schema)
-                    if version > len(MIGRATIONS):
-                        raise StoreError(f"{self!r}: schema version {version} is newer than this library knows")
-                    for script in _qualified(list(MIGRATIONS[version:]), self.schema):
-                        conn.execute(_query(script))
+                if _version(conn, self.schema) != len(MIGRATIONS):
+                    self._migrate(conn)
         except psycopg.Error as error:
             raise StoreError(f"{self!r}: setup failed: {error}") from error
         self._ready = True
         self._backfill_search_terms(progress)
         self._anchor_all_overlays()
+
+    def _migrate(self, conn: psycopg.Connection) -> None:
+        """Create the schema and apply the migrations it lacks, in one transaction under the
+        schema's setup lock."""
+        with conn.transaction():
+            conn.execute("SET LOCAL statement_timeout = 0")  # a migration may take long
+            conn.execute(_LOCK, (self.schema, _SETUP_LOCK))
+            conn.execute(_query(f"CREATE SCHEMA IF NOT EXISTS {_quote(self.schema)}"))
+            version = _version(conn, self.schema)
+            if version > len(MIGRATIONS):
+                raise StoreError(f"{self!r}: schema version {version} is newer than this library knows")
+            for script in _qualified(list(MIGRATIONS[version:]), self.schema):
+                conn.execute(_query(script))
 
     def close(self) -> None:
         if self._watchdog is not None:
@@ -1154,10 +1168,11 @@ class PostgresStore(SqlStore):
         params: dict[str, Any] = {"qs": [tsquery_literal((words[i],)) for i in wanted], "n": n}
         if scope.items_under is not None:
             where, bounds = item_under(*scope.items_under)
-            rows_sql = (
-                f"SELECT seq FROM store_items WHERE {where} AND search_terms @@ CAST(w.q AS tsquery)"
-                " ORDER BY seq DESC LIMIT :n"
-            )
+            rows_sql = f"SELECT seq FROM store_items WHERE {where} AND search_terms @@ CAST(w.q AS tsquery)"
+            if scope.analysed:
+                rows_sql = f"SELECT seq FROM ({rows_sql} UNION ALL {_ANALYSED_MATCHING}) AS matched"
+                params["analysed"] = json.dumps([{"seq": seq, "terms": terms} for seq, terms in scope.analysed])
+            rows_sql += " ORDER BY seq DESC LIMIT :n"
             params.update(bounds)
         elif scope.entries_of is not None:
             rows_sql = (
@@ -1217,14 +1232,22 @@ class PostgresStore(SqlStore):
         self._statistics = (now, frequencies, rows)
         return frequencies, rows
 
-    def _index_waiting_items(self, namespace: str, under: str) -> None:
+    def _index_waiting_items(self, namespace: str, under: str) -> tuple[tuple[int, str], ...]:
         where, params = item_under(namespace, under)
         waiting = self._all(_WAITING_ITEMS.replace("{under}", where), params)
         if not waiting:
-            return
-        rows = json.dumps([{"seq": seq, "text": text, "terms": tsvector_literal(text)} for seq, text in waiting])
+            return ()
+        analysed = tuple((seq, tsvector_literal(text)) for seq, text in waiting)
+        texts = dict(waiting)
+        rows = json.dumps([{"seq": seq, "text": texts[seq], "terms": terms} for seq, terms in analysed])
         sql = self.compile(_INDEX_ITEMS)
-        self._write(lambda conn: conn.execute(_query(sql), {"rows": rows}))
+        try:
+            self._write(lambda conn: conn.execute(_query(sql), {"rows": rows}))
+        except StoreError as error:
+            if not isinstance(error.__cause__, _CANNOT_WRITE):
+                raise
+            return analysed  # a read-only role or server: this search matches them as analysed
+        return ()
 
     def _indexed_messages(self) -> int:
         estimate = self._one(

@@ -378,6 +378,9 @@ class SearchScope(NamedTuple):
     items_under: tuple[str, str] | None = None
     """For the ``store_items`` table: ``(namespace, prefix)``, the namespace's items under the
     prefix (``""``: all of them)."""
+    analysed: tuple[tuple[int, str], ...] = ()
+    """Rows whose terms the search takes from here, not from the table: ``(seq, terms)``, the
+    terms in the form ``{terms_text}`` reads (items waiting for a store that cannot write)."""
 
 
 # Rows stored before the search terms existed get them in batches, after the migration.
@@ -1243,6 +1246,8 @@ class SqlStore(RecallStore, InspectableStore):
             return []
 
         terms = partial(self._terms_of, scope.table)
+        if scope.analysed:
+            terms = partial(self._terms_with, terms, dict(scope.analysed))
         seqs = rank(units, limit, partial(self._postings, scope), terms, self._indexed_total(scope))
         if not seqs:
             return []
@@ -1253,6 +1258,15 @@ class SqlStore(RecallStore, InspectableStore):
         """The indexed terms of the rows ``seqs`` of ``table``, each in order, by ``seq``."""
         rows = self._select_in(TERMS_OF[table], list(seqs))
         return {seq: self._split_terms(stored or "") for seq, stored in rows}
+
+    def _terms_with(
+        self, terms_of: Callable[[Sequence[int]], dict[int, list[str]]], analysed: dict[int, str], seqs: Sequence[int]
+    ) -> dict[int, list[str]]:
+        """``terms_of(seqs)``, the terms of the rows in ``analysed`` taken from there."""
+        found = terms_of(seqs)
+        for seq in analysed.keys() & set(seqs):
+            found[seq] = self._split_terms(analysed[seq])
+        return found
 
     # -- the search backfill (after a migration) -------------------------------------------
 
@@ -2143,8 +2157,8 @@ class SqlStore(RecallStore, InspectableStore):
         if limit <= 0:
             return []
         wanted = limit if not conditions else max(4 * limit, 200)
-        self._index_waiting_items(namespace, under)
-        scope = SearchScope("store_items", items_under=(namespace, under))
+        analysed = self._index_waiting_items(namespace, under)
+        scope = SearchScope("store_items", items_under=(namespace, under), analysed=analysed)
         found = self._ranked(scope, query, wanted, RANKED_ITEMS, tuple)
         ranked = [ItemRow._make(row[1:]) for row in found if row[0] is None or row[0] > now_us]
         if not conditions or not ranked:
@@ -2163,9 +2177,11 @@ class SqlStore(RecallStore, InspectableStore):
             rows += map(ItemRow._make, self._all(for_keys(GET_ITEMS, listed) + filters, params))
         return rows
 
-    def _index_waiting_items(self, namespace: str, under: str) -> None:
+    def _index_waiting_items(self, namespace: str, under: str) -> tuple[tuple[int, str], ...]:
         """Analyse and index the items under ``under`` whose text waits for it (by default
-        none: a dialect's put may leave that to the next search)."""
+        none: a dialect's put may leave that to the next search); what a store that cannot
+        write analysed without indexing it, for this search alone (``SearchScope.analysed``)."""
+        return ()
 
     def item_vectors(
         self, namespace: str, under: str, conditions: Sequence[ItemCondition], now_us: int
