@@ -13,9 +13,10 @@ a schema of its own) with the same durability: WAL with ``synchronous=NORMAL`` o
 Neither has a vector index. Items are LangMem-like memories, ``{"kind": ..., "content":
 "<sentence>"}``, the sentences the turns of the LoCoMo conversations (read at run time from
 ``/work/shared/data/locomo``, ``--data``), spread over 100 users' namespaces ``("memories",
-"user-N")``, filled by each store's own ``batch`` of puts. At each size, rounds alternate between
-ours and theirs, each timing ``--ops`` calls of each operation on random users; the figure is
-the median round, per call (a batch: per batch of ``--batch`` puts). Ratio: ours / theirs (at
+"user-N")``, filled by each store's own ``batch`` of puts. At each size, each of 5 rounds times
+``--ops`` calls of each operation on random users, ours and theirs taking turns every 25 calls
+(every batch), who goes first alternating; the figure is the median round, per call (a batch:
+per batch of ``--batch`` puts). Ratio: ours / theirs (at
 most 1.0 is the target). ``--ours langgraph`` puts LangGraph's class on both sides (to check
 the harness). Results: ``results/langgraph_store.json``.
 """
@@ -85,51 +86,61 @@ class Workload:
             self.store.batch([self.next_op() for _ in range(min(batch, total - self.count))])
 
 
-def _time(calls: Callable[[], None], ops: int) -> float:
-    start = time.perf_counter()
-    calls()
-    return (time.perf_counter() - start) / ops
+TURN = 25
+"""Calls each store makes before the other takes its turn, within a round (a batch: one)."""
+OPERATIONS = ("get", "search", "search_keyword", "put", "put_batch")
+
+
+class Round:
+    """The calls of one round: the same random users, keys' positions and words for both stores."""
+
+    def __init__(self, rng: random.Random, texts: list[str], ops: int, batch: int) -> None:
+        self.users = [rng.randrange(USERS) for _ in range(ops)]
+        self.picks = [rng.random() for _ in range(ops)]
+        self.words = [rng.choice(re.findall(r"[A-Za-z]{5,}", rng.choice(texts)) or ["friend"]) for _ in range(ops)]
+        self.batch = batch
+
+    def call(self, op: str, load: Workload, n: int) -> None:
+        """The ``n``-th call of ``op`` on ``load``'s store."""
+        store, user = load.store, self.users[n]
+        namespace = ("memories", f"user-{user}")
+        if op == "get":
+            keys = load.keys[user]
+            assert store.get(namespace, keys[int(self.picks[n] * len(keys))]) is not None
+        elif op == "search":
+            store.search(namespace, filter={"kind": "Preference"}, limit=10)
+        elif op == "search_keyword":
+            store.search(namespace, query=self.words[n], limit=10)
+        elif op == "put":
+            put = load.next_op()
+            store.put(put.namespace, put.key, put.value)  # type: ignore[arg-type]
+        else:
+            store.batch([load.next_op() for _ in range(self.batch)])
 
 
 def measure(ours: Workload, theirs: Workload, ops: int, batch: int, seed: int, keyword: bool) -> dict[str, Any]:
+    """Per call, the median of ``ROUNDS`` rounds; in a round both stores make the same calls of
+    each operation, taking turns every ``TURN`` calls (who goes first alternates), so that a burst
+    of the machine's noise falls on both rather than on one store's whole round."""
     rng = random.Random(seed)
-    names = ["put", "put_batch", "get", "search", "search_keyword"]
-    figures: dict[str, dict[str, list[float]]] = {op: {"ours": [], "theirs": []} for op in names}
+    figures: dict[str, dict[str, list[float]]] = {op: {"ours": [], "theirs": []} for op in OPERATIONS}
+    loads = {"ours": ours, "theirs": theirs}
     for _round in range(ROUNDS):
-        users = [rng.randrange(USERS) for _ in range(ops)]
-        picks = [rng.random() for _ in range(ops)]
-        words = [rng.choice(re.findall(r"[A-Za-z]{5,}", rng.choice(ours.texts)) or ["friend"]) for _ in range(ops)]
-        for name, load in (("ours", ours), ("theirs", theirs)):
-            store = load.store
-            keys = [load.keys[u][int(p * len(load.keys[u]))] for u, p in zip(users, picks)]
-
-            def gets(users: list[int] = users, keys: list[str] = keys, store: BaseStore = store) -> None:
-                for user, key in zip(users, keys):
-                    assert store.get(("memories", f"user-{user}"), key) is not None
-
-            def searches(users: list[int] = users, store: BaseStore = store) -> None:
-                for user in users:
-                    store.search(("memories", f"user-{user}"), filter={"kind": "Preference"}, limit=10)
-
-            def keywords(users: list[int] = users, words: list[str] = words, store: BaseStore = store) -> None:
-                for user, word in zip(users, words):
-                    store.search(("memories", f"user-{user}"), query=word, limit=10)
-
-            def puts(load: Workload = load) -> None:
-                for _ in range(ops):
-                    op = load.next_op()
-                    load.store.put(op.namespace, op.key, op.value)  # type: ignore[arg-type]
-
-            def batches(load: Workload = load) -> None:
-                for _ in range(max(1, ops // batch)):
-                    load.store.batch([load.next_op() for _ in range(batch)])
-
-            figures["get"][name].append(_time(gets, ops))
-            figures["search"][name].append(_time(searches, ops))
-            if keyword and name == "ours":
-                figures["search_keyword"][name].append(_time(keywords, ops))
-            figures["put"][name].append(_time(puts, ops))
-            figures["put_batch"][name].append(_time(batches, max(1, ops // batch)))
+        calls = Round(rng, ours.texts, ops, batch)
+        for op in OPERATIONS:
+            if op == "search_keyword" and not keyword:
+                continue
+            players = ["ours"] if op == "search_keyword" else list(loads)  # LangGraph's have no keyword search
+            count, turn = (max(1, ops // batch), 1) if op == "put_batch" else (ops, TURN)
+            spent = dict.fromkeys(players, 0.0)
+            for start in range(0, count, turn):
+                for name in players if start // turn % 2 == 0 else players[::-1]:
+                    began = time.perf_counter()
+                    for n in range(start, min(start + turn, count)):
+                        calls.call(op, loads[name], n)
+                    spent[name] += time.perf_counter() - began
+            for name in players:
+                figures[op][name].append(spent[name] / count)
     result: dict[str, Any] = {}
     for op, by in figures.items():
         if not by["ours"]:

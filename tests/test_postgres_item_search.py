@@ -8,7 +8,9 @@ from __future__ import annotations
 import threading
 
 import psycopg
+import pytest
 
+from sessions_core import StoreError
 from sessions_core.fts import tsvector_literal
 from sessions_core.items import ItemPut, Items
 from sessions_core.stores import postgres as postgres_module
@@ -153,6 +155,9 @@ def test_a_read_only_server_opens_the_schema_and_finds_waiting_items_without_wri
             assert _rows(schema) == before  # nothing written: the items still wait
             assert found[0][0] == "waiting" and {key for key, _ in found} == {"waiting", "indexed", "other"}
             assert _matched(Items(reader), ("a",), '"nest in the tower"') == {"waiting", "other"}
+            with pytest.raises(StoreError) as refused:
+                Items(reader).put(("a", "u"), "new", {"content": "refused"})
+            assert isinstance(refused.value.__cause__, psycopg.errors.ReadOnlySqlTransaction)
         finally:
             reader.close()
         # The writer's search indexes them, and ranks them as the reader did.
