@@ -1262,10 +1262,9 @@ class SqlStore(RecallStore, InspectableStore):
     def _terms_with(
         self, terms_of: Callable[[Sequence[int]], dict[int, list[str]]], analysed: dict[int, str], seqs: Sequence[int]
     ) -> dict[int, list[str]]:
-        """``terms_of(seqs)``, the terms of the rows in ``analysed`` taken from there."""
-        found = terms_of(seqs)
-        for seq in analysed.keys() & set(seqs):
-            found[seq] = self._split_terms(analysed[seq])
+        """The terms of the rows ``seqs``: those in ``analysed`` from there, the others ``terms_of``."""
+        found = terms_of([seq for seq in seqs if seq not in analysed])
+        found.update({seq: self._split_terms(analysed[seq]) for seq in seqs if seq in analysed})
         return found
 
     # -- the search backfill (after a migration) -------------------------------------------
