@@ -338,14 +338,19 @@ class SessionSaver(BaseCheckpointSaver[str]):
 
     def _eraser(self, thread_id: str, ids: Sequence[str]) -> CheckpointRewrite:
         """How each serialised value of the thread loses the messages ``ids``: by id, and the
-        graph's input before it got an id (the same type and content as an erased message)."""
+        graph's input before it got an id (the same type and content as an erased message);
+        and the tool calls those messages made, wherever the graph copied them (see
+        :func:`_without_messages`)."""
         session = self.manager.get_session(thread_id)
-        stored = [found for found in map(session.get_message, ids) if found is not None]
-        twins = frozenset(_twin(message) for message in to_langchain_messages(stored))
+        stored = to_langchain_messages([found for found in map(session.get_message, ids) if found is not None])
+        calls = [call for message in stored if isinstance(message, AIMessage) for call in message.tool_calls]
+        twins = frozenset(_twin(message) for message in stored)
+        call_ids = frozenset(call_id for call in calls if (call_id := call.get("id")))
+        call_twins = frozenset(_call_twin(call) for call in calls)
 
         def rewrite(type_: str, data: bytes, wanted: frozenset[str]) -> tuple[str, bytes] | None:
             value = self.serde.loads_typed((type_, data))
-            kept = _without_messages(value, wanted, twins)
+            kept = _without_messages(value, _Erasure(wanted, twins, call_ids, call_twins))
             if kept is value:
                 return None
             return self.serde.dumps_typed([] if kept is _ERASED else kept)
@@ -681,30 +686,76 @@ def _twin(message: BaseMessage) -> tuple[str, str]:
     return message.type, json.dumps(message.content, sort_keys=True, default=str)
 
 
-def _without_messages(value: Any, ids: frozenset[str], twins: frozenset[tuple[str, str]] = frozenset()) -> Any:
-    """``value`` without the messages whose id (or source id) is in ``ids``, or which have no
-    id and are one of ``twins``, left out of the lists, tuples and dicts holding them
-    (``value`` itself when it holds none; ``_ERASED`` when it is one): LangChain messages, and
-    messages as dicts (an ``id``, a ``content`` and a ``type`` or ``role``). Other objects are
-    kept as they are."""
+@dataclasses.dataclass(frozen=True)
+class _Erasure:
+    """What an erasure takes out of a thread's values: the messages ``ids`` (or whose source id
+    is one), id-less copies of them (``twins``, see :func:`_twin`), and the tool calls they made,
+    by id (``calls``) and, where a copy has no id, by name and arguments (``call_twins``)."""
+
+    ids: frozenset[str]
+    twins: frozenset[tuple[str, str]] = frozenset()
+    calls: frozenset[str] = frozenset()
+    call_twins: frozenset[tuple[str, str]] = frozenset()
+
+
+def _call_twin(call: Mapping[str, Any]) -> tuple[str, str]:
+    """What a copy of a tool call without its id shares with it: its name and arguments."""
+    return str(call.get("name")), json.dumps(call.get("args"), sort_keys=True, default=str)
+
+
+def _without_messages(value: Any, erasure: _Erasure) -> Any:
+    """``value`` without what ``erasure`` takes out, left out of the lists, tuples and dicts
+    holding it (``value`` itself when it holds none of it; ``_ERASED`` when it is some of it):
+    LangChain messages, and messages as dicts (an ``id``, a ``content`` and a ``type`` or
+    ``role``); the erased messages' tool calls as dicts (in ``create_agent``'s ``Send`` to its
+    tools node, which goes with its last call; a dict holding one as its ``tool_call`` goes with
+    it), and the ``{"name": ..., "args": ...}`` without an id that an approval request of
+    ``HumanInTheLoopMiddleware`` repeats; inside a ``Send``'s input and an ``Interrupt``'s value
+    too. Other objects are kept as they are."""
     if isinstance(value, BaseMessage):
         if value.id is None:
-            return _ERASED if _twin(value) in twins else value
-        return _ERASED if value.id in ids or source_id(value) in ids else value
+            return _ERASED if _twin(value) in erasure.twins else value
+        return _ERASED if value.id in erasure.ids or source_id(value) in erasure.ids else value
     kind = type(value)
     if kind is dict:
-        if value.get("id") in ids and "content" in value and ("type" in value or "role" in value):
+        if _is_erased_dict(value, erasure):
             return _ERASED
         kept_items = {}
         for key, inner in value.items():
-            new = _without_messages(inner, ids, twins)
+            new = _without_messages(inner, erasure)
+            if new is _ERASED and key == "tool_call":
+                return _ERASED
             if new is not _ERASED:
                 kept_items[key] = new
         changed = len(kept_items) != len(value) or any(kept_items[k] is not value[k] for k in kept_items)
         return kept_items if changed else value
     if kind is list or kind is tuple:
-        kept = [new for new in (_without_messages(inner, ids, twins) for inner in value) if new is not _ERASED]
+        kept = [new for new in (_without_messages(inner, erasure) for inner in value) if new is not _ERASED]
         if len(kept) == len(value) and all(new is old for new, old in zip(kept, value)):
             return value
         return kept if kind is list else tuple(kept)
+    if isinstance(value, Send):
+        arg = _without_messages(value.arg, erasure)
+        if arg is value.arg:
+            return value
+        if arg is _ERASED or (isinstance(arg, (list, tuple)) and not arg):
+            return _ERASED
+        return Send(value.node, arg, timeout=value.timeout)
+    if isinstance(value, Interrupt):
+        asked = _without_messages(value.value, erasure)
+        if asked is value.value:
+            return value
+        return dataclasses.replace(value, value=None if asked is _ERASED else asked)
     return value
+
+
+def _is_erased_dict(value: dict[str, Any], erasure: _Erasure) -> bool:
+    """Whether ``value`` is an erased message as a dict, or one of the erased messages' tool calls."""
+    found = value.get("id")
+    if found is not None and not isinstance(found, str):
+        return False
+    if found in erasure.ids and "content" in value and ("type" in value or "role" in value):
+        return True
+    if "name" not in value or "args" not in value:
+        return False
+    return found in erasure.calls if found is not None else _call_twin(value) in erasure.call_twins
