@@ -137,9 +137,10 @@ def _read_only_store(schema):
     return postgres_module.PostgresStore(f"{url}{'&' if '?' in url else '?'}{options}", schema=schema, max_size=2)
 
 
-def test_a_read_only_server_opens_the_schema_and_finds_waiting_items_without_writing(schema):
+def test_a_read_only_server_opens_the_schema_and_finds_waiting_items_without_writing(schema, monkeypatch):
     """A read-only role or server cannot index what waits: its search analyses the waiting items
-    under the prefix for itself and ranks them with the indexed ones, and they wait on."""
+    under the prefix for itself and ranks them with the indexed ones, and they wait on; once
+    refused, the store's next searches do not try the write again for a while."""
     store = _store(schema)
     try:
         items = Items(store)
@@ -154,7 +155,11 @@ def test_a_read_only_server_opens_the_schema_and_finds_waiting_items_without_wri
             found = [(item.key, item.score) for item in Items(reader).search(("a",), query="kestrels nest", limit=10)]
             assert _rows(schema) == before  # nothing written: the items still wait
             assert found[0][0] == "waiting" and {key for key, _ in found} == {"waiting", "indexed", "other"}
+            writes = []
+            monkeypatch.setattr(reader, "_write", lambda work, **kw: writes.append(work))
             assert _matched(Items(reader), ("a",), '"nest in the tower"') == {"waiting", "other"}
+            assert writes == []  # refused once: the next searches do not ask again for a while
+            monkeypatch.undo()
             with pytest.raises(StoreError) as refused:
                 Items(reader).put(("a", "u"), "new", {"content": "refused"})
             assert isinstance(refused.value.__cause__, psycopg.errors.ReadOnlySqlTransaction)

@@ -378,6 +378,7 @@ class PostgresStore(SqlStore):
         self._outage_lock = threading.Lock()
         super().__init__()
         self._statistics: tuple[float, dict[str, float], float] | None = None
+        self._index_refused_until = 0.0
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.description}, schema={self.schema!r})"
@@ -1238,6 +1239,8 @@ class PostgresStore(SqlStore):
         if not waiting:
             return ()
         analysed = tuple((seq, tsvector_literal(text)) for seq, text in waiting)
+        if time.monotonic() < self._index_refused_until:
+            return analysed
         texts = dict(waiting)
         rows = json.dumps([{"seq": seq, "text": texts[seq], "terms": terms} for seq, terms in analysed])
         sql = self.compile(_INDEX_ITEMS)
@@ -1246,7 +1249,10 @@ class PostgresStore(SqlStore):
         except StoreError as error:
             if not isinstance(error.__cause__, _CANNOT_WRITE):
                 raise
-            return analysed  # a read-only role or server: this search matches them as analysed
+            # A read-only role or server: this search matches them as analysed, and the next
+            # ones do without asking again for a while (a standby may be promoted).
+            self._index_refused_until = time.monotonic() + INDEX_REFUSED_SECONDS
+            return analysed
         return ()
 
     def _indexed_messages(self) -> int:
@@ -1269,6 +1275,9 @@ def _share(alternative: Alternative, frequencies: dict[str, float]) -> float:
     return min(frequencies.get(term, 0.0) for term in alternative.terms)
 
 
+INDEX_REFUSED_SECONDS = 60.0
+"""How long a store whose server refused to index the waiting items (a read-only role or server)
+searches them as analysed without trying to write them again."""
 STATISTICS_SECONDS = 600.0
 """How long ranked search keeps the planner's term statistics before reading them again."""
 EXACT_TOTAL_BELOW = 50_000
