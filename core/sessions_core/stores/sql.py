@@ -13,6 +13,7 @@ runs it, so a change to the SQL and to its use is made in one place.
 
 from __future__ import annotations
 
+import hashlib
 from abc import abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -950,6 +951,24 @@ def item_under(namespace: str, under: str, table: str = "") -> tuple[str, dict[s
         f"{where} AND {column} >= :under AND {column} < :under_high AND ({column} = :under OR {column} >= :under_low)",
         {"ns": namespace, "under": under, "under_low": under + ".", "under_high": under + "/"},
     )
+
+
+def item_scope_token(namespace: str, under: str) -> str:
+    """The keyword-index token of the items in ``namespace`` whose prefix is ``under`` or below
+    it (``""``: every item of the namespace): ``z`` and 16 hex digits of a hash, a token of
+    letters and digits as FTS5's ``ascii`` tokenizer keeps them. A search still checks the
+    namespace and prefix of what it matches (two scopes may share a token)."""
+    digest = hashlib.blake2b(f"{namespace}\x00{under}".encode(), digest_size=8, person=b"item-scope")
+    return "z" + digest.hexdigest()
+
+
+def item_scope_tokens(namespace: str, prefix: str) -> str:
+    """The scope tokens of an item of ``namespace`` under ``prefix`` (labels joined by
+    ``'.'``): one for its namespace and one for each prefix its own starts with, itself
+    included, so that a search under any of them finds it (:func:`item_scope_token`)."""
+    labels = prefix.split(".") if prefix else []
+    scopes = ["", *(".".join(labels[:n]) for n in range(1, len(labels) + 1))]
+    return " ".join(item_scope_token(namespace, scope) for scope in scopes)
 
 
 def _session_ids(where: str = "") -> str:

@@ -44,6 +44,8 @@ from .sql import (
     PUT_ITEMS,
     SearchScope,
     SqlStore,
+    item_scope_token,
+    item_scope_tokens,
     load_migrations,
 )
 
@@ -95,7 +97,7 @@ _POSITION_OF = f"{_POSITIONS} WHERE session_id = ? AND id = ?"
 _FTS_SOURCES = {
     "session_messages": "search_terms, session_token",
     "search_entries": "search_terms",
-    "store_items": "search_terms",
+    "store_items": "search_terms, scope_tokens",
 }
 """The tables with a keyword index (``<table>_fts``), and its columns."""
 _FTS_TABLES = tuple(f"{source}_fts" for source in _FTS_SOURCES)
@@ -665,6 +667,9 @@ class SqliteStore(SqlStore):
                             raise StoreError(
                                 f"{self.database}: schema version {version} is newer than this library knows"
                             )
+                        conn.create_function(
+                            "session_memory_item_scope", 2, item_scope_tokens, deterministic=True
+                        )  # migration 0018's
                         for number in range(version, len(MIGRATIONS)):
                             for statement in _statements(MIGRATIONS[number]):
                                 conn.execute(statement)
@@ -966,9 +971,9 @@ class SqliteStore(SqlStore):
                     f"INSERT INTO waiting_{source}_fts (waiting_{source}_fts, rank) VALUES ('rank', 'bm25(1.0, 0.0)')"
                 )
             if source == _ANALYSED_WHEN_INDEXED:
-                analysed = {seq: index_text(text) for seq, text in _waiting_texts(conn, source)}
-                conn.executemany(f"INSERT INTO waiting_{source}_fts (rowid, {columns}) VALUES (?, ?)", analysed.items())
-                self._waiting_terms = analysed
+                analysed = _analysed_waiting_items(conn)
+                conn.executemany(f"INSERT INTO waiting_{source}_fts (rowid, {columns}) VALUES (?, ?, ?)", analysed)
+                self._waiting_terms = {seq: terms for seq, terms, _scope in analysed}
             else:
                 conn.execute(
                     f"INSERT INTO waiting_{source}_fts (rowid, {columns}) SELECT seq, {columns} FROM {source}"
@@ -1071,7 +1076,8 @@ class SqliteStore(SqlStore):
         # FTS5 reads the newest end of a word's doclist only: no estimate is cheaper.
         if scope.items_under is not None:
             namespace, under = scope.items_under
-            # The word's newest postings first (``+``: not the items' index), checked for the scope.
+            # The newest postings of the word in the scope's (migration 0018), checked for the
+            # scope (``+``: not the items' index).
             within = " AND +i.prefix >= ? AND +i.prefix < ? AND (i.prefix = ? OR i.prefix >= ?)" if under else ""
             source, sql = (
                 "store_items",
@@ -1081,7 +1087,8 @@ class SqliteStore(SqlStore):
                 ),
             )
             bounds = (under, under + "/", under, under + ".") if under else ()
-            params = [(fts5_expression((word,)), namespace, *bounds, n) for word in words]
+            scope = f'scope_tokens : "{item_scope_token(namespace, under)}" AND search_terms : '
+            params = [(f"{scope}({fts5_expression((word,))})", namespace, *bounds, n) for word in words]
         elif scope.entries_of is not None:
             source, sql = (
                 "search_entries",
@@ -1107,6 +1114,20 @@ class SqliteStore(SqlStore):
         def work(conn: sqlite3.Connection) -> list[list[int]]:
             return [[row[0] for sql in statements for row in conn.execute(sql, one)][:n] for one in params]
 
+        return self._read(work)
+
+    def _indexed_items(self, namespace: str, under: str) -> int:
+        # The rows of the scope's token in the keyword indexes (migration 0018), not a count of
+        # the scope's rows, which reads each one.
+        match = f'scope_tokens : "{item_scope_token(namespace, under)}"'
+
+        def work(conn: sqlite3.Connection) -> int:
+            return sum(
+                conn.execute(f"SELECT count(*) FROM {fts} WHERE {fts} MATCH ?", (match,)).fetchone()[0]
+                for fts in indexes
+            )
+
+        indexes = self._searchable("store_items")
         return self._read(work)
 
     def _indexed_messages(self) -> int:
@@ -1141,12 +1162,14 @@ def _catch_up(conn: sqlite3.Connection, sources: tuple[str, ...] = _INDEXED_BY_W
             _index_waiting(conn, source)
 
 
-def _waiting_texts(conn: sqlite3.Connection, source: str) -> list[tuple[int, str]]:
-    """The ``(seq, text)`` of the rows of ``source`` (``_ANALYSED_WHEN_INDEXED``) that wait
-    for its keyword index and have a text to analyse."""
-    return conn.execute(
-        f"SELECT seq, search_terms FROM {source} WHERE {_ABOVE_MARK[source]} AND search_terms <> ''"
+def _analysed_waiting_items(conn: sqlite3.Connection) -> list[tuple[int, str, str]]:
+    """The ``(seq, terms, scope tokens)`` of the items that wait for their keyword index with a
+    text to analyse (``_ANALYSED_WHEN_INDEXED``), analysed (migration 0018: ``scope_tokens``)."""
+    rows = conn.execute(
+        "SELECT seq, search_terms, namespace, prefix FROM store_items"
+        f" WHERE {_ABOVE_MARK[_ANALYSED_WHEN_INDEXED]} AND search_terms <> ''"
     ).fetchall()
+    return [(seq, index_text(text), item_scope_tokens(namespace, prefix)) for seq, text, namespace, prefix in rows]
 
 
 def _index_waiting(conn: sqlite3.Connection, source: str) -> None:
@@ -1154,8 +1177,8 @@ def _index_waiting(conn: sqlite3.Connection, source: str) -> None:
     texts analysed first where they wait as texts (migration 0017)."""
     if source == _ANALYSED_WHEN_INDEXED:
         conn.executemany(
-            f"UPDATE {source} SET search_terms = ? WHERE seq = ?",
-            [(index_text(text), seq) for seq, text in _waiting_texts(conn, source)],
+            f"UPDATE {source} SET search_terms = ?, scope_tokens = ? WHERE seq = ?",
+            [(terms, scope, seq) for seq, terms, scope in _analysed_waiting_items(conn)],
         )
     columns = _FTS_SOURCES[source]
     conn.execute(
