@@ -955,11 +955,11 @@ def item_under(namespace: str, under: str, table: str = "") -> tuple[str, dict[s
 
 def item_scope_token(namespace: str, under: str) -> str:
     """The keyword-index token of the items in ``namespace`` whose prefix is ``under`` or below
-    it (``""``: every item of the namespace): ``z`` and 16 hex digits of a hash, a token of
-    letters and digits as FTS5's ``ascii`` tokenizer keeps them. A search still checks the
-    namespace and prefix of what it matches (two scopes may share a token)."""
-    digest = hashlib.blake2b(f"{namespace}\x00{under}".encode(), digest_size=8, person=b"item-scope")
-    return "z" + digest.hexdigest()
+    it (``""``: every item of the namespace): ``z`` and the first 16 hex digits of the SHA-256 of
+    ``namespace``, U+001F and ``under``, letters and digits as FTS5's ``ascii`` tokenizer keeps
+    them. A search still checks the namespace and prefix of what it matches (two scopes may
+    share a token)."""
+    return "z" + hashlib.sha256(f"{namespace}\x1f{under}".encode()).hexdigest()[:16]
 
 
 def item_scope_tokens(namespace: str, prefix: str) -> str:

@@ -1087,8 +1087,8 @@ class SqliteStore(SqlStore):
                 ),
             )
             bounds = (under, under + "/", under, under + ".") if under else ()
-            scope = f'scope_tokens : "{item_scope_token(namespace, under)}" AND search_terms : '
-            params = [(f"{scope}({fts5_expression((word,))})", namespace, *bounds, n) for word in words]
+            in_scope = f'scope_tokens : "{item_scope_token(namespace, under)}" AND search_terms : '
+            params = [(f"{in_scope}({fts5_expression((word,))})", namespace, *bounds, n) for word in words]
         elif scope.entries_of is not None:
             source, sql = (
                 "search_entries",
