@@ -1076,8 +1076,8 @@ class SqliteStore(SqlStore):
         # FTS5 reads the newest end of a word's doclist only: no estimate is cheaper.
         if scope.items_under is not None:
             namespace, under = scope.items_under
-            # The newest postings of the word in the scope's (migration 0018), checked for the
-            # scope (``+``: not the items' index).
+            # The word's newest postings among its scope's (the scope's token, migration 0018),
+            # each checked for the scope all the same (``+``: not the items' index).
             within = " AND +i.prefix >= ? AND +i.prefix < ? AND (i.prefix = ? OR i.prefix >= ?)" if under else ""
             source, sql = (
                 "store_items",
